@@ -1,0 +1,192 @@
+"""The `splitstack` command: wires the packages' commands together; no logic of its own."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from infra.spec import Engine
+from infra.spec_loader import SpecError, load_stack, project_root
+from infra.spec_schema import SCHEMA_PATH, render_schema
+from stack.components import SetupError
+from stack.launcher import LocalStack, StackError
+
+app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
+spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
+app.add_typer(spec_app, name="spec")
+console = Console()
+err = Console(stderr=True)
+
+StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi.<stack>.yaml.")]
+
+
+def _overrides(engine: Optional[Engine], workers: Optional[int]) -> dict:
+    out: dict = {}
+    if engine is not None:
+        out["inference_servers.0.engine"] = engine.value
+    if workers is not None:
+        out["worker_pool.replicas"] = workers
+    return out
+
+
+def _local(stack: str, engine: Optional[Engine] = None, workers: Optional[int] = None) -> LocalStack:
+    try:
+        spec = load_stack(stack, overrides=_overrides(engine, workers))
+    except SpecError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    if spec.target.value != "local":
+        err.print(f"[red]stack {stack!r} has target {spec.target.value!r}; `splitstack up` runs "
+                  "only target 'local' stacks (use `pulumi up` for Kubernetes)[/red]")
+        raise typer.Exit(2)
+    return LocalStack(spec, project_root())
+
+
+@app.command()
+def up(
+    stack: StackOpt = "local",
+    engine: Annotated[Optional[Engine], typer.Option(help="Override the engine of the first server.")] = None,
+    workers: Annotated[Optional[int], typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
+) -> None:
+    """Start the local stack (health-gated); on failure nothing is left running."""
+    local = _local(stack, engine, workers)
+    t0 = time.monotonic()
+    try:
+        state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
+    except (SetupError, StackError) as exc:
+        err.print(f"[red]up failed:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]stack {stack!r} healthy in {time.monotonic() - t0:.1f} s[/green] "
+                  f"(state and logs: {local.paths.root})")
+    _print_status(local)
+    del state
+
+
+@app.command()
+def down(stack: StackOpt = "local") -> None:
+    """Stop everything the local stack started (also after a crash of the launcher)."""
+    local = _local(stack)
+    strays = local.down()
+    if strays:
+        console.print(f"swept {len(strays)} processes outside supervisord: {strays}")
+    console.print(f"[green]stack {stack!r} is down[/green]")
+
+
+def _print_status(local: LocalStack) -> bool:
+    rows = local.status()
+    if not rows:
+        console.print("the local stack is not running (`splitstack up` starts it)")
+        return False
+    table = Table("component", "process", "pid", "health", "url", "log")
+    for r in rows:
+        health = "[green]ok[/green]" if r["healthy"] else f"[red]{r['detail']}[/red]"
+        table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"], r["log"])
+    console.print(table)
+    return all(r["healthy"] for r in rows)
+
+
+@app.command()
+def status(stack: StackOpt = "local") -> None:
+    """Each component's process state, health and URL; exit 1 if any is unhealthy."""
+    if not _print_status(_local(stack)):
+        raise typer.Exit(1)
+
+
+@app.command()
+def logs(
+    component: Annotated[Optional[str], typer.Argument(help="Component; omit to list them.")] = None,
+    stack: StackOpt = "local",
+    lines: Annotated[int, typer.Option("-n", help="Lines to show.")] = 50,
+    follow: Annotated[bool, typer.Option("-f", help="Follow the log.")] = False,
+) -> None:
+    """Show a component's log."""
+    local = _local(stack)
+    logs_dir = local.paths.logs
+    available = sorted(p.stem for p in logs_dir.glob("*.log")) if logs_dir.is_dir() else []
+    if component is None:
+        console.print("\n".join(available) or "no logs yet")
+        return
+    path = local.paths.log(component)
+    if not path.is_file():
+        err.print(f"[red]no log for {component!r}; known: {', '.join(available) or 'none'}[/red]")
+        raise typer.Exit(2)
+    cmd = ["tail", f"-n{lines}"] + (["-F"] if follow else []) + [str(path)]
+    raise typer.Exit(subprocess.call(cmd))
+
+
+@spec_app.command("show")
+def spec_show(stack: StackOpt = "local") -> None:
+    """Print the resolved spec (defaults filled in) as JSON."""
+    try:
+        spec = load_stack(stack)
+    except SpecError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    console.print_json(spec.model_dump_json())
+
+
+@spec_app.command("validate")
+def spec_validate(stacks: Annotated[Optional[list[str]], typer.Argument()] = None) -> None:
+    """Validate stacks (all Pulumi.<stack>.yaml files when none is named)."""
+    from infra.spec_loader import available_stacks
+
+    failed = False
+    for name in stacks or available_stacks():
+        try:
+            load_stack(name)
+            console.print(f"[green]ok[/green] {name}")
+        except SpecError as exc:
+            failed = True
+            err.print(f"[red]{exc}[/red]")
+    if failed:
+        raise typer.Exit(1)
+
+
+@spec_app.command("schema")
+def spec_schema(
+    write: Annotated[bool, typer.Option(help=f"Write {SCHEMA_PATH.name} instead of printing.")] = False,
+) -> None:
+    """Export the spec's JSON schema (committed as infra/spec.schema.json)."""
+    text = render_schema()
+    if write:
+        SCHEMA_PATH.write_text(text)
+        console.print(f"wrote {SCHEMA_PATH}")
+    else:
+        sys.stdout.write(text)
+
+
+# Sub-commands owned by other packages: mounted when their package is importable.
+_MOUNTS = {
+    "sim": "stack.sim.cli",
+    "slo": "slo.cli",
+    "runbook": "runbooks.cli",
+    "infra": "infra.cli",
+    "bench": "bench.cli",
+}
+for _name, _module in _MOUNTS.items():
+    try:
+        app.add_typer(importlib.import_module(_module).app, name=_name)
+    except ImportError:
+        pass
+try:
+    from worker.cli import register as _register_worker
+
+    _register_worker(app)
+except ImportError:
+    pass
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

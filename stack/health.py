@@ -1,0 +1,27 @@
+"""Health probes for local-stack components."""
+
+from __future__ import annotations
+
+import httpx
+import redis
+
+from stack.components import HealthCheck
+
+
+def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
+    """(healthy, detail). Never raises: a probe that cannot connect is simply unhealthy."""
+    if check.kind == "redis":
+        try:
+            client = redis.Redis.from_url(check.url, socket_timeout=timeout_s,
+                                          socket_connect_timeout=timeout_s)
+            try:
+                return bool(client.ping()), "PONG"
+            finally:
+                client.close()
+        except redis.RedisError as exc:
+            return False, f"redis: {exc}"
+    try:
+        response = httpx.get(check.url, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return response.status_code == 200, f"HTTP {response.status_code}"

@@ -1,0 +1,195 @@
+"""Bring the local stack up and down, and report its state.
+
+`up` is health-gated: it returns only when every component answers its health check, and on
+any failure it stops everything it started and raises :class:`StackError` naming the
+component, what happened and its log path. `down` is safe to run any time, also after the
+launcher or supervisord itself was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.spec import Spec
+from stack.components import BuildContext, Component, SetupError, build_components
+from stack.health import probe
+from stack.paths import StackPaths
+from stack.preflight import check_ports_free, resolve_api_key
+from stack.supervisor import FAILED_STATES, Supervisor, sweep_strays, tail
+
+
+class StackError(Exception):
+    """A component failed to start or become healthy; the message names it and its log."""
+
+
+@dataclass
+class LocalStack:
+    spec: Spec
+    project_root: Path
+
+    @property
+    def paths(self) -> StackPaths:
+        return StackPaths.at(self.spec.local.state_dir, self.project_root)
+
+    @property
+    def supervisor(self) -> Supervisor:
+        return Supervisor(self.paths)
+
+    # -- up ---------------------------------------------------------------------------------
+    def up(self, on_progress: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+        progress = on_progress or (lambda component, message: None)
+        paths = self.paths
+        if self.supervisor.running():
+            raise StackError(
+                f"a local stack is already running from {paths.root}; "
+                "`splitstack status` shows it, `splitstack down` stops it"
+            )
+        sweep_strays(paths.stack_id)  # leftovers of a crashed launcher would hold the ports
+        paths.make()
+        check_ports_free(self.spec)
+        api_key = resolve_api_key(self.spec, paths)
+        ctx = BuildContext(self.spec, paths, self.project_root, api_key)
+        components = build_components(ctx)
+        started = time.monotonic()
+        env = _child_env(self.project_root)
+        progress("stack", f"starting {len(components)} components under supervisord")
+        try:
+            self.supervisor.start(components, env)
+            self._wait_healthy(components, progress)
+        except BaseException:
+            self.down()
+            raise
+        state = self._state(components, time.monotonic() - started)
+        paths.state_file.write_text(json.dumps(state, indent=2))
+        return state
+
+    def _wait_healthy(
+        self, components: list[Component], progress: Callable[[str, str], None]
+    ) -> None:
+        budget = {c.name: self._budget_s(c) for c in components}
+        t0 = time.monotonic()
+        pending = {c.name: c for c in components}
+        while pending:
+            info = self.supervisor.process_info()
+            if not info:
+                raise StackError(
+                    f"supervisord stopped answering; see {self.paths.logs / 'supervisord.log'}"
+                )
+            for name, component in list(pending.items()):
+                state = info.get(name, {}).get("statename", "UNKNOWN")
+                if state in FAILED_STATES:
+                    raise StackError(self._failure(component, f"exited while starting ({state})"))
+                healthy, detail = probe(component.health)
+                if healthy:
+                    progress(name, f"healthy after {time.monotonic() - t0:.1f} s at {component.url}")
+                    del pending[name]
+                elif time.monotonic() - t0 > budget[name]:
+                    raise StackError(self._failure(
+                        component, f"not healthy after {budget[name]:.0f} s (last probe: {detail})"
+                    ))
+            if pending:
+                time.sleep(0.25)
+
+    def _budget_s(self, component: Component) -> float:
+        overall = self.spec.local.startup_timeout_s
+        if component.role == "server":
+            server = next(s for s in self.spec.inference_servers if f"server-{s.name}" == component.name)
+            return min(overall, server.startup_budget_s)
+        return min(overall, 60.0)
+
+    def _failure(self, component: Component, what: str) -> str:
+        log = self.paths.log(component.name)
+        text = tail(log, 15)
+        hint = explain_failure(component, text)
+        return (
+            f"{component.name} {what}.{(' ' + hint) if hint else ''}\n"
+            f"log: {log}\n--- last lines ---\n{text}"
+        )
+
+    def _state(self, components: list[Component], elapsed_s: float) -> dict[str, Any]:
+        info = self.supervisor.process_info()
+        return {
+            "stack": self.spec.stack,
+            "started_at": time.time(),
+            "startup_s": round(elapsed_s, 3),
+            "supervisord_pid": self.supervisor.pid(),
+            "components": {
+                c.name: {
+                    "role": c.role,
+                    "url": c.url,
+                    "port": c.port,
+                    "pid": info.get(c.name, {}).get("pid"),
+                    "log": str(self.paths.log(c.name)),
+                    "health": {"kind": c.health.kind, "url": c.health.url},
+                }
+                for c in components
+            },
+        }
+
+    # -- down / status ----------------------------------------------------------------------
+    def down(self) -> list[int]:
+        """Stop everything; returns PIDs that had to be swept up outside supervisord."""
+        self.supervisor.shutdown()
+        strays = sweep_strays(self.paths.stack_id)
+        sock = self.paths.socket
+        if sock.exists() and not self.supervisor.running():
+            sock.unlink(missing_ok=True)
+        return strays
+
+    def read_state(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.paths.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def status(self) -> list[dict[str, Any]]:
+        from stack.components import HealthCheck
+
+        state = self.read_state()
+        if state is None:
+            return []
+        info = self.supervisor.process_info()
+        rows = []
+        for name, c in state["components"].items():
+            healthy, detail = probe(HealthCheck(c["health"]["kind"], c["health"]["url"]), 1.0)
+            proc = info.get(name, {})
+            rows.append({
+                "component": name,
+                "role": c["role"],
+                "process": proc.get("statename", "NOT RUNNING"),
+                "pid": proc.get("pid") or None,
+                "healthy": healthy,
+                "detail": detail,
+                "url": c["url"],
+                "log": c["log"],
+            })
+        return rows
+
+
+def _child_env(project_root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SPLITSTACK_ROOT"] = str(project_root)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def explain_failure(component: Component, log_tail: str) -> str:
+    """One line that says what a known startup failure means and how to fix it."""
+    if component.role == "server":
+        try:
+            from stack.vllm_engine import explain_vllm_failure
+        except ImportError:
+            return ""
+        return explain_vllm_failure(log_tail) or ""
+    if "Address already in use" in log_tail:
+        return f"Port {component.port} is taken by another process; stop it or change the port."
+    return ""
+
+
+__all__ = ["LocalStack", "SetupError", "StackError"]
