@@ -122,7 +122,11 @@ class ServedModel(Strict):
     size_gib: float = Field(
         default=2.0, gt=0, description="Weights on disk, GiB: drives the startup-probe budget."
     )
-    vision: bool = Field(default=False, description="True when the model accepts images.")
+    vision: bool = Field(
+        default=True,
+        description="True when the model accepts images (the pipeline's models are VLMs); set "
+        "false for text-only models such as the generated 'tiny' one.",
+    )
 
 
 class InferenceServer(Strict):

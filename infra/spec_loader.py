@@ -64,6 +64,11 @@ def load_stack(
             [f"stack {stack!r} has no file {path.name}; known stacks: {known or 'none'} "
              f"(create {path.name} with a 'config:' mapping of splitstack: keys)"],
         )
+    return load_file(path, stack, overrides)
+
+
+def load_file(path: Path, stack: str, overrides: dict[str, Any] | None = None) -> Spec:
+    """Load a Pulumi stack file from any path (fixtures, `spec validate FILE`)."""
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
