@@ -1,0 +1,1 @@
+"""On-call runbooks: pages, scripted actions and the `runbook` CLI."""
