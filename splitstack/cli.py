@@ -121,6 +121,22 @@ def logs(
     raise typer.Exit(subprocess.call(cmd))
 
 
+@app.command()
+def demo(
+    stack: StackOpt = "local",
+    engine: Annotated[Optional[Engine], typer.Option(help="Engine of the first server.")] = None,
+) -> None:
+    """Up, one real request through the server, Prometheus scraping it, down."""
+    from stack.demo import run_demo
+
+    local = _local(stack, engine)
+    try:
+        run_demo(local, console.print)
+    except (SetupError, StackError) as exc:
+        err.print(f"[red]demo failed:[/red] {exc}")
+        raise typer.Exit(1) from None
+
+
 @spec_app.command("show")
 def spec_show(stack: StackOpt = "local") -> None:
     """Print the resolved spec (defaults filled in) as JSON."""
