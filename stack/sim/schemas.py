@@ -1,0 +1,129 @@
+"""Request bodies of the OpenAI-compatible endpoints, validated like vLLM does.
+
+Unknown fields are accepted (vLLM logs and ignores them); wrong types are 400 with pydantic's
+error list in the message, as vLLM's validation handler reports them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from dataclasses import dataclass
+
+from PIL import Image, UnidentifiedImageError
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Allow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class StreamOptions(_Allow):
+    include_usage: bool | None = True
+    continuous_usage_stats: bool | None = False
+
+
+class ImageURL(_Allow):
+    url: str
+
+
+class ContentPart(_Allow):
+    type: str
+    text: str | None = None
+    image_url: ImageURL | None = None
+
+
+class Message(_Allow):
+    role: str
+    content: str | list[ContentPart] | None = None
+
+
+class _Common(_Allow):
+    model: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(1, ge=1)
+
+
+class ChatRequest(_Common):
+    messages: list[Message]
+    max_completion_tokens: int | None = Field(None, ge=1)
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int]
+    max_tokens: int | None = Field(16, ge=1)  # OpenAI's and vLLM's default for /v1/completions
+
+
+class TokenizeRequest(_Allow):
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[Message] | None = None
+
+
+class BadImage(ValueError):
+    pass
+
+
+@dataclass
+class DecodedImage:
+    data: bytes
+    width: int
+    height: int
+
+
+def decode_image(url: str) -> DecodedImage:
+    """A data: URL image (what MinerU sends). Remote URLs cannot be fetched by the simulator."""
+    if not url.startswith("data:"):
+        raise BadImage(f"the simulator only accepts data: image URLs, got '{url[:40]}'")
+    header, sep, payload = url.partition(",")
+    if not sep or ";base64" not in header:
+        raise BadImage("image data URL must be base64-encoded ('data:image/png;base64,...')")
+    try:
+        data = base64.b64decode(payload, validate=False)
+        with Image.open(io.BytesIO(data)) as img:  # reads the header only
+            width, height = img.size
+    except (binascii.Error, UnidentifiedImageError, OSError, ValueError) as exc:
+        raise BadImage(f"Failed to load image: {exc}") from exc
+    return DecodedImage(data, width, height)
+
+
+@dataclass
+class ChatContent:
+    texts: list[str]  # one per message (its text parts joined)
+    image_urls: list[str]
+    last_user_text: str
+
+
+def split_messages(messages: list[Message]) -> ChatContent:
+    texts: list[str] = []
+    urls: list[str] = []
+    last_user = ""
+    for m in messages:
+        if isinstance(m.content, str) or m.content is None:
+            text = m.content or ""
+        else:
+            parts = []
+            for p in m.content:
+                if p.type == "text" and p.text is not None:
+                    parts.append(p.text)
+                elif p.type == "image_url" and p.image_url is not None:
+                    urls.append(p.image_url.url)
+            text = "".join(parts)
+        texts.append(text)
+        if m.role == "user":
+            last_user = text
+    return ChatContent(texts, urls, last_user)
+
+
+def validation_message(exc) -> str:
+    """vLLM puts pydantic's error list, with 'body' prefixed to each loc, in the message."""
+    errs = []
+    for e in exc.errors(include_url=False):
+        e = dict(e)
+        e["loc"] = ("body", *e["loc"])
+        e.pop("ctx", None)
+        errs.append(e)
+    return str(errs)
