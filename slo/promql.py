@@ -99,16 +99,18 @@ def count_exprs(slo: SLO, jobs: Jobs, window: str, step: str) -> tuple[str, str]
     return f"sum_over_time(({ind})[{window}:{step}])", f"count_over_time(({ind})[{window}:{step}])"
 
 
-def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str]]:
-    """(metric, absent() expression) for each metric the SLO cannot be computed without."""
+def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
+    """(metric, job, absent() expression) for each metric the SLO cannot be computed without."""
     sli = slo.sli
     if isinstance(sli, UptimeSLI):
-        return [("up", f"absent({selector('up', jobs.of(r))})") for r in sli.jobs]
-    if isinstance(sli, LatencySLI):
-        return [(sli.histogram, f"absent({selector(sli.histogram + '_count', jobs.of(sli.job))})")]
-    if isinstance(sli, EventRatioSLI):
+        pairs = [("up", "up", jobs.of(r)) for r in sli.jobs]
+    elif isinstance(sli, LatencySLI):
+        pairs = [(sli.histogram, sli.histogram + "_count", jobs.of(sli.job))]
+    elif isinstance(sli, EventRatioSLI):
         # Only the first total counter: bad counters may legitimately appear at the first failure.
-        return [(sli.total[0], f"absent({selector(sli.total[0], jobs.of(sli.job))})")]
-    assert isinstance(sli, ThresholdSLI)
-    names = [sli.metric] + ([sli.idle_gauge] if sli.idle_gauge else [])
-    return [(m, f"absent({selector(m, jobs.of(sli.job))})") for m in names]
+        pairs = [(sli.total[0], sli.total[0], jobs.of(sli.job))]
+    else:
+        assert isinstance(sli, ThresholdSLI)
+        names = [sli.metric] + ([sli.idle_gauge] if sli.idle_gauge else [])
+        pairs = [(m, m, jobs.of(sli.job)) for m in names]
+    return [(metric, job, f"absent({selector(sample, job)})") for metric, sample, job in pairs]

@@ -187,8 +187,7 @@ def _time_tests(slo: SLO, spec: SLOSpec, alerts: list[BurnAlert]) -> list[tuple[
 def _absent_test(slo: SLO, spec: SLOSpec) -> dict:
     eval_min = spec.absent_for_min + 2
     exp = []
-    for metric, expr in promql.absent_exprs(slo, spec.jobs):
-        job = expr.split('job="', 1)[1].split('"', 1)[0]
+    for metric, job, expr in promql.absent_exprs(slo, spec.jobs):
         exp.append({"exp_labels": {"severity": "ticket", "slo": slo.name, "metric": metric, "job": job},
                     "exp_annotations": absent_annotations(slo, metric, expr)})
     return {

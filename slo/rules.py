@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from slo import promql
-from slo.spec import SLO, SLOSpec
+from slo.spec import SLO, SLOSpec, dec
 from slo.windows import BurnWindow, BurnWindows, Severity, fmt_duration_min, load_burn_windows
 
 ALERT_BY_SEVERITY = {Severity.page: "SLOErrorBudgetBurnFast", Severity.ticket: "SLOErrorBudgetBurnSlow"}
@@ -26,12 +26,6 @@ ROUND_TO = "0.000001"
 
 def runbook_url(alert: str) -> str:
     return f"{RUNBOOK_PAGES}/{alert}.md"
-
-
-def dec(d: Decimal) -> str:
-    """Plain decimal text, no exponent, no trailing zeros ("0.072", "6")."""
-    s = format(d.normalize(), "f")
-    return s
 
 
 @dataclass(frozen=True)
@@ -118,12 +112,12 @@ def slo_group(spec: SLOSpec, slo: SLO, windows: BurnWindows | None = None) -> di
             "labels": a.labels,
             "annotations": a.annotations,
         })
-    for metric, expr in promql.absent_exprs(slo, spec.jobs):
+    for metric, job, expr in promql.absent_exprs(slo, spec.jobs):
         rules.append({
             "alert": ABSENT_ALERT,
             "expr": expr,
             "for": fmt_duration_min(spec.absent_for_min),
-            "labels": {"severity": Severity.ticket.value, "slo": slo.name, "metric": metric},
+            "labels": {"severity": Severity.ticket.value, "slo": slo.name, "metric": metric, "job": job},
             "annotations": absent_annotations(slo, metric, expr),
         })
     return {"name": f"slo-{slo.name}", "rules": rules}

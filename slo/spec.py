@@ -27,6 +27,11 @@ JobRole = Literal["inference_server", "workers"]
 _SLUG = r"^[a-z][a-z0-9-]{1,62}$"
 
 
+def dec(d: Decimal) -> str:
+    """Plain decimal text, no exponent, no trailing zeros ("0.072", "6")."""
+    return format(d.normalize(), "f")
+
+
 class SpecError(ValueError):
     """The SLO spec is invalid; the message names the field path and the fix."""
 
@@ -181,13 +186,13 @@ class SLO(BaseModel):
             threshold = w.factor_for(self.window_d) * self.error_budget
             if threshold >= 1:
                 raise ValueError(
-                    f"{w.severity.value} burn rate {w.factor_for(self.window_d)}x over {w.long} times error budget "
-                    f"{self.error_budget} = {threshold} >= 1: an error ratio cannot exceed 1, so this alert could never fire; "
+                    f"{w.severity.value} burn rate {dec(w.factor_for(self.window_d))}x over {w.long} times error budget "
+                    f"{dec(self.error_budget)} = {dec(threshold)} >= 1: an error ratio cannot exceed 1, so this alert could never fire; "
                     f"raise target or drop {w.severity.value!r} from alerts"
                 )
             if threshold.quantize(THRESHOLD_QUANTUM) != threshold:
                 raise ValueError(
-                    f"{w.severity.value} threshold {threshold} (burn rate x error budget) is not exact to 1e-6; "
+                    f"{w.severity.value} threshold {dec(threshold)} (burn rate x error budget) is not exact to 1e-6; "
                     "use a target and window_d whose product with the burn factors has at most 6 decimals"
                 )
 

@@ -1,0 +1,58 @@
+"""Parse PromQL offline (promql-parser, a port of Prometheus' grammar) and list the metrics it reads.
+
+Used by tests and `slo check` to prove that every rule and dashboard expression parses and names
+only catalog metrics or splitstack's own recording rules. The authoritative parse is still
+Prometheus' (promtool / a live query); this one needs no server.
+"""
+
+from __future__ import annotations
+
+import promql_parser
+
+from slo import catalog
+
+RECORD_PREFIX = "slo:"
+
+
+class ExprError(ValueError):
+    pass
+
+
+def metric_names(expr: str) -> set[str]:
+    """Names of every vector selector in ``expr``; ExprError if it does not parse."""
+    try:
+        root = promql_parser.parse(expr)
+    except Exception as e:  # the binding raises a bare Exception/ValueError with the parser's text
+        raise ExprError(f"does not parse: {e}") from None
+    names: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        kind = type(node).__name__
+        if kind == "VectorSelector":
+            if node.name:
+                names.add(node.name)
+            else:  # {__name__="x"} style
+                names |= {m.value for m in node.matchers.matchers if m.name == "__name__"}
+            continue
+        if kind == "MatrixSelector":
+            stack.append(node.vector_selector)
+            continue
+        for attr in ("expr", "lhs", "rhs", "param"):
+            child = getattr(node, attr, None)
+            if child is not None and not isinstance(child, (int, float, str)):
+                stack.append(child)
+        stack.extend(getattr(node, "args", None) or [])
+    return names
+
+
+def unknown_metrics(expr: str, allow_records: bool = True) -> set[str]:
+    """Metric names in ``expr`` that are neither catalog samples nor (optionally) slo: records."""
+    out = set()
+    for n in metric_names(expr):
+        if catalog.family_of(n) is not None:
+            continue
+        if allow_records and n.startswith(RECORD_PREFIX):
+            continue
+        out.add(n)
+    return out
