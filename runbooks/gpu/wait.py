@@ -24,10 +24,10 @@ class WaitParams:
 
     def __post_init__(self) -> None:
         if self.min_free_mib <= 0:
-            raise ValueError(f"min_free_mib {self.min_free_mib} must be > 0 MiB")
+            raise ValueError(f"min_free_mib {self.min_free_mib:g} must be > 0 MiB")
         if self.timeout_s < 0 or self.interval_s <= 0:
             raise ValueError(
-                f"timeout_s {self.timeout_s} must be >= 0 and interval_s {self.interval_s} > 0")
+                f"timeout_s {self.timeout_s:g} must be >= 0 and interval_s {self.interval_s:g} > 0")
 
 
 @dataclass
