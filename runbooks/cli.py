@@ -91,22 +91,10 @@ def capacity_matrix(
     max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 8192,
 ) -> None:
     """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
-    from runbooks.capacity import fits, gpus, models
+    from runbooks.capacity.matrix import matrix_table
 
-    gpu_names = list(gpus())
-    typer.echo(f"max concurrent sequences of {max_model_len} tokens at gpu_memory_utilization "
-               f"{gpu_memory_utilization} (0 = does not fit)")
-    typer.echo("| model | " + " | ".join(gpu_names) + " |")
-    typer.echo("|---" * (len(gpu_names) + 1) + "|")
-    for name, spec in models().items():
-        if max_model_len > spec.max_position_embeddings:
-            continue
-        cells = []
-        for g in gpu_names:
-            r = fits(name, g, gpu_memory_utilization=gpu_memory_utilization,
-                     max_model_len=max_model_len)
-            cells.append(f"{r.max_concurrent_full_length:.1f}" if r.fits else "0")
-        typer.echo(f"| {name} | " + " | ".join(cells) + " |")
+    typer.echo(matrix_table(gpu_memory_utilization=gpu_memory_utilization,
+                            max_model_len=max_model_len))
 
 
 @capacity_app.command("forecast")

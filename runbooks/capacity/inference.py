@@ -59,7 +59,8 @@ class FitReport(BaseModel):
             f"  budget   {self.gpu_total_gib:7.2f} GiB x {self.gpu_memory_utilization:.2f} = "
             f"{self.budget_gib:7.2f} GiB per GPU",
             f"  weights  {self.weights_gib:7.2f} GiB   activation {self.activation_gib:5.2f} GiB"
-            f"   non-torch {self.non_torch_gib:4.2f} GiB   cuda graphs {self.cudagraph_gib:4.2f} GiB",
+            f"   non-torch {self.non_torch_gib:4.2f} GiB"
+            f"   cuda graphs {self.cudagraph_gib:4.2f} GiB",
             f"  KV cache {self.kv_cache_gib:7.2f} GiB at {self.kv_bytes_per_token} B/token/GPU "
             f"-> {self.kv_capacity_tokens:,} tokens; "
             f"{self.max_concurrent_full_length:.2f}x sequences of {self.max_model_len:,} tokens",
@@ -133,7 +134,8 @@ def plan(model: ModelSpec, *, gpu_name: str, gpu_total_gib: float,
     batched = max_num_batched_tokens or mem.default_max_num_batched_tokens.value
     tp = tensor_parallel_size
     budget = gpu_total_gib * gpu_memory_utilization
-    w = ov.weights_gib if ov.weights_gib is not None else weights_gib(model, tensor_parallel_size=tp)
+    w = ov.weights_gib if ov.weights_gib is not None else weights_gib(
+        model, tensor_parallel_size=tp)
     act = ov.activation_gib if ov.activation_gib is not None else activation_gib(
         model, max_num_batched_tokens=batched, tensor_parallel_size=tp)
     non_torch = ov.non_torch_gib if ov.non_torch_gib is not None else mem.non_torch_gib.value
