@@ -47,8 +47,10 @@ def indicator_expr(slo: SLO, jobs: Jobs) -> str:
     """0/1 expression, 1 when the pipeline is good at this instant (time-based SLIs only)."""
     sli = slo.sli
     if isinstance(sli, UptimeSLI):
-        # `or vector(0)`: a job whose targets vanished from service discovery counts as down.
-        return " * ".join(f"(max({selector('up', jobs.of(r))}) or vector(0))" for r in sli.jobs)
+        # A job whose targets vanished from service discovery counts as down, but only while
+        # Prometheus itself is up: time before monitoring started is not downtime.
+        gate = f"0 * max({selector('up', jobs.prometheus)})"
+        return " * ".join(f"(max({selector('up', jobs.of(r))}) or {gate})" for r in sli.jobs)
     if isinstance(sli, ThresholdSLI):
         job = jobs.of(sli.job)
         window = fmt_duration_min(sli.slice_min)

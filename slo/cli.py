@@ -1,0 +1,190 @@
+"""The `slo` CLI: only wiring; the work is in spec, promql, rules, writer, budget, report, dashboards.
+
+Exit codes: 0 ok; 1 an error budget is exhausted (`status`) or generated files are stale
+(`--check`); 2 bad input (spec, records, unreachable Prometheus); 3 some SLO has no data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from slo.spec import OBJECTIVES_PATH, SpecError, load_spec
+
+app = typer.Typer(help="SLOs: show the spec, generate alert rules and dashboards, report error budgets.",
+                  no_args_is_help=True)
+openslo_app = typer.Typer(help="Export / import OpenSLO v1 documents.", no_args_is_help=True)
+app.add_typer(openslo_app, name="openslo")
+
+console = Console()
+err = Console(stderr=True)
+
+SpecOpt = Annotated[Path, typer.Option("--spec", help="SLO spec file", show_default=True)]
+
+
+def _fail(msg: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _spec(path: Path):
+    try:
+        return load_spec(path)
+    except SpecError as e:
+        raise _fail(str(e)) from None
+
+
+@app.command()
+def show(spec: SpecOpt = OBJECTIVES_PATH) -> None:
+    """Print every SLO with its target, window and SLI as PromQL (5-minute error ratio)."""
+    from slo import promql
+
+    s = _spec(spec)
+    for slo in s.slos:
+        console.print(f"[bold]{slo.name}[/]  {slo.title}  target {slo.target} over {slo.window_d} d  ({slo.source})")
+        if slo.time_based:
+            console.print(f"  indicator: {promql.indicator_expr(slo, s.jobs)}", highlight=False, soft_wrap=True)
+        console.print(f"  error ratio [5m]: {promql.error_ratio_expr(slo, s.jobs, '5m')}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def rules(spec: SpecOpt = OBJECTIVES_PATH,
+          out: Annotated[Optional[Path], typer.Option(help="output folder (default alerts/generated)")] = None,
+          check: Annotated[bool, typer.Option("--check", help="exit 1 if the files differ from a fresh render; write nothing")] = False) -> None:
+    """Generate alerts/generated/*.rules.yml and their promtool unit tests from the spec."""
+    from slo.rule_tests import ScenarioError
+    from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
+
+    s = _spec(spec)
+    try:
+        files = render_generated(s)  # everything rendered before anything is written
+    except ScenarioError as e:
+        raise _fail(str(e)) from None
+    target = out or GENERATED_DIR
+    if check:
+        stale = diff_tree(files, target)
+        if stale:
+            raise _fail(f"generated rules are stale, run `slo rules`: {', '.join(stale)}", 1)
+        console.print(f"{len(files)} generated files up to date")
+        return
+    changed = write_tree(files, target)
+    console.print(f"{len(files)} files in {target}, {len(changed)} changed")
+
+
+def _evaluate(spec_path: Path, prometheus: Optional[str], records: Optional[Path], window: Optional[str],
+              current: str, step: str):
+    from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
+    from slo.records import RecordError, load_records
+    from slo.report import evaluate_prometheus, evaluate_records, parse_duration_s
+
+    s = _spec(spec_path)
+    try:
+        current_s = parse_duration_s(current)
+        if window:
+            parse_duration_s(window)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    if records is not None:
+        try:
+            return s, evaluate_records(s, load_records(records), current_s), f"records:{records}"
+        except RecordError as e:
+            raise _fail(str(e)) from None
+    src = PrometheusSource(prometheus or "http://127.0.0.1:9090", s.jobs, step=step)
+    try:
+        src.check()
+        return s, evaluate_prometheus(s, src, window, current), f"prometheus:{src.url}"
+    except (PrometheusUnreachable, QueryFailed) as e:
+        raise _fail(str(e)) from None
+
+
+PromOpt = Annotated[Optional[str], typer.Option("--prometheus", help="Prometheus URL (default http://127.0.0.1:9090)")]
+RecOpt = Annotated[Optional[Path], typer.Option("--records", help="bench records JSONL instead of Prometheus")]
+WinOpt = Annotated[Optional[str], typer.Option("--window", help="attainment window, e.g. 1h (default: each SLO's window_d)")]
+CurOpt = Annotated[str, typer.Option("--current", help="window of the current burn rate")]
+StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-based SLIs")]
+
+
+@app.command()
+def report(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
+           window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m",
+           json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the report as JSON")] = None) -> None:
+    """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
+    from slo.report import render_table, write_json
+
+    s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
+    render_table(s, evals, console, f"SLO report ({source})")
+    if json_out:
+        write_json(evals, json_out, source)
+
+
+@app.command()
+def status(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
+           window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m") -> None:
+    """Like report; exits 1 when any error budget is exhausted, 3 when an SLO has no data."""
+    from slo.budget import Status
+    from slo.report import render_table
+
+    s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
+    render_table(s, evals, console, f"SLO status ({source})")
+    exhausted = [e.slo for e in evals if e.status is Status.exhausted]
+    if exhausted:
+        raise _fail(f"error budget exhausted: {', '.join(exhausted)}", 1)
+    missing = [e.slo for e in evals if e.status in (Status.no_data, Status.insufficient_data)]
+    if missing:
+        raise _fail(f"no or too little data for: {', '.join(missing)}", 3)
+
+
+@app.command()
+def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
+               out: Annotated[Optional[Path], typer.Option(help="output folder (default dashboards/generated)")] = None,
+               check: Annotated[bool, typer.Option("--check", help="exit 1 if the JSON differs from a fresh render")] = False) -> None:
+    """Generate the Grafana dashboards (JSON) from the spec and the metric catalog."""
+    from dashboards.generate import DASHBOARD_DIR, render_dashboards
+    from slo.writer import diff_tree, write_tree
+
+    files = render_dashboards(_spec(spec))
+    target = out or DASHBOARD_DIR
+    if check:
+        stale = diff_tree(files, target, suffix=".json")
+        if stale:
+            raise _fail(f"dashboards are stale, run `slo dashboards`: {', '.join(stale)}", 1)
+        console.print(f"{len(files)} dashboards up to date")
+        return
+    changed = write_tree(files, target, suffix=".json")
+    console.print(f"{len(files)} dashboards in {target}, {len(changed)} changed")
+
+
+@openslo_app.command("export")
+def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
+                   out: Annotated[Optional[Path], typer.Option(help="write here instead of stdout")] = None) -> None:
+    """Export the spec as OpenSLO v1 documents (multi-document YAML)."""
+    from slo.openslo import export_openslo
+
+    text = export_openslo(_spec(spec))
+    if out:
+        out.write_text(text)
+    else:
+        typer.echo(text, nl=False)
+
+
+@openslo_app.command("import")
+def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (one or more documents)")],
+                   out: Annotated[Optional[Path], typer.Option(help="write the SLO spec here instead of stdout")] = None) -> None:
+    """Import OpenSLO v1 SLOs that fit splitstack's model into an objectives.yaml."""
+    from slo.openslo import OpenSLOError, import_openslo
+
+    try:
+        text = import_openslo(src.read_text(), origin=str(src))
+    except (OpenSLOError, OSError) as e:
+        raise _fail(str(e)) from None
+    if out:
+        out.write_text(text)
+    else:
+        typer.echo(text, nl=False)
+
+
+if __name__ == "__main__":
+    app()

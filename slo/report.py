@@ -1,0 +1,90 @@
+"""Build the per-SLO evaluations from a source (Prometheus or bench records) and render them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Protocol
+
+from rich.console import Console
+from rich.table import Table
+
+from slo.budget import Counts, Evaluation, Status, evaluate
+from slo.records import Record, sli_counts, span_s
+from slo.spec import SLO, SLOSpec
+
+_DURATION = re.compile(r"^(\d+)(s|m|h|d|w)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration_s(text: str) -> int:
+    m = _DURATION.match(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise ValueError(f"duration {text!r} is not like 30d, 6h, 5m or 90s")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def fmt_duration_s(seconds: int) -> str:
+    for unit in ("w", "d", "h", "m"):
+        if seconds % _UNIT_S[unit] == 0:
+            return f"{seconds // _UNIT_S[unit]}{unit}"
+    return f"{seconds}s"
+
+
+class CountSource(Protocol):
+    def counts(self, slo: SLO, window: str) -> Counts | None: ...
+    def no_data_hint(self, slo: SLO) -> str: ...
+
+
+def evaluate_prometheus(spec: SLOSpec, source: CountSource, window: str | None, current: str) -> list[Evaluation]:
+    out = []
+    for slo in spec.slos:
+        win = window or f"{slo.window_d}d"
+        out.append(evaluate(slo, source.counts(slo, win), source.counts(slo, current),
+                            parse_duration_s(win), parse_duration_s(current), source.no_data_hint(slo)))
+    return out
+
+
+def evaluate_records(spec: SLOSpec, records: list[Record], current_s: int) -> list[Evaluation]:
+    """The whole run is the window; its last ``current_s`` seconds give the current burn rate."""
+    start, end = span_s(records)
+    window_s = max(1, round(end - start))
+    out = []
+    for slo in spec.slos:
+        hint = f"the records hold no {slo.sli.kind} data for it (see slo/records.py for what each SLO needs)"
+        out.append(evaluate(slo, sli_counts(slo, records), sli_counts(slo, records, since_s=end - current_s),
+                            window_s, current_s, hint))
+    return out
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{float(x) * 100:.3f} %"
+
+
+def _tte(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 86400:
+        return f"{s / 86400:.1f} d"
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min"
+
+
+def render_table(spec: SLOSpec, evals: list[Evaluation], console: Console, title: str) -> None:
+    table = Table(title=title)
+    for col in ("SLO", "target", "window", "attainment", "events", "budget left", "burn rate", "exhausted in", "status"):
+        table.add_column(col, justify="left" if col in ("SLO", "status") else "right")
+    colour = {Status.ok: "green", Status.exhausted: "red", Status.insufficient_data: "yellow", Status.no_data: "yellow"}
+    for e in evals:
+        table.add_row(e.slo, _pct(e.target), fmt_duration_s(e.window_s), _pct(e.attainment),
+                      "-" if e.total is None else f"{float(e.total):g}", _pct(e.budget_remaining_ratio),
+                      "-" if e.burn_rate is None else f"{float(e.burn_rate):.2f}x", _tte(e.time_to_exhaustion_s),
+                      f"[{colour[e.status]}]{e.status.value}[/]")
+    console.print(table)
+    for e in evals:
+        if e.message:
+            console.print(f"[dim]{e.message}[/]")
+
+
+def write_json(evals: list[Evaluation], path: Path, source: str) -> None:
+    path.write_text(json.dumps({"source": source, "slos": [e.as_dict() for e in evals]}, indent=2) + "\n")
