@@ -39,6 +39,20 @@ METRICS_CT = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8"), (b
 # vLLM's instrumentator leaves these out of http_* metrics.
 UNINSTRUMENTED = {"/metrics", "/health", "/load", "/ping", "/version", "/server_info"}
 CRASH_EXIT_CODE = 70
+# Labels of vllm:cache_config_info as vLLM 0.32 exports them (tests/unit/sim/data/metrics.txt).
+CACHE_INFO_DEFAULTS = {
+    "_block_size_resolved": "True", "cache_dtype": "auto", "cache_hit_alignment_tokens": "None",
+    "enable_mamba_shared_prefix_checkpoint": "False", "enable_prefix_caching": "True",
+    "gpu_memory_utilization": "0.92", "hash_block_size": "None", "is_attention_free": "False",
+    "kv_cache_dtype_skip_layers": "[]", "kv_cache_layout": "None", "kv_cache_memory_bytes": "1073741824",
+    "kv_offloading_backend": "native", "kv_offloading_size": "None", "kv_sharing_fast_prefill": "False",
+    "mamba_block_size": "None", "mamba_cache_dtype": "auto", "mamba_cache_mode": "none",
+    "mamba_page_size_padded": "None", "mamba_ssm_cache_dtype": "float32", "num_cpu_blocks": "None",
+    "num_gpu_blocks_override": "None", "prefix_cache_retention_interval": "0", "prefix_caching_hash_algo": "sha256",
+    "prefix_match_unit": "None", "replayssm_buffer_len": "16", "skip_page_size_padded": "None",
+    "sliding_window": "None", "swa_bounded_replay": "True", "use_kda_recoverssm": "False", "use_replayssm": "False",
+    "user_specified_block_size": "False",
+}
 
 
 class HTTPError(Exception):
@@ -92,11 +106,14 @@ class SimApp:
         self._auth = f"Bearer {config.api_key}".encode() if config.api_key else None
 
     def _cache_info(self) -> dict[str, str]:
+        """vllm:cache_config_info labels: the captured set, with the simulated cache's sizes."""
         lim = self.limits
-        return {"block_size": str(lim.block_size_tokens), "cache_dtype": "auto", "enable_prefix_caching": "True",
-                "gpu_memory_utilization": "0.9", "kv_cache_size_tokens": str(lim.kv_cache_tokens),
-                "num_gpu_blocks": str(lim.kv_cache_tokens // lim.block_size_tokens), "num_cpu_blocks": "None",
-                "sliding_window": "None", "simulator_profile": self.profile.name}
+        return CACHE_INFO_DEFAULTS | {
+            "block_size": str(lim.block_size_tokens), "effective_attention_block_size": str(lim.block_size_tokens),
+            "kv_cache_size_tokens": str(lim.kv_cache_tokens),
+            "num_gpu_blocks": str(lim.kv_cache_tokens // lim.block_size_tokens),
+            "kv_cache_max_concurrency": str(float(lim.kv_cache_tokens / lim.max_model_len)),
+        }
 
     # -- ASGI entry ------------------------------------------------------------------------
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:

@@ -17,6 +17,8 @@ from .scheduler import Scheduler, SimRequest
 
 log = logging.getLogger("stack.sim")
 
+MAX_INLINE_STEPS = 32  # steps run back to back before the loop yields, when no step time is due
+
 
 class Clock(Protocol):
     def now(self) -> float: ...
@@ -87,6 +89,7 @@ class Engine:
 
     async def _run(self) -> None:
         sched, clock = self.scheduler, self.clock
+        inline_steps = 0
         while True:
             if sched.idle:
                 self._wakeup.clear()
@@ -99,7 +102,16 @@ class Engine:
                 await self._wakeup.wait()
                 continue
             delay = result.end_s - clock.now()
-            await clock.sleep(delay if delay > 0 else 0)
+            if delay > 0:
+                inline_steps = 0
+                await clock.sleep(delay)
+            elif inline_steps < MAX_INLINE_STEPS:
+                # A step that is already due (near-zero step times): keep stepping before yielding,
+                # so responses wake once for many tokens instead of once per token.
+                inline_steps += 1
+            else:
+                inline_steps = 0
+                await clock.sleep(0)
             self._deliver(result)
 
     def _deliver(self, result) -> None:

@@ -257,3 +257,23 @@ def simulate(scheduler: Scheduler, arrivals: list[SimRequest], max_steps: int = 
         if steps > max_steps:
             raise RuntimeError(f"simulation exceeded {max_steps} steps")
     return now
+
+
+def simulate_closed_loop(scheduler: Scheduler, make_request, concurrency: int, total: int) -> float:
+    """``concurrency`` clients each send their next request when the previous one finishes (how
+    load generators and MinerU's semaphore behave); returns the time the last request finished."""
+    now = 0.0
+    sent = 0
+    for _ in range(min(concurrency, total)):
+        scheduler.add(make_request(sent, now), now)
+        sent += 1
+    while not scheduler.idle:
+        result = scheduler.step(now)
+        if result.num_tokens == 0:
+            raise RuntimeError(f"scheduler stalled at t={now:.3f}s: requests do not fit the KV cache")
+        now = result.end_s
+        for _ in result.finished:
+            if sent < total:
+                scheduler.add(make_request(sent, now), now)
+                sent += 1
+    return now

@@ -44,13 +44,14 @@ def _usage_full(prompt: int, completion: int) -> dict:
 class ChatStream:
     """SSE events of one streamed chat completion (captured: sse_chat_stream.txt)."""
 
-    def __init__(self, model: str, prompt_tokens: int, include_usage: bool, continuous_usage: bool) -> None:
-        self.rid = new_id("chatcmpl")
+    def __init__(self, model: str, prompt_tokens: int, include_usage: bool, continuous_usage: bool,
+                 rid: str | None = None, created: int | None = None) -> None:
+        self.rid = rid or new_id("chatcmpl")
         self.prompt_tokens = prompt_tokens
         self.include_usage = include_usage
         self.continuous = include_usage and continuous_usage
         self.head = (b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":['
-                     % (self.rid.encode(), int(time.time()), orjson.dumps(model)))
+                     % (self.rid.encode(), created or int(time.time()), orjson.dumps(model)))
 
     def _usage(self, completion: int) -> bytes:
         return b',"usage":' + _usage_stream(self.prompt_tokens, completion) if self.continuous else b""
@@ -77,13 +78,14 @@ class ChatStream:
 class CompletionStream:
     """SSE events of one streamed /v1/completions request (no role chunk)."""
 
-    def __init__(self, model: str, prompt_tokens: int, include_usage: bool, continuous_usage: bool) -> None:
-        self.rid = new_id("cmpl")
+    def __init__(self, model: str, prompt_tokens: int, include_usage: bool, continuous_usage: bool,
+                 rid: str | None = None, created: int | None = None) -> None:
+        self.rid = rid or new_id("cmpl")
         self.prompt_tokens = prompt_tokens
         self.include_usage = include_usage
         self.continuous = include_usage and continuous_usage
         self.head = (b'data: {"id":"%s","object":"text_completion","created":%d,"model":%s,"choices":['
-                     % (self.rid.encode(), int(time.time()), orjson.dumps(model)))
+                     % (self.rid.encode(), created or int(time.time()), orjson.dumps(model)))
 
     def role(self) -> bytes:
         return b""
@@ -109,10 +111,12 @@ class CompletionStream:
         return self.head + b'],"usage":' + _usage_final(self.prompt_tokens, completion) + b"}\n\n" + SSE_DONE
 
 
-def chat_response(model: str, content: str, prompt: int, completion: int, finish_reason: str) -> bytes:
+def chat_response(model: str, content: str, prompt: int, completion: int, finish_reason: str,
+                  rid: str | None = None, created: int | None = None) -> bytes:
     """Captured: chat_nonstream.json."""
     return orjson.dumps({
-        "id": new_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": rid or new_id("chatcmpl"), "object": "chat.completion", "created": created or int(time.time()),
+        "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None,
                                              "annotations": None, "audio": None, "function_call": None,
                                              "reasoning": None},
