@@ -1,0 +1,33 @@
+"""The Pulumi program (`pulumi up` with Pulumi.yaml's ``main: infra/``).
+
+Reads the stack's ``splitstack:`` config into the same typed spec everything else uses, then
+builds the deployment. Secrets never pass through here: the spec holds SecretRefs only.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pulumi
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # pulumi runs this folder as a script, not as the package
+    sys.path.insert(0, str(ROOT))
+
+from infra.components.config import spec_from_pulumi_config  # noqa: E402
+from infra.components.program import build  # noqa: E402
+from infra.spec_loader import SpecError  # noqa: E402
+
+
+def main() -> None:
+    try:
+        spec = spec_from_pulumi_config()
+    except SpecError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    deployment = build(spec, ROOT)
+    for key, value in deployment.outputs.items():
+        pulumi.export(key, value)
+
+
+main()

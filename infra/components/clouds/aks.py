@@ -1,0 +1,61 @@
+"""AKS: a cluster (Azure CNI + Cilium enforce NetworkPolicy) with a system CPU pool and a GPU
+user pool with an explicit taint (AKS does not taint GPU nodes by itself)."""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+
+from infra.components.clouds import (
+    CPU_INSTANCE, ClusterOut, GPU_DISK_GIB, cpu_node_count, missing_sdk, require_region,
+)
+from infra.components.naming import GPU_POOL_LABEL
+from infra.spec import Spec
+
+
+def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
+    try:
+        import pulumi_azure_native as az
+    except ImportError:
+        raise missing_sdk("aks", "pulumi-azure-native") from None
+    pool = spec.gpu_node_pool
+    assert pool is not None
+    region = require_region(pool)
+    opts = pulumi.ResourceOptions(parent=parent)
+    group = az.resources.ResourceGroup(f"{name}-rg", location=region, opts=opts)
+    w = spec.worker_pool
+    cluster = az.containerservice.ManagedCluster(
+        f"{name}-cluster",
+        resource_group_name=group.name,
+        location=region,
+        dns_prefix=f"{spec.namespace}-{spec.stack}",
+        identity={"type": "SystemAssigned"},
+        network_profile={"network_plugin": "azure", "network_plugin_mode": "overlay",
+                         "network_dataplane": "cilium", "network_policy": "cilium"},
+        agent_pool_profiles=[{
+            "name": "system", "mode": "System", "vm_size": CPU_INSTANCE["aks"],
+            "count": cpu_node_count(w.cpu_millicores, w.max_replicas or w.replicas),
+            "os_type": "Linux",
+        }],
+        opts=opts,
+    )
+    az.containerservice.AgentPool(
+        f"{name}-gpu",
+        agent_pool_name="gpu",
+        resource_group_name=group.name,
+        resource_name_=cluster.name,
+        mode="User",
+        vm_size=pool.instance_type,
+        count=pool.node_count,
+        os_type="Linux",
+        os_disk_size_gb=GPU_DISK_GIB,
+        node_labels={**pool.labels, GPU_POOL_LABEL: "true"},
+        node_taints=[f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                     for t in pool.taints],
+        opts=opts,
+    )
+    creds = az.containerservice.list_managed_cluster_user_credentials_output(
+        resource_group_name=group.name, resource_name=cluster.name)
+    config = creds.kubeconfigs.apply(lambda k: base64.b64decode(k[0].value).decode())
+    return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name)

@@ -1,0 +1,38 @@
+"""The stack's ``splitstack:`` Pulumi config -> :class:`infra.spec.Spec`.
+
+Goes through ``infra.spec_loader`` (config_to_mapping + parse_spec) so `pulumi up` and
+``load_stack`` accept and reject exactly the same documents.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+
+from infra.spec import Spec
+from infra.spec_loader import NAMESPACE, config_to_mapping, parse_spec
+
+
+def _value(text: str) -> Any:
+    """Pulumi hands structured config as JSON text and plain values as strings."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def spec_from_pulumi_config() -> Spec:
+    stack = pulumi.get_stack()
+    config: dict[str, Any] = {}
+    for key in Spec.model_fields:
+        full = f"{NAMESPACE}:{key}"
+        text = pulumi.runtime.get_config(full)
+        if text is None:
+            continue
+        # A secret value is refused by config_to_mapping (secrets are taken by reference only).
+        config[full] = {"secure": "<secret>"} if pulumi.runtime.is_config_secret(full) else _value(text)
+    raw = config_to_mapping(config, f"Pulumi.{stack}.yaml")
+    raw.setdefault("stack", stack)
+    return parse_spec(raw, f"Pulumi.{stack}.yaml")

@@ -1,0 +1,119 @@
+"""NetworkPolicies: default deny, then only the flows the pipeline needs.
+
+Allowed: DNS for everyone; workers -> server port; workers and KEDA -> Redis; Prometheus
+(monitoring namespace) -> the metrics ports; servers (and monolithic workers) -> HTTPS for the
+model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components import naming, sizing
+from infra.components.base import child, metadata
+from infra.spec import DeploymentMode, Spec
+
+HTTPS = {"protocol": "TCP", "port": 443}
+# The model download and bucket uploads go to the internet, never to private ranges.
+PUBLIC_INTERNET = {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}
+
+
+def _ns(name: str) -> dict:
+    return {"namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": name}}}
+
+
+def _pods(labels: dict[str, str]) -> dict:
+    return {"pod_selector": {"match_labels": labels}}
+
+
+def _tcp(port: int) -> dict:
+    return {"protocol": "TCP", "port": port}
+
+
+def policies(spec: Spec) -> dict[str, dict]:
+    """name -> NetworkPolicy spec (snake_case dicts)."""
+    mono = spec.deployment_mode is DeploymentMode.monolithic
+    workers = naming.worker_labels(mono)
+    prometheus = {**_ns(naming.MONITORING_NAMESPACE),
+                  "pod_selector": {"match_labels": {"app.kubernetes.io/name": "prometheus"}}}
+    out: dict[str, dict] = {
+        "default-deny": {"pod_selector": {}, "policy_types": ["Ingress", "Egress"]},
+        "allow-dns": {
+            "pod_selector": {}, "policy_types": ["Egress"],
+            "egress": [{"to": [{**_ns("kube-system"),
+                                "pod_selector": {"match_labels": {"k8s-app": "kube-dns"}}}],
+                        "ports": [{"protocol": "UDP", "port": 53}, _tcp(53)]}],
+        },
+    }
+    server_ports: list[dict] = []
+    for server in sizing.gpu_servers(spec) if not mono else []:
+        sel = naming.server_labels(server)
+        out[f"{server.name}-ingress"] = {
+            "pod_selector": {"match_labels": sel}, "policy_types": ["Ingress"],
+            "ingress": [{"from": [_pods(workers)], "ports": [_tcp(server.port)]},
+                        {"from": [prometheus], "ports": [_tcp(server.port)]}],
+        }
+        out[f"{server.name}-egress"] = {
+            "pod_selector": {"match_labels": sel}, "policy_types": ["Egress"],
+            "egress": [{"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]}],
+        }
+        server_ports.append(_tcp(server.port))
+    for server in spec.inference_servers if not mono else []:
+        if server.engine.value == "sim":  # CPU simulator: same flows, no download
+            sel = naming.server_labels(server)
+            out[f"{server.name}-ingress"] = {
+                "pod_selector": {"match_labels": sel}, "policy_types": ["Ingress"],
+                "ingress": [{"from": [_pods(workers), prometheus], "ports": [_tcp(server.port)]}],
+            }
+            server_ports.append(_tcp(server.port))
+    worker_egress: list[dict] = []
+    if mono or spec.output_store.kind == "s3":
+        worker_egress.append({"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]})
+    if server_ports:
+        server_peers = [_pods(naming.server_labels(s)) for s in spec.inference_servers]
+        worker_egress.append({"to": server_peers, "ports": server_ports})
+    if spec.queue.kind == "external":
+        worker_egress.append({"to": [{"ip_block": {"cidr": "0.0.0.0/0"}}],
+                              "ports": [_tcp(spec.queue.port)]})
+    else:
+        worker_egress.append({"to": [_pods(naming.redis_labels())], "ports": [_tcp(spec.queue.port)]})
+        out["redis-ingress"] = {
+            "pod_selector": {"match_labels": naming.redis_labels()}, "policy_types": ["Ingress"],
+            "ingress": [{"from": [_pods(workers)], "ports": [_tcp(spec.queue.port)]},
+                        # KEDA's operator reads the stream's lag to scale the workers.
+                        {"from": [_ns(naming.KEDA_NAMESPACE)], "ports": [_tcp(spec.queue.port)]}],
+        }
+    out["worker-ingress"] = {
+        "pod_selector": {"match_labels": workers}, "policy_types": ["Ingress"],
+        "ingress": [{"from": [prometheus], "ports": [_tcp(spec.worker_pool.metrics_port)]}],
+    }
+    out["worker-egress"] = {
+        "pod_selector": {"match_labels": workers}, "policy_types": ["Egress"],
+        "egress": worker_egress,
+    }
+    return out
+
+
+@dataclass(frozen=True)
+class NetworkPoliciesArgs:
+    spec: Spec
+
+
+class NetworkPoliciesComponent(pulumi.ComponentResource):
+    def __init__(self, name: str, args: NetworkPoliciesArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("splitstack:infra:NetworkPolicies", name, None, opts)
+        ns = args.spec.namespace
+        self.policies = [
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy}",
+                metadata=metadata(policy, ns, naming.labels("network-policy", policy)),
+                spec=body,
+                opts=child(self),
+            )
+            for policy, body in policies(args.spec).items()
+        ]
+        self.register_outputs({"count": len(self.policies)})

@@ -1,0 +1,115 @@
+"""The whole Kubernetes deployment of a spec: what ``pulumi up`` creates.
+
+``build`` is called by ``infra/__main__.py`` under the real engine and by ``infra.render`` and
+the tests under mocks: one code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components import naming, sizing
+from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
+from infra.components.inference_server import InferenceServerArgs, InferenceServerComponent
+from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
+from infra.components.observability import (
+    ObservabilityArgs, ObservabilityComponent, load_dashboards, load_rule_files,
+)
+from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
+from infra.components.platform_addons import PlatformAddonsArgs, PlatformAddonsComponent
+from infra.components.queue import QueueArgs, QueueComponent
+from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
+from infra.spec import Cloud, DeploymentMode, Spec, Target
+
+
+@dataclass
+class Deployment:
+    spec: Spec
+    servers: list[InferenceServerComponent] = field(default_factory=list)
+    workers: WorkerPoolComponent | None = None
+    outputs: dict[str, object] = field(default_factory=dict)
+
+
+def check(spec: Spec) -> None:
+    if spec.target is not Target.kubernetes:
+        raise ValueError(
+            f"target: {spec.target.value!r}; the Pulumi program deploys target 'kubernetes' "
+            f"(stack {spec.stack!r} is run with `splitstack up --stack {spec.stack}`)")
+    sizing.check_gpu_sharing(spec)
+
+
+def build(spec: Spec, root: Path) -> Deployment:
+    """Create every resource of ``spec``; ``root`` holds alerts/ and dashboards/."""
+    check(spec)
+    out = Deployment(spec)
+    pool = GpuNodePoolComponent("gpu-pool", GpuNodePoolArgs(spec))
+    k8s_opts = pulumi.ResourceOptions()
+    if pool.kubeconfig is not None:
+        provider = k8s.Provider("cluster", kubeconfig=pool.kubeconfig,
+                                opts=pulumi.ResourceOptions(parent=pool))
+        k8s_opts = pulumi.ResourceOptions(providers=[provider])
+    managed = spec.gpu_node_pool is not None and spec.gpu_node_pool.cloud is not Cloud.existing
+    addons = PlatformAddonsComponent(
+        "addons", PlatformAddonsArgs(spec, install_keda=managed), opts=k8s_opts)
+    namespace = k8s.core.v1.Namespace(
+        "namespace",
+        metadata={"name": spec.namespace, "labels": naming.labels("namespace", spec.namespace)},
+        opts=k8s_opts)
+    opts = pulumi.ResourceOptions.merge(
+        k8s_opts, pulumi.ResourceOptions(depends_on=[namespace, addons]))
+    observability = ObservabilityComponent("observability", ObservabilityArgs(
+        spec, load_rule_files(root / "alerts"), load_dashboards(root / "dashboards")), opts=opts)
+    NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
+    QueueComponent("queue", QueueArgs(spec), opts=opts)
+    store = OutputStoreComponent("outputs", OutputStoreArgs(spec), opts=opts)
+    if spec.deployment_mode is DeploymentMode.split:
+        for i, server in enumerate(spec.inference_servers):
+            out.servers.append(InferenceServerComponent(
+                f"server-{server.name}",
+                InferenceServerArgs(spec, server, f"inference_servers[{i}]"), opts=opts))
+    out.workers = WorkerPoolComponent(
+        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name), opts=opts)
+    out.outputs = stack_outputs(spec, observability.prometheus_url)
+    return out
+
+
+def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, object]:
+    ns = spec.namespace
+    server = spec.worker_server
+    mono = spec.deployment_mode is DeploymentMode.monolithic
+    servers = {} if mono else {s.name: naming.server_url(spec, s) for s in spec.inference_servers}
+    prom_service = prometheus_service(spec)
+    forward = {
+        s.name: f"kubectl -n {ns} port-forward svc/{s.name} {s.port}:{s.port}"
+        for s in ([] if mono else spec.inference_servers)
+    }
+    forward["prometheus"] = (f"kubectl -n {naming.MONITORING_NAMESPACE} port-forward "
+                             f"svc/{prom_service} 9090:9090")
+    key_env = server.api_key.env if server.api_key else None
+    bench_url = f"http://127.0.0.1:{server.port}"
+    return {
+        "namespace": ns,
+        "deployment_mode": spec.deployment_mode.value,
+        "server_url": None if mono else naming.server_url(spec, server),
+        "server_urls": servers,
+        "served_model": server.model.name,
+        "prometheus_url": prometheus_url,
+        "port_forward": forward,
+        "commands": {
+            "bench": (f"bench run --url {bench_url} --model {server.model.name}"
+                      + (f" --api-key-env {key_env}" if key_env else "")
+                      + " --prometheus-url http://127.0.0.1:9090"),
+            "runbooks": f"runbook --stack {spec.stack} --namespace {ns}",
+            "logs_server": f"kubectl -n {ns} logs deploy/{server.name} -f",
+            "logs_workers": (f"kubectl -n {ns} logs deploy/"
+                             f"{naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME} -f"),
+        },
+    }
+
+
+def prometheus_service(spec: Spec) -> str:
+    return naming.prometheus_url(spec).split("//")[1].split(".")[0]

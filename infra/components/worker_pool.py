@@ -1,0 +1,216 @@
+"""WorkerPool: the MinerU workers. CPU-only in split mode; one GPU each in monolithic mode.
+
+Split: no GPU request, waits for the server before it turns ready, scales on the Redis stream's
+lag with KEDA (the ScaledObject falls back to a fixed replica count if its scaler fails).
+Monolithic (rollback): each worker gets a GPU and loads the model in-process, as before the split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components import naming, sizing
+from infra.components.base import child, metadata, quantity_gib
+from infra.spec import DeploymentMode, Spec
+
+FALLBACK_FAILURES = 3  # failed scaler polls before KEDA holds the fallback replica count
+
+
+class Autoscaler(str, Enum):
+    keda = "keda"  # queue lag on the Redis stream (needs the KEDA operator)
+    hpa = "hpa"  # CPU utilisation (no KEDA in the cluster)
+    none = "none"
+
+
+@dataclass(frozen=True)
+class WorkerPoolArgs:
+    spec: Spec
+    output_claim: str | None = None  # PVC of the output store (kind=directory)
+    autoscaler: Autoscaler = Autoscaler.keda  # derived until the spec has worker_pool.autoscaler
+
+
+def validate(args: WorkerPoolArgs) -> None:
+    w = args.spec.worker_pool
+    if args.autoscaler is not Autoscaler.none and (w.max_replicas or w.replicas) > w.replicas:
+        if w.replicas == 0 and args.autoscaler is Autoscaler.hpa:
+            raise ValueError(
+                "worker_pool.replicas: 0 with an HPA: an HPA cannot scale from zero; set "
+                "replicas to at least 1 or scale on queue lag with KEDA"
+            )
+
+
+def monolithic(spec: Spec) -> bool:
+    return spec.deployment_mode is DeploymentMode.monolithic
+
+
+def container(spec: Spec) -> dict:
+    w = spec.worker_pool
+    mono = monolithic(spec)
+    resources: dict = {
+        "requests": {"cpu": f"{w.cpu_millicores}m", "memory": f"{w.memory_mib}Mi"},
+        "limits": {"cpu": f"{w.cpu_limit_millicores}m", "memory": f"{w.memory_limit_mib}Mi"},
+    }
+    if mono:
+        resources["requests"][naming.GPU_RESOURCE] = "1"
+        resources["limits"][naming.GPU_RESOURCE] = "1"
+    mounts = [{"name": "outputs", "mount_path": naming.OUTPUTS_MOUNT}]
+    if mono:
+        mounts += [{"name": "dshm", "mount_path": "/dev/shm"},
+                   {"name": "model-cache", "mount_path": naming.MODEL_CACHE_MOUNT}]
+    http = {"port": naming.METRICS_PORT_NAME}
+    return {
+        "name": "worker",
+        "image": f"{w.image}:{w.image_tag}",
+        "env": naming.worker_env(spec, mono),
+        "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
+        "resources": resources,
+        "volume_mounts": mounts,
+        "readiness_probe": {"http_get": {**http, "path": "/ready"}, "period_seconds": 5,
+                            "failure_threshold": 3},
+        "liveness_probe": {"http_get": {**http, "path": "/health"}, "period_seconds": 15,
+                           "timeout_seconds": 5, "failure_threshold": 4},
+        "security_context": {"allow_privilege_escalation": False},
+    }
+
+
+def wait_for_server(spec: Spec) -> dict:
+    """Init container: the worker starts only once the server answers /health."""
+    url = f"{naming.server_url(spec, spec.worker_server)}/health"
+    return {
+        "name": "wait-for-server",
+        "image": sizing.WAIT_IMAGE,
+        "command": ["sh", "-c", f"until wget -q -O /dev/null {url}; do sleep 5; done"],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                      "limits": {"cpu": "100m", "memory": "32Mi"}},
+        "security_context": {"allow_privilege_escalation": False, "run_as_non_root": True,
+                             "run_as_user": 65534},
+    }
+
+
+def pod_spec(spec: Spec, output_claim: str | None) -> dict:
+    mono = monolithic(spec)
+    server = spec.worker_server
+    outputs = ({"persistent_volume_claim": {"claim_name": output_claim}} if output_claim
+               else {"empty_dir": {}})
+    pod: dict = {
+        "enable_service_links": False,
+        "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
+        "containers": [container(spec)],
+        "volumes": [{"name": "outputs", **outputs}],
+    }
+    if mono:
+        pod["tolerations"] = naming.gpu_tolerations(spec)
+        pod["node_selector"] = naming.gpu_node_selector(spec)
+        pod["volumes"] += [
+            {"name": "dshm", "empty_dir": {"medium": "Memory",
+                                           "size_limit": quantity_gib(sizing.shm_gib(1))}},
+            # One ephemeral cache per pod: N workers on N nodes cannot share a ReadWriteOnce disk.
+            {"name": "model-cache", "ephemeral": {"volume_claim_template": {"spec": {
+                "access_modes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{sizing.model_cache_gib(server)}Gi"}}}}}},
+        ]
+    else:
+        pod["init_containers"] = [wait_for_server(spec)]
+    return pod
+
+
+def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
+    w = spec.worker_pool
+    q = spec.queue
+    meta = {"stream": q.stream, "consumerGroup": q.group,
+            "lagCount": str(sizing.worker_lag_threshold(spec)), "activationLagCount": "0"}
+    trigger: dict = {"type": "redis-streams", "metadata": meta}
+    if auth:
+        trigger["authenticationRef"] = {"name": auth}
+    else:
+        meta["address"] = naming.redis_address(spec)
+    return {
+        "scaleTargetRef": {"name": name},
+        "minReplicaCount": w.replicas,
+        "maxReplicaCount": w.max_replicas or w.replicas,
+        "fallback": {"failureThreshold": FALLBACK_FAILURES, "replicas": max(w.replicas, 1)},
+        "triggers": [trigger],
+    }
+
+
+class WorkerPoolComponent(pulumi.ComponentResource):
+    def __init__(self, name: str, args: WorkerPoolArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("splitstack:infra:WorkerPool", name, None, opts)
+        validate(args)
+        spec = args.spec
+        w = spec.worker_pool
+        mono = monolithic(spec)
+        dep_name = naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME
+        ns = spec.namespace
+        sel = naming.worker_labels(mono)
+        scales = args.autoscaler is not Autoscaler.none and (w.max_replicas or 0) > w.replicas
+        self.deployment = k8s.apps.v1.Deployment(
+            name,
+            metadata=metadata(dep_name, ns, sel),
+            spec={
+                # A scaler owns the replica count: leave it unset there so `pulumi up` does not
+                # fight the autoscaler; KEDA starts from minReplicaCount.
+                **({} if scales else {"replicas": w.replicas}),
+                "selector": {"match_labels": sel},
+                "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
+                              "max_unavailable": 1}} if mono else {"type": "RollingUpdate"}),
+                "template": {"metadata": {"labels": sel}, "spec": pod_spec(spec, args.output_claim)},
+            },
+            opts=child(self),
+        )
+        self.service = k8s.core.v1.Service(
+            f"{name}-metrics",
+            metadata=metadata(dep_name, ns, {**sel, naming.JOB_LABEL: naming.JOB_WORKERS}),
+            spec={"selector": sel, "cluster_ip": "None", "ports": [{
+                "name": naming.METRICS_PORT_NAME, "port": w.metrics_port,
+                "target_port": naming.METRICS_PORT_NAME}]},
+            opts=child(self),
+        )
+        self.service_monitor = k8s.apiextensions.CustomResource(
+            f"{name}-monitor",
+            api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
+            metadata=metadata(dep_name, ns, {**sel, "release": naming.PROMETHEUS_RELEASE}),
+            spec={"selector": {"matchLabels": sel}, "namespaceSelector": {"matchNames": [ns]},
+                  "jobLabel": naming.JOB_LABEL,
+                  "endpoints": [{"port": naming.METRICS_PORT_NAME, "path": "/metrics",
+                                 "interval": f"{spec.observability.scrape_interval_s}s"}]},
+            opts=child(self),
+        )
+        self.scaler: pulumi.Resource | None = None
+        if scales and args.autoscaler is Autoscaler.keda:
+            auth = None
+            if spec.queue.kind == "external":
+                auth = f"{dep_name}-redis"
+                k8s.apiextensions.CustomResource(
+                    f"{name}-redis-auth",
+                    api_version="keda.sh/v1alpha1", kind="TriggerAuthentication",
+                    metadata=metadata(auth, ns, sel),
+                    spec={"secretTargetRef": [{
+                        "parameter": "address", "name": naming.EXTERNAL_REDIS_SECRET.name,
+                        "key": naming.EXTERNAL_REDIS_ADDRESS_KEY}]},
+                    opts=child(self),
+                )
+            self.scaler = k8s.apiextensions.CustomResource(
+                f"{name}-scaler",
+                api_version="keda.sh/v1alpha1", kind="ScaledObject",
+                metadata=metadata(dep_name, ns, sel),
+                spec=keda_spec(spec, dep_name, auth),
+                opts=child(self, depends_on=[self.deployment]),
+            )
+        elif scales:
+            self.scaler = k8s.autoscaling.v2.HorizontalPodAutoscaler(
+                f"{name}-hpa",
+                metadata=metadata(dep_name, ns, sel),
+                spec={"scale_target_ref": {"api_version": "apps/v1", "kind": "Deployment",
+                                           "name": dep_name},
+                      "min_replicas": max(w.replicas, 1), "max_replicas": w.max_replicas,
+                      "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                          "type": "Utilization", "average_utilization": 70}}}]},
+                opts=child(self, depends_on=[self.deployment]),
+            )
+        self.register_outputs({"deployment": self.deployment.metadata["name"]})
