@@ -1,0 +1,441 @@
+"""Gate kinds. Each gate is a small typed model with ``evaluate(ctx) -> GateResult`` that states
+the measured value, the threshold, pass/fail and why -- or says it cannot be evaluated and why
+(a gate never passes silently). Thresholds cite their source in the gate files."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from bench.gating.context import GateContext, GateResult
+from bench.metrics import derive
+from bench.records import PipelineRecord, RequestRecord
+from bench.stats import bootstrap_diff_ci, min_samples_for, pct_stat
+
+LatencyMetric = Literal["ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "doc_latency_s"]
+
+
+class Gate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, description="Label in the gate table; default: the kind.")
+    required: bool = Field(
+        default=True,
+        description="Required gates that cannot be evaluated make the verdict 'invalid' (exit 2); "
+        "optional ones are listed as not evaluated and do not block.",
+    )
+    source: str = Field(default="", description="Where the threshold comes from.")
+
+    def _r(self, status: str, measured, threshold: str, reason: str) -> GateResult:
+        return GateResult(name=self.name or self.kind, kind=self.kind, status=status,  # type: ignore[attr-defined]
+                          measured=measured, threshold=threshold, reason=reason, required=self.required)
+
+
+def _latency_values(summary_or_records, metric: str, records) -> list[float]:
+    out: list[float] = []
+    for r in records:
+        if r.phase != "measure" or not r.ok:
+            continue
+        if isinstance(r, PipelineRecord):
+            if metric == "doc_latency_s" and r.end_ns is not None:
+                out.append((r.end_ns - r.sent_ns) / 1e9)
+            continue
+        if metric == "itl_ms":
+            from bench.metrics import itl_gaps_ms
+
+            out.extend(itl_gaps_ms(r))
+            continue
+        if metric == "doc_latency_s":
+            continue
+        v = getattr(derive(r), metric)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+class HealthGate(Gate):
+    kind: Literal["health"]
+    timeout_s: float = Field(default=5.0, gt=0, description="Per-probe timeout, s.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        if ctx.target is None or ctx.http is None:
+            return self._r("not_evaluable", None, "all healthy", "no target to probe")
+        urls = {"inference server": f"{ctx.target.base_url}/health"}
+        for name, comp in ctx.target.components.items():
+            h = comp.get("health") or {}
+            if h.get("kind") == "http" and h.get("url"):
+                urls[name] = h["url"]
+        bad = []
+        for name, url in urls.items():
+            try:
+                code = ctx.http.get(url, timeout=self.timeout_s).status_code
+            except Exception as exc:  # any transport failure is 'unhealthy', named below
+                code = f"{type(exc).__name__}"
+            if code != 200:
+                bad.append(f"{name} ({url}): {code}")
+        ok = len(urls) - len(bad)
+        if bad:
+            return self._r("fail", f"{ok}/{len(urls)}", "all healthy", "unhealthy: " + "; ".join(bad))
+        return self._r("pass", f"{ok}/{len(urls)}", "all healthy", f"{', '.join(urls)} answered 200")
+
+
+class LatencyGate(Gate):
+    kind: Literal["latency"]
+    metric: LatencyMetric
+    percentile: float = Field(default=95, gt=0, lt=100)
+    max: float = Field(gt=0, description="Upper limit in the metric's unit (ms or s).")
+    enforce_min_samples: bool = Field(
+        default=True, description="Not evaluable when fewer samples than the percentile needs.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        vals = _latency_values(ctx.summary, self.metric, ctx.records)
+        thr = f"p{self.percentile:g} <= {self.max:g} {self.metric.rsplit('_', 1)[1]}"
+        need = min_samples_for(self.percentile)
+        if not vals:
+            return self._r("not_evaluable", None, thr, f"no successful measured requests with {self.metric}")
+        if self.enforce_min_samples and len(vals) < need:
+            return self._r("not_evaluable", len(vals), thr,
+                           f"{len(vals)} samples < {need} needed for a p{self.percentile:g} "
+                           "(10 beyond the percentile); run longer or set enforce_min_samples: false")
+        v = float(np.percentile(vals, self.percentile, method="linear"))
+        ok = v <= self.max
+        return self._r("pass" if ok else "fail", round(v, 3), thr,
+                       f"p{self.percentile:g} of {len(vals)} samples is {v:.3f}")
+
+
+class ErrorRateGate(Gate):
+    kind: Literal["error_rate"]
+    max_fraction: float = Field(ge=0, le=1, description="Highest allowed error fraction (0.001 = 0.1 %).")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        req = ctx.summary["requests"]
+        thr = f"<= {self.max_fraction:.4%}"
+        if not req["sent"]:
+            return self._r("not_evaluable", None, thr, "no measured requests")
+        rate = req["errors"] / req["sent"]
+        # With zero errors in n requests the 95 % upper bound is 3/n (rule of three): a tiny
+        # run cannot demonstrate 0.1 %.
+        if req["errors"] == 0 and 3 / req["sent"] > self.max_fraction:
+            return self._r("not_evaluable", 0.0, thr,
+                           f"0 errors in {req['sent']} requests only bounds the rate below "
+                           f"{3 / req['sent']:.3%} (rule of three); need >= {int(np.ceil(3 / self.max_fraction))} requests")
+        ok = rate <= self.max_fraction
+        by = ", ".join(f"{k}: {v}" for k, v in ctx.summary.get("errors_by_reason", {}).items()) or "none"
+        return self._r("pass" if ok else "fail", round(rate, 6), thr,
+                       f"{req['errors']} of {req['sent']} failed ({by})")
+
+
+class ThroughputGate(Gate):
+    kind: Literal["throughput"]
+    metric: Literal["completed_rps", "output_tokens_per_s", "goodput_rps", "documents_per_h", "pages_per_s"]
+    min: float | None = Field(default=None, ge=0, description="Absolute floor in the metric's unit.")
+    min_ratio_vs_baseline: float | None = Field(
+        default=None, gt=0, description="Candidate / baseline must reach this (1.2 = +20 %).")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        v = ctx.summary["throughput"].get(self.metric)
+        if v is None:
+            return self._r("not_evaluable", None, "?", f"this run has no {self.metric} (scenario kind "
+                           f"{ctx.summary.get('kind')})")
+        if self.min_ratio_vs_baseline is not None:
+            thr = f">= {self.min_ratio_vs_baseline:g} x baseline"
+            if ctx.baseline_summary is None:
+                return self._r("not_evaluable", round(v, 3), thr, "no baseline run given (--baseline DIR)")
+            b = ctx.baseline_summary["throughput"].get(self.metric)
+            if not b:
+                return self._r("not_evaluable", round(v, 3), thr, f"baseline has no {self.metric}")
+            ratio = v / b
+            return self._r("pass" if ratio >= self.min_ratio_vs_baseline else "fail", round(ratio, 4), thr,
+                           f"{v:.3f} vs baseline {b:.3f} {self.metric}")
+        if self.min is None:
+            return self._r("not_evaluable", round(v, 3), "?", "gate sets neither min nor min_ratio_vs_baseline")
+        return self._r("pass" if v >= self.min else "fail", round(v, 3), f">= {self.min:g}",
+                       f"{self.metric} over the {ctx.summary['window_s']:.1f} s window")
+
+
+class LatencyVsBaselineGate(Gate):
+    kind: Literal["latency_vs_baseline"]
+    metric: LatencyMetric = "e2e_ms"
+    percentile: float = Field(default=95, gt=0, lt=100)
+    max_increase_fraction: float = Field(default=0.10, ge=0, description="0.10 = within 10 %.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        thr = f"p{self.percentile:g} <= baseline + {self.max_increase_fraction:.0%}"
+        if ctx.baseline_records is None:
+            return self._r("not_evaluable", None, thr, "no baseline run given (--baseline DIR)")
+        cand = np.asarray(_latency_values(None, self.metric, ctx.records))
+        base = np.asarray(_latency_values(None, self.metric, ctx.baseline_records))
+        need = min_samples_for(self.percentile)
+        if min(cand.size, base.size) < need:
+            return self._r("not_evaluable", None, thr, f"samples baseline {base.size}, candidate {cand.size}; "
+                           f"p{self.percentile:g} needs >= {need} in each")
+        point, lo, hi = bootstrap_diff_ci(base, cand, pct_stat(self.percentile), resamples=1000,
+                                          rng=np.random.default_rng(0))
+        ok = point <= self.max_increase_fraction
+        return self._r("pass" if ok else "fail", round(point, 4), thr,
+                       f"relative change {point:+.1%} (95 % bootstrap CI {lo:+.1%} .. {hi:+.1%})")
+
+
+class GoodputGate(Gate):
+    kind: Literal["goodput"]
+    min_fraction: float = Field(gt=0, le=1, description="Share of requests meeting every request SLO.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        g = ctx.summary.get("goodput") or {}
+        thr = f">= {self.min_fraction:.1%}"
+        if g.get("fraction") is None:
+            return self._r("not_evaluable", None, thr, "no goodput in this run (no chat requests)")
+        if not g.get("slo"):
+            return self._r("not_evaluable", g["fraction"], thr, "the scenario sets no request SLO (slo: ttft_ms/tpot_ms/e2e_ms)")
+        ok = g["fraction"] >= self.min_fraction
+        return self._r("pass" if ok else "fail", round(g["fraction"], 4), thr, f"{g['good']} good requests for SLO {g['slo']}")
+
+
+class SLOGate(Gate):
+    """An SLO of slo/objectives.yaml evaluated on this run's records."""
+
+    kind: Literal["slo"]
+    slo: str = Field(description="SLO name in slo/objectives.yaml.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        from slo.spec import load_spec
+
+        try:
+            slo = load_spec().get(self.slo)
+        except Exception as exc:  # SpecError names the known SLOs
+            return self._r("not_evaluable", None, "?", str(exc))
+        sli = slo.sli
+        target = float(slo.target)
+        if sli.kind == "latency":
+            metric = {"mineru_pdf_processing_duration_seconds": ("doc_latency_s", 1.0),
+                      "vllm:time_to_first_token_seconds": ("ttft_ms", 1000.0),
+                      "vllm:e2e_request_latency_seconds": ("e2e_ms", 1000.0)}.get(sli.histogram)
+            thr = f"{target:.1%} within {sli.threshold_s} s"
+            if metric is None:
+                return self._r("not_evaluable", None, thr, f"histogram {sli.histogram} has no bench equivalent")
+            name, scale = metric
+            measured = [r for r in ctx.records if r.phase == "measure"]
+            vals = _latency_values(None, name, measured)
+            if not measured or not vals and name != "doc_latency_s":
+                return self._r("not_evaluable", None, thr, f"this run has no {name} samples (scenario kind {ctx.summary.get('kind')})")
+            if name == "doc_latency_s" and not any(isinstance(r, PipelineRecord) for r in measured):
+                return self._r("not_evaluable", None, thr, "document latency needs a pipeline run")
+            limit = float(sli.threshold_s) * scale
+            good = sum(1 for v in vals if v <= limit)  # failed requests count as bad events
+            frac = good / len(measured)
+            return self._r("pass" if frac >= target else "fail", round(frac, 4), thr,
+                           f"{good} of {len(measured)} measured within {sli.threshold_s} s (errors count as slow)")
+        if sli.kind == "event_ratio":
+            req = ctx.summary["requests"]
+            thr = f"error fraction <= {1 - target:.2%}"
+            if not req["sent"]:
+                return self._r("not_evaluable", None, thr, "no measured requests")
+            frac = req["errors"] / req["sent"]
+            return self._r("pass" if frac <= 1 - target else "fail", round(frac, 5), thr,
+                           f"{req['errors']} of {req['sent']} failed")
+        if sli.kind == "threshold" and sli.measure == "rate_per_hour":
+            v = ctx.summary["throughput"].get("documents_per_h")
+            thr = f">= {sli.threshold} per hour"
+            if v is None:
+                return self._r("not_evaluable", None, thr, "needs a pipeline run (documents per hour)")
+            if ctx.summary["throughput"]["sent_rps"] * 3600 < float(sli.threshold):
+                return self._r("not_evaluable", round(v, 2), thr,
+                               f"the run offered only {ctx.summary['throughput']['sent_rps'] * 3600:.0f} documents/h: "
+                               "throughput cannot exceed arrivals; offer more load")
+            return self._r("pass" if v >= float(sli.threshold) else "fail", round(v, 2), thr,
+                           "documents completed per hour in the measured window")
+        return self._r("not_evaluable", None, slo.title,
+                       f"SLI kind {sli.kind!r} is measured over {slo.window_d} days by Prometheus "
+                       "(`slo report`), not by one bench run")
+
+
+class MemoryGrowthGate(Gate):
+    kind: Literal["memory_growth"]
+    max_growth_mib: float = Field(default=64.0, ge=0, description="Allowed RSS growth of the server, MiB.")
+    min_requests: int = Field(default=1000, ge=1, description="Requests the run must have (design doc: 1,000+).")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        thr = f"<= {self.max_growth_mib:g} MiB over >= {self.min_requests} requests"
+        n = ctx.summary["requests"]["all_phases"]
+        g = ((ctx.summary.get("server") or {}).get("gauges") or {}).get("process_resident_memory_bytes")
+        if g is None or g.get("before") is None:
+            return self._r("not_evaluable", None, thr, "the server exposes no process_resident_memory_bytes "
+                           "(GPU memory needs DCGM: use kind gpu_utilization's Prometheus)")
+        if n < self.min_requests:
+            return self._r("not_evaluable", None, thr, f"only {n} requests; run at least {self.min_requests}")
+        growth = (g["after"] - g["before"]) / 2**20
+        return self._r("pass" if growth <= self.max_growth_mib else "fail", round(growth, 2), thr,
+                       f"server RSS {g['before'] / 2**20:.0f} -> {g['after'] / 2**20:.0f} MiB over {n} requests")
+
+
+class DeterminismGate(Gate):
+    """Active probe: the same request at temperature 0 with a fixed seed, repeated."""
+
+    kind: Literal["determinism"]
+    repeats: int = Field(default=20, ge=2, le=1000)
+    min_identical_fraction: float = Field(default=0.9, gt=0, le=1)
+    max_tokens: int = Field(default=32, ge=1)
+    prompt: str = Field(default="Summarise the document layout of page one in one sentence.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        thr = f">= {self.min_identical_fraction:.0%} identical"
+        if ctx.target is None or ctx.http is None:
+            return self._r("not_evaluable", None, thr, "no target to probe")
+        body = {"model": ctx.target.model, "messages": [{"role": "user", "content": self.prompt}],
+                "max_tokens": self.max_tokens, "temperature": 0.0, "seed": 1234}
+        outs = []
+        for _ in range(self.repeats):
+            r = ctx.http.post(f"{ctx.target.base_url}/v1/chat/completions", json=body,
+                              headers=ctx.target.headers, timeout=120.0)
+            if r.status_code != 200:
+                return self._r("not_evaluable", None, thr, f"probe request failed: {r.status_code} {r.text[:200]}")
+            outs.append(r.json()["choices"][0]["message"]["content"] or "")
+        top, count = Counter(outs).most_common(1)[0]
+        frac = count / len(outs)
+        return self._r("pass" if frac >= self.min_identical_fraction else "fail", round(frac, 4), thr,
+                       f"{count} of {len(outs)} answers identical ({len(set(outs))} distinct)")
+
+
+class OutputEquivalenceGate(Gate):
+    """Baseline and candidate runs on the same inputs give the same outputs."""
+
+    kind: Literal["output_equivalence"]
+    min_equal_fraction: float = Field(default=1.0, gt=0, le=1)
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        thr = f">= {self.min_equal_fraction:.0%} equal"
+        if ctx.baseline_records is None:
+            return self._r("not_evaluable", None, thr, "no baseline run given (--baseline DIR)")
+
+        def keyed(records) -> dict[str, str]:
+            out = {}
+            for r in records:
+                if not r.ok:
+                    continue
+                if isinstance(r, PipelineRecord) and r.output_sha256:
+                    out[r.document] = r.output_sha256
+                elif isinstance(r, RequestRecord) and r.output_text is not None:
+                    out[r.request_id] = hashlib.sha256(r.output_text.encode()).hexdigest()
+            return out
+
+        base, cand = keyed(ctx.baseline_records), keyed(ctx.records)
+        common = sorted(set(base) & set(cand))
+        if not common:
+            return self._r("not_evaluable", None, thr, "no input present with an output in both runs "
+                           "(chat runs need keep_output: true; pipeline runs need the same documents)")
+        equal = sum(1 for k in common if base[k] == cand[k])
+        frac = equal / len(common)
+        return self._r("pass" if frac >= self.min_equal_fraction else "fail", round(frac, 4), thr,
+                       f"{equal} of {len(common)} inputs gave identical output")
+
+
+class GpuUtilizationGate(Gate):
+    kind: Literal["gpu_utilization"]
+    min_percent: float = Field(default=85.0, ge=0, le=100)
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        thr = f">= {self.min_percent:g} %"
+        prom = ctx.target.prometheus_url if ctx.target else None
+        if not prom or ctx.http is None:
+            return self._r("not_evaluable", None, thr, "no Prometheus for this target")
+        run = ctx.summary["run"]
+        start = run["started_at_unix_s"]
+        end = start + run["wall_s"]
+        q = f"avg(avg_over_time(DCGM_FI_DEV_GPU_UTIL[{max(1, int(end - start))}s]))"
+        try:
+            r = ctx.http.get(f"{prom}/api/v1/query", params={"query": q, "time": end}, timeout=10.0)
+            res = r.json()["data"]["result"]
+        except Exception as exc:  # Prometheus down or not JSON: say so
+            return self._r("not_evaluable", None, thr, f"Prometheus query failed: {exc}")
+        if not res:
+            return self._r("not_evaluable", None, thr, "no DCGM_FI_DEV_GPU_UTIL series (no GPU / DCGM exporter here)")
+        v = float(res[0]["value"][1])
+        return self._r("pass" if v >= self.min_percent else "fail", round(v, 1), thr, "mean over the run from DCGM")
+
+
+class WorkerStartupGate(Gate):
+    kind: Literal["worker_startup"]
+    max_s: float = Field(default=5.0, gt=0, description="Design doc phase 2: worker startup < 5 s.")
+    metric: str = Field(default="mineru_worker_startup_seconds",
+                        description="Gauge each worker exports with its startup duration.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        from bench.server_metrics import scrape
+
+        thr = f"<= {self.max_s:g} s (slowest worker)"
+        if ctx.target is None or ctx.http is None:
+            return self._r("not_evaluable", None, thr, "no target")
+        workers = {n: c for n, c in ctx.target.components.items() if c.get("role") == "worker"}
+        if not workers:
+            return self._r("not_evaluable", None, thr, "the stack runs no workers")
+        seen = {}
+        for name, c in workers.items():
+            snap = scrape(c["url"], ctx.http)
+            if snap and self.metric in snap:
+                seen[name] = snap[self.metric]
+        if not seen:
+            return self._r("not_evaluable", None, thr, f"no worker exports {self.metric}")
+        worst = max(seen.values())
+        return self._r("pass" if worst <= self.max_s else "fail", round(worst, 3), thr,
+                       ", ".join(f"{k}: {v:.2f} s" for k, v in sorted(seen.items())))
+
+
+class BreakerGate(Gate):
+    """Active probe: inject server failures, expect workers' breakers to open, then recover."""
+
+    kind: Literal["breaker"]
+    metric: str = Field(default="mineru_vllm_circuit_breaker_state", description="0 closed, 1 open, 2 half-open.")
+    open_within_s: float = Field(default=30.0, gt=0)
+    recover_within_s: float = Field(default=90.0, gt=0)
+
+    def _states(self, ctx: GateContext) -> dict[str, float]:
+        from bench.server_metrics import scrape
+
+        out = {}
+        for name, c in ctx.target.components.items():  # type: ignore[union-attr]
+            if c.get("role") == "worker":
+                snap = scrape(c["url"], ctx.http)  # type: ignore[arg-type]
+                if snap and self.metric in snap:
+                    out[name] = snap[self.metric]
+        return out
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        thr = f"opens <= {self.open_within_s:g} s, closes <= {self.recover_within_s:g} s"
+        if ctx.target is None or ctx.http is None or not self._states(ctx):
+            return self._r("not_evaluable", None, thr, f"no worker exports {self.metric}")
+        faults = f"{ctx.target.base_url}/sim/faults"
+        r = ctx.http.put(faults, json={"error_rate": 1.0, "status": 503}, headers=ctx.target.headers)
+        if r.status_code >= 300:
+            return self._r("not_evaluable", None, thr, f"cannot inject faults at {faults} ({r.status_code}): "
+                           "breaker recovery is tested with the simulator (engine sim)")
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < self.open_within_s:
+                if any(v == 1 for v in self._states(ctx).values()):
+                    break
+                time.sleep(0.5)
+            else:
+                return self._r("fail", None, thr, f"no breaker opened within {self.open_within_s:g} s of 100 % 503s")
+            opened = time.monotonic() - t0
+        finally:
+            ctx.http.put(faults, json={}, headers=ctx.target.headers)
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < self.recover_within_s:
+            if all(v == 0 for v in self._states(ctx).values()):
+                return self._r("pass", round(time.monotonic() - t1, 2), thr,
+                               f"opened after {opened:.1f} s, all closed {time.monotonic() - t1:.1f} s after the fault cleared")
+            time.sleep(0.5)
+        return self._r("fail", None, thr, f"breakers still open {self.recover_within_s:g} s after the fault cleared")
+
+
+AnyGate = Annotated[
+    HealthGate | LatencyGate | ErrorRateGate | ThroughputGate | LatencyVsBaselineGate | GoodputGate
+    | SLOGate | MemoryGrowthGate | DeterminismGate | OutputEquivalenceGate | GpuUtilizationGate
+    | WorkerStartupGate | BreakerGate,
+    Field(discriminator="kind"),
+]

@@ -1,0 +1,43 @@
+"""Gate files (bench/gates/*.yaml): which scenario to run and which gates decide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bench.gating.models import AnyGate
+from bench.validity import ValidityLimits
+
+GATE_DIR = Path(__file__).resolve().parent.parent / "gates"
+
+
+class GateFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    scenario: str = Field(description="Scenario name (bench/scenarios) or path.")
+    load: dict[str, Any] = Field(default_factory=dict, description="Overrides of the scenario's load.")
+    validity: ValidityLimits = Field(default_factory=ValidityLimits)
+    gates: list[AnyGate] = Field(min_length=1)
+
+
+class GateFileError(ValueError):
+    pass
+
+
+def load_gate_file(name_or_path: str) -> GateFile:
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = GATE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in GATE_DIR.glob("*.yaml"))
+        raise GateFileError(f"gate file {name_or_path!r} not found (bundled: {', '.join(known)})")
+    try:
+        return GateFile.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as exc:
+        lines = [f"{path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise GateFileError("invalid gate file:\n  " + "\n  ".join(lines)) from None

@@ -1,0 +1,143 @@
+"""Load shapes: how many requests, when, and which part of the run is measured.
+
+Open loop: arrival times are drawn before the run starts (seeded), so a slow server cannot
+slow the offered load down (no coordinated omission). Closed loop: ``concurrency`` users each
+send the next request when the previous one finished. Warmup and cooldown requests are sent
+and recorded but excluded from every metric.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NS = 1_000_000_000
+
+
+class LoadSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["open", "closed"] = Field(
+        default="open", description="open: arrivals on a schedule; closed: fixed concurrency."
+    )
+    arrival: Literal["constant", "poisson", "gamma", "trace"] = Field(
+        default="poisson", description="Inter-arrival distribution of the open loop."
+    )
+    rate_rps: float | None = Field(
+        default=None, gt=0, description="Target arrival rate, requests/s (open loop)."
+    )
+    ramp_from_rps: float | None = Field(
+        default=None, gt=0, description="Start rate of a linear ramp up to rate_rps over ramp_s."
+    )
+    ramp_s: float = Field(default=0.0, ge=0, description="Ramp length, s (0 = no ramp).")
+    burstiness: float = Field(
+        default=1.0, gt=0,
+        description="Gamma shape k (arrival='gamma'): 1 = Poisson, < 1 burstier, > 1 smoother "
+        "(coefficient of variation of gaps = 1/sqrt(k)); vLLM's --burstiness has the same meaning.",
+    )
+    trace_path: str | None = Field(
+        default=None, description="JSONL with 'offset_s' per line (arrival='trace'): replayed as is."
+    )
+    concurrency: int | None = Field(default=None, ge=1, description="Users of the closed loop.")
+    duration_s: float | None = Field(default=None, gt=0, description="Measured window, s.")
+    count: int | None = Field(default=None, ge=1, description="Measured requests (instead of duration_s).")
+    warmup_s: float = Field(default=0.0, ge=0, description="Load before the measured window, s.")
+    cooldown_s: float = Field(default=0.0, ge=0, description="Load after the measured window, s.")
+    max_in_flight: int = Field(
+        default=10_000, ge=1,
+        description="Open-loop safety cap: arrivals beyond it are recorded as 'client_overload' "
+        "errors instead of piling up unbounded (the run is then invalid).",
+    )
+    processes: int = Field(default=1, ge=1, le=64, description="Client processes sharing the load.")
+    seed: int = Field(default=0, description="Seed of arrivals (and of the scenario's sampling).")
+    request_timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, s.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LoadSpec:
+        if (self.duration_s is None) == (self.count is None):
+            raise ValueError("load: set exactly one of duration_s (measured seconds) or count "
+                             "(measured requests)")
+        if self.mode == "open":
+            if self.arrival == "trace":
+                if not self.trace_path:
+                    raise ValueError("load: arrival 'trace' needs trace_path (JSONL with offset_s)")
+            elif self.rate_rps is None:
+                raise ValueError("load: open loop needs rate_rps (requests/s), e.g. rate_rps: 5")
+            if self.concurrency is not None:
+                raise ValueError("load: concurrency is for mode 'closed'; remove it or set mode: closed")
+        else:
+            if self.concurrency is None:
+                raise ValueError("load: closed loop needs concurrency (users), e.g. concurrency: 8")
+            if self.rate_rps is not None:
+                raise ValueError("load: rate_rps is for mode 'open'; remove it or set mode: open")
+        if self.ramp_from_rps is not None and self.ramp_s <= 0:
+            raise ValueError("load: ramp_from_rps needs ramp_s > 0 (ramp length in seconds)")
+        return self
+
+    @property
+    def target_label(self) -> str:
+        if self.mode == "closed":
+            return f"closed loop, {self.concurrency} users"
+        if self.arrival == "trace":
+            return f"trace {self.trace_path}"
+        return f"{self.arrival} {self.rate_rps:g} req/s"
+
+
+def _rate_at(spec: LoadSpec, t_s: float) -> float:
+    assert spec.rate_rps is not None
+    if spec.ramp_from_rps is not None and t_s < spec.ramp_s:
+        return spec.ramp_from_rps + (spec.rate_rps - spec.ramp_from_rps) * t_s / spec.ramp_s
+    return spec.rate_rps
+
+
+def _gap(spec: LoadSpec, rate: float, rng: np.random.Generator) -> float:
+    if spec.arrival == "constant":
+        return 1.0 / rate
+    if spec.arrival == "poisson":
+        return float(rng.exponential(1.0 / rate))
+    k = spec.burstiness  # gamma with mean 1/rate
+    return float(rng.gamma(k, 1.0 / (rate * k)))
+
+
+def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
+    """Arrival offsets (ns after t0) and the measured window [start_ns, end_ns)."""
+    warm_ns = int(spec.warmup_s * NS)
+    if spec.arrival == "trace":
+        offsets = [int(float(orjson.loads(line)["offset_s"]) * NS)
+                   for line in Path(spec.trace_path or "").read_bytes().splitlines() if line.strip()]
+        offsets.sort()
+        if spec.count is not None:
+            measured = [o for o in offsets if o >= warm_ns][: spec.count]
+            end_ns = (measured[-1] + 1) if measured else warm_ns
+        else:
+            end_ns = warm_ns + int((spec.duration_s or 0) * NS)
+        stop = end_ns + int(spec.cooldown_s * NS)
+        return [o for o in offsets if o < stop], warm_ns, end_ns
+    rng = np.random.default_rng(spec.seed)
+    out: list[int] = []
+    t = 0.0
+    measured = 0
+    end_ns = warm_ns + int(spec.duration_s * NS) if spec.duration_s is not None else None
+    while True:
+        t_ns = int(t * NS)
+        if end_ns is None and measured == spec.count:
+            end_ns = t_ns  # count reached: the measured window closes at this arrival
+        if end_ns is not None and t_ns >= end_ns + int(spec.cooldown_s * NS):
+            break
+        out.append(t_ns)
+        if warm_ns <= t_ns and (end_ns is None or t_ns < end_ns):
+            measured += 1
+        t += _gap(spec, _rate_at(spec, t), rng)
+    return out, warm_ns, end_ns
+
+
+def phase_of(t_ns: int, start_ns: int, end_ns: int | None) -> str:
+    if t_ns < start_ns:
+        return "warmup"
+    if end_ns is not None and t_ns >= end_ns:
+        return "cooldown"
+    return "measure"

@@ -1,0 +1,175 @@
+"""Every metric the bench reports, defined once. docs/bench-metrics.md states the same formulas;
+change both together.
+
+Per request (ms, from monotonic ns stamps relative to the run's t0):
+  ttfb   = headers - sent                      (status line + headers received)
+  ttft   = first_token_event - sent            (first SSE event adding >= 1 completion token, any kind)
+  ttfc   = first_content_event - sent          (first event with non-empty delta.content)
+  e2e    = end - sent                          (last byte of the response)
+  tpot   = (e2e - ttft) / (output_tokens - 1)  (output_tokens from the server's usage; needs >= 2)
+  itl    : event i >= 1 carrying k_i tokens contributes k_i gaps of (t_i - t_{i-1}) / k_i
+  chunk gap : t_i - t_{i-1} for token events i >= 1
+  lag    = sent - intended                     (schedule lag of the client)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.records import AnyRecord, PipelineRecord, RequestRecord
+from bench.scenario import RequestSLO
+from bench.stats import PERCENTILE_METHOD
+
+MS = 1e6  # ns per ms
+PERCENTILES = (50, 90, 95, 99, 99.9)
+LATENCY_METRICS = ("ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "chunk_gap_ms",
+                   "lag_ms")
+PIPELINE_METRICS = ("doc_latency_s", "lag_ms")
+
+
+@dataclass
+class Derived:
+    ttfb_ms: float | None
+    ttft_ms: float | None
+    ttfc_ms: float | None
+    e2e_ms: float | None
+    tpot_ms: float | None
+    lag_ms: float
+
+
+def derive(r: RequestRecord) -> Derived:
+    sent = r.sent_ns
+    ttft = (r.event_ns[0] - sent) / MS if r.event_ns else None
+    ttfc = next(((t - sent) / MS for t, c in zip(r.event_ns, r.event_content) if c), None)
+    e2e = (r.end_ns - sent) / MS if r.end_ns is not None else None
+    tpot = None
+    if r.ok and ttft is not None and e2e is not None and (r.output_tokens or 0) >= 2:
+        tpot = (e2e - ttft) / (r.output_tokens - 1)
+    return Derived(
+        ttfb_ms=(r.headers_ns - sent) / MS if r.headers_ns is not None else None,
+        ttft_ms=ttft, ttfc_ms=ttfc, e2e_ms=e2e, tpot_ms=tpot,
+        lag_ms=(sent - r.intended_ns) / MS,
+    )
+
+
+def itl_gaps_ms(r: RequestRecord) -> list[float]:
+    out: list[float] = []
+    for i in range(1, len(r.event_ns)):
+        k = max(1, r.event_tokens[i])
+        out.extend([(r.event_ns[i] - r.event_ns[i - 1]) / MS / k] * k)
+    return out
+
+
+def chunk_gaps_ms(r: RequestRecord) -> list[float]:
+    return [(r.event_ns[i] - r.event_ns[i - 1]) / MS for i in range(1, len(r.event_ns))]
+
+
+def meets_slo(d: Derived, ok: bool, slo: RequestSLO) -> bool:
+    if not ok:
+        return False
+    for limit, value in ((slo.ttft_ms, d.ttft_ms), (slo.tpot_ms, d.tpot_ms), (slo.e2e_ms, d.e2e_ms)):
+        if limit is not None and (value is None or value > limit):
+            return False
+    return True
+
+
+def describe(values: list[float] | np.ndarray) -> dict[str, Any]:
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return {"n": 0}
+    pct = np.percentile(arr, PERCENTILES, method="linear")
+    out = {"n": int(arr.size), "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
+           "min": float(arr.min()), "max": float(arr.max())}
+    out.update({f"p{q:g}": float(v) for q, v in zip(PERCENTILES, pct)})
+    return out
+
+
+def error_breakdown(records: list[AnyRecord]) -> dict[str, int]:
+    c: Counter[str] = Counter()
+    for r in records:
+        if not r.ok:
+            c[r.error or getattr(r, "status", "failed") or "failed"] += 1
+    return dict(c.most_common())
+
+
+def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: RequestSLO) -> dict[str, Any]:
+    """Aggregate metrics over the measured window [start_ns, end_ns).
+
+    Latency distributions use measured-phase requests (phase assigned by intended send time).
+    Throughputs count what the server delivered inside the window, from every phase: with
+    warmup and cooldown running the same load, that is the steady-state rate.
+    """
+    window_s = max(1e-9, (end_ns - start_ns) / 1e9)
+    measured = [r for r in records if r.phase == "measure"]
+    ok = [r for r in measured if r.ok]
+    derived = [(r, derive(r)) for r in measured]
+    series: dict[str, list[float]] = {m: [] for m in LATENCY_METRICS}
+    good = 0
+    for r, d in derived:
+        series["lag_ms"].append(d.lag_ms)
+        if meets_slo(d, r.ok, slo):
+            good += 1
+        if not r.ok:
+            continue
+        for name in ("ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms"):
+            v = getattr(d, name)
+            if v is not None:
+                series[name].append(v)
+        series["itl_ms"].extend(itl_gaps_ms(r))
+        series["chunk_gap_ms"].extend(chunk_gaps_ms(r))
+    done_in_window = sum(1 for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < end_ns)
+    tokens_in_window = sum(k for r in records if r.ok
+                           for t, k in zip(r.event_ns, r.event_tokens) if start_ns <= t < end_ns)
+    prompt_mismatch = sum(1 for r in ok if r.prompt_tokens is not None and r.server_prompt_tokens is not None
+                          and r.prompt_tokens != r.server_prompt_tokens)
+    return {
+        "kind": "chat",
+        "window_s": window_s,
+        "requests": {"sent": len(measured), "ok": len(ok), "errors": len(measured) - len(ok),
+                     "error_rate": (len(measured) - len(ok)) / len(measured) if measured else None,
+                     "all_phases": len(records)},
+        "errors_by_reason": error_breakdown(measured),
+        "latency": {name: describe(v) for name, v in series.items()},
+        "throughput": {
+            "sent_rps": len(measured) / window_s,
+            "completed_rps": done_in_window / window_s,
+            "output_tokens_per_s": tokens_in_window / window_s,
+            "goodput_rps": good / window_s,
+        },
+        "goodput": {"good": good, "fraction": good / len(measured) if measured else None,
+                    "slo": slo.model_dump(exclude_none=True)},
+        "tokens": {"output": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
+                   "prompt": describe([r.prompt_tokens or r.server_prompt_tokens for r in ok
+                                       if (r.prompt_tokens or r.server_prompt_tokens) is not None]),
+                   "prompt_mismatch_vs_server": prompt_mismatch},
+        "percentile_method": PERCENTILE_METHOD,
+    }
+
+
+def pipeline_summary(records: list[PipelineRecord], start_ns: int, end_ns: int) -> dict[str, Any]:
+    window_s = max(1e-9, (end_ns - start_ns) / 1e9)
+    measured = [r for r in records if r.phase == "measure"]
+    ok = [r for r in measured if r.ok]
+    lat = [(r.end_ns - r.sent_ns) / 1e9 for r in ok if r.end_ns is not None]
+    done_in_window = [r for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < end_ns]
+    pages = sum(r.pages for r in done_in_window)
+    reqs = [r.server_requests / r.pages for r in ok if r.server_requests is not None and r.pages]
+    return {
+        "kind": "pipeline",
+        "window_s": window_s,
+        "requests": {"sent": len(measured), "ok": len(ok), "errors": len(measured) - len(ok),
+                     "error_rate": (len(measured) - len(ok)) / len(measured) if measured else None,
+                     "all_phases": len(records)},
+        "errors_by_reason": error_breakdown(measured),
+        "latency": {"doc_latency_s": describe(lat),
+                    "lag_ms": describe([(r.sent_ns - r.intended_ns) / MS for r in measured])},
+        "throughput": {"sent_rps": len(measured) / window_s,
+                       "documents_per_h": len(done_in_window) / window_s * 3600,
+                       "pages_per_s": pages / window_s},
+        "requests_per_page": describe(reqs),
+        "percentile_method": PERCENTILE_METHOD,
+    }

@@ -1,0 +1,113 @@
+"""Per-request records: what the engine observed, before any metric is derived.
+
+Raw observations only (monotonic nanosecond timestamps relative to the run's t0, token counts
+from the server's usage), so every metric can be recomputed later from the JSONL file with the
+formulas in bench/metrics.py. One JSON object per line; ``kind`` says which workload wrote it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+Phase = Literal["warmup", "measure", "cooldown"]
+
+
+class RequestRecord(BaseModel):
+    """One request of the ``chat`` workload (OpenAI chat completions, streamed or not)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["chat"] = "chat"
+    request_id: str = Field(description="Client-side id, unique in the run.")
+    phase: Phase = Field(description="Warmup and cooldown records are kept but never measured.")
+    process: int = Field(default=0, description="Index of the client process that sent it.")
+    intended_ns: int = Field(description="Scheduled send time, ns after t0 (open loop: arrival).")
+    sent_ns: int = Field(description="Actual send time, ns after t0 (just before the request is written).")
+    wall_sent_s: float = Field(description="Unix time of the send, for joining with server logs.")
+    headers_ns: int | None = Field(default=None, description="Response status + headers received, ns after t0.")
+    event_ns: list[int] = Field(
+        default_factory=list,
+        description="For each SSE event carrying generated output: arrival of its first byte, ns after t0.",
+    )
+    event_tokens: list[int] = Field(
+        default_factory=list,
+        description="Completion tokens each of those events added (from continuous_usage_stats).",
+    )
+    event_content: list[bool] = Field(
+        default_factory=list, description="True where the event carried non-empty delta.content."
+    )
+    end_ns: int | None = Field(default=None, description="Last byte of the response, ns after t0.")
+    status: int | None = Field(default=None, description="HTTP status; None when no response came.")
+    error: str | None = Field(default=None, description="Error reason (class of failure); None = success.")
+    error_detail: str | None = Field(default=None, description="Server message or exception text.")
+    prompt_tokens: int | None = Field(default=None, description="Exact prompt length from /tokenize.")
+    server_prompt_tokens: int | None = Field(default=None, description="usage.prompt_tokens from the server.")
+    output_tokens: int | None = Field(default=None, description="usage.completion_tokens from the server.")
+    max_tokens: int | None = Field(default=None, description="Requested max_tokens.")
+    output_text: str | None = Field(default=None, description="Generated text when kept (--keep-output).")
+    finish_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class PipelineRecord(BaseModel):
+    """One document of the ``pipeline`` workload (a PDF through the worker queue)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["pipeline"] = "pipeline"
+    request_id: str = Field(description="Job id in the queue.")
+    phase: Phase
+    process: int = 0
+    document: str = Field(description="Source PDF (path or name).")
+    pages: int = Field(ge=0, description="Pages of the document.")
+    intended_ns: int
+    sent_ns: int = Field(description="Enqueue time, ns after t0.")
+    wall_sent_s: float
+    end_ns: int | None = Field(default=None, description="Output observed written, ns after t0.")
+    status: Literal["done", "failed", "timeout"] = "timeout"
+    error: str | None = None
+    error_detail: str | None = None
+    server_requests: int | None = Field(default=None, description="Inference requests the job made.")
+    output_sha256: str | None = Field(default=None, description="Hash of the markdown output.")
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.status == "done"
+
+
+AnyRecord = RequestRecord | PipelineRecord
+
+
+def parse_record(line: bytes | str) -> AnyRecord:
+    data = orjson.loads(line)
+    if data.get("kind") == "pipeline":
+        return PipelineRecord.model_validate(data)
+    return RequestRecord.model_validate(data)
+
+
+def write_jsonl(path: Path, records: Iterable[AnyRecord]) -> int:
+    n = 0
+    with path.open("wb") as fh:
+        for rec in records:
+            fh.write(orjson.dumps(rec.model_dump(mode="json")) + b"\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: Path) -> Iterator[AnyRecord]:
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield parse_record(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{lineno}: not a bench record ({exc}); "
+                                 "was the file written by `bench run`?") from None

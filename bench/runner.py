@@ -1,0 +1,74 @@
+"""One run of a scenario against a target: prepare, scrape, load, scrape, summarise.
+
+Returns records and a summary (metrics, validity, server diff, run facts); writing files is
+left to bench/report so a sweep can run many of these and keep them in memory.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from bench import engine, server_metrics
+from bench.agreement import agreement
+from bench.chat import ChatWorkload, prepare
+from bench.engine import ProgressFn, RunResult
+from bench.metrics import chat_summary, pipeline_summary
+from bench.records import AnyRecord
+from bench.scenario import ChatScenario, PipelineScenario
+from bench.target import Target
+from bench.validity import ValidityLimits, check
+
+
+@dataclass
+class RunOutput:
+    records: list[AnyRecord]
+    summary: dict[str, Any]
+    result: RunResult
+
+
+def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
+                 limits: ValidityLimits | None = None, progress: ProgressFn | None = None,
+                 http: httpx.Client | None = None, max_model_len: int | None = None) -> RunOutput:
+    limits = limits or ValidityLimits()
+    own = http is None
+    http = http or httpx.Client(timeout=30.0)
+    try:
+        if isinstance(scn, ChatScenario):
+            workload: Any = ChatWorkload(target, prepare(scn, target, http, max_model_len),
+                                         keep_output=scn.keep_output)
+        else:
+            from bench.pipeline import PipelineWorkload
+
+            workload = PipelineWorkload.build(scn, target)
+        before = server_metrics.scrape(target.base_url, http, target.headers)
+        t_start = time.time()
+        result = engine.run(workload, scn.load, progress)
+        after = server_metrics.scrape(target.base_url, http, target.headers)
+    finally:
+        if own:
+            http.close()
+    end_ns = result.measure_end_ns if result.measure_end_ns is not None else result.measure_start_ns
+    if isinstance(scn, ChatScenario):
+        summary = chat_summary(result.records, result.measure_start_ns, end_ns, scn.slo)  # type: ignore[arg-type]
+    else:
+        summary = pipeline_summary(result.records, result.measure_start_ns, end_ns)  # type: ignore[arg-type]
+    summary["validity"] = check(result, summary, limits)
+    summary["server"] = server_metrics.diff(before, after)
+    summary["agreement"] = agreement(result.records, summary["server"])
+    summary["run"] = {
+        "scenario": scn.name, "scenario_kind": scn.kind, "target": target.base_url,
+        "model": target.model, "stack": target.stack, "load": scn.load.model_dump(),
+        "load_label": scn.load.target_label, "started_at_unix_s": t_start,
+        "wall_s": result.wall_s, "measure_start_ns": result.measure_start_ns, "measure_end_ns": end_ns,
+        "client": {"processes": [vars(p) for p in result.processes],
+                   "cpu_s": sum(p.cpu_s for p in result.processes),
+                   "cpu_s_per_1k_requests": (1000 * sum(p.cpu_s for p in result.processes)
+                                             / max(1, len(result.records))),
+                   "host": platform.node(), "python": platform.python_version()},
+    }
+    return RunOutput(result.records, summary, result)

@@ -1,0 +1,149 @@
+"""Scenarios as validated YAML: ``chat`` (OpenAI chat completions) and ``pipeline`` (PDFs
+through the worker queue). Unknown keys are errors, and errors name the file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from bench.load import LoadSpec
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Dist(Strict):
+    """A length distribution in tokens, sampled with the run's seed and clipped to [min, max]."""
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    mean: float = Field(gt=0, description="Mean (fixed: the value), tokens.")
+    sd: float = Field(default=0.0, ge=0, description="Standard deviation, tokens.")
+    min: int = Field(default=1, ge=1, description="Lower clip, tokens.")
+    max: int = Field(default=1_000_000, ge=1, description="Upper clip, tokens.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Dist:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) > max ({self.max})")
+        if self.kind in ("normal", "lognormal") and self.sd <= 0:
+            raise ValueError(f"kind {self.kind!r} needs sd > 0")
+        return self
+
+    def sample(self, rng: np.random.Generator, n: int) -> list[int]:
+        if self.kind == "fixed":
+            v = np.full(n, self.mean)
+        elif self.kind == "uniform":
+            v = rng.uniform(self.min, self.max + 1, n)
+        elif self.kind == "normal":
+            v = rng.normal(self.mean, self.sd, n)
+        else:  # lognormal parameterised by the mean and sd of the lengths themselves
+            s2 = np.log(1 + (self.sd / self.mean) ** 2)
+            v = rng.lognormal(np.log(self.mean) - s2 / 2, np.sqrt(s2), n)
+        return [int(x) for x in np.clip(np.floor(v), self.min, self.max)]
+
+
+class Images(Strict):
+    count: int = Field(default=0, ge=0, le=16, description="Images per request (0 = text only).")
+    width_px: int = Field(default=256, ge=8, le=4096, description="Image width, pixels.")
+    height_px: int = Field(default=256, ge=8, le=4096, description="Image height, pixels.")
+
+
+class RequestSLO(Strict):
+    """Per-request objectives for goodput: a request is 'good' when it meets every one set."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, description="Max time to first token, ms.")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Max time per output token, ms.")
+    e2e_ms: float | None = Field(default=None, gt=0, description="Max end-to-end latency, ms.")
+
+
+class ChatScenario(Strict):
+    kind: Literal["chat"]
+    name: str
+    description: str = ""
+    stream: bool = Field(default=True, description="Stream with continuous usage stats.")
+    prompt_tokens: Dist = Field(description="Prompt length (text part), tokens, made exact via /tokenize.")
+    output_tokens: Dist = Field(description="max_tokens of each request, tokens.")
+    ignore_eos: bool = Field(
+        default=True, description="vLLM's ignore_eos so outputs have exactly max_tokens tokens."
+    )
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    images: Images = Field(default_factory=Images)
+    prompt_pool: int = Field(default=128, ge=1, le=100_000, description="Distinct prepared requests.")
+    keep_output: bool = Field(default=False, description="Keep generated text in the records.")
+    slo: RequestSLO = Field(default_factory=RequestSLO)
+    load: LoadSpec
+
+
+class Documents(Strict):
+    directory: str | None = Field(default=None, description="Folder of PDFs to submit (cycled).")
+    generate_count: int = Field(default=0, ge=0, description="Else: PDFs generated (seeded).")
+    pages: Dist = Field(default_factory=lambda: Dist(kind="fixed", mean=2, max=50),
+                        description="Pages of generated PDFs.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Documents:
+        if (self.directory is None) == (self.generate_count == 0):
+            raise ValueError("documents: set exactly one of directory or generate_count")
+        return self
+
+
+class PipelineScenario(Strict):
+    kind: Literal["pipeline"]
+    name: str
+    description: str = ""
+    documents: Documents
+    job_timeout_s: float = Field(default=300.0, gt=0, description="A document not done by then fails.")
+    poll_interval_s: float = Field(default=0.05, gt=0, description="How often completion is checked, s.")
+    load: LoadSpec
+
+
+Scenario = Annotated[ChatScenario | PipelineScenario, Field(discriminator="kind")]
+_ADAPTER: TypeAdapter[ChatScenario | PipelineScenario] = TypeAdapter(Scenario)
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def _loc(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "<top>"
+
+
+def parse_scenario(data: object, origin: str) -> ChatScenario | PipelineScenario:
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        lines = [f"{origin}: {_loc(e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines)) from None
+
+
+def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScenario | PipelineScenario:
+    """A scenario by file path or by name in bench/scenarios; ``overrides`` patch ``load``."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+        raise ScenarioError(f"scenario {name_or_path!r}: no such file and no bundled scenario of "
+                            f"that name (bundled: {', '.join(known)})")
+    data = yaml.safe_load(path.read_text())
+    if overrides and isinstance(data, dict):
+        load = dict(data.get("load") or {})
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if key in ("rate_rps", "concurrency"):  # switching loop kind clears the other knob
+                load.pop("concurrency" if key == "rate_rps" else "rate_rps", None)
+                load["mode"] = "open" if key == "rate_rps" else "closed"
+            if key in ("duration_s", "count"):
+                load.pop("count" if key == "duration_s" else "duration_s", None)
+            load[key] = value
+        data["load"] = load
+    return parse_scenario(data, str(path))

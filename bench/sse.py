@@ -1,0 +1,117 @@
+"""Server-sent events framing with a timestamp per event's first byte.
+
+The hot path only splits bytes and stamps times; JSON is decoded after the request finished
+(``decode_chat_events``) so parsing never delays the next read and never skews a timestamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+
+@dataclass
+class SSESplitter:
+    """Feed network reads (bytes, arrival ns); collect complete ``data:`` payloads.
+
+    An event's time is the arrival of the read that carried its first byte: a read that ends
+    mid-event makes the event's time the earlier read, as the first byte came then.
+    """
+
+    events: list[tuple[int, bytes]] = field(default_factory=list)
+    _buf: bytes = b""
+    _start_ns: int = 0
+
+    def feed(self, data: bytes, t_ns: int) -> None:
+        if not self._buf:
+            self._start_ns = t_ns
+        buf = self._buf + data
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            self._emit(buf[start:end], self._start_ns)
+            start = end + 2
+            self._start_ns = t_ns  # the next event's first byte came in this read
+        self._buf = buf[start:]
+        if not self._buf:
+            self._start_ns = 0
+
+    def _emit(self, block: bytes, t_ns: int) -> None:
+        for line in block.split(b"\n"):
+            if line.startswith(b"data:"):
+                self.events.append((t_ns, line[5:].strip()))
+
+    def leftover(self) -> bytes:
+        return self._buf
+
+
+@dataclass
+class ChatStreamResult:
+    event_ns: list[int]
+    event_tokens: list[int]
+    event_content: list[bool]
+    prompt_tokens: int | None
+    output_tokens: int | None
+    finish_reason: str | None
+    text: str
+    error: str | None = None
+
+
+def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
+    """Turn raw (t_ns, payload) events of a streamed chat completion into token events.
+
+    Token counts per event come from ``continuous_usage_stats`` (running completion_tokens); an
+    event whose count did not grow but that carries text (a server without continuous usage)
+    counts as one token, which is what tools without usage stats assume.
+    """
+    ns: list[int] = []
+    toks: list[int] = []
+    content: list[bool] = []
+    parts: list[str] = []
+    last_completion = 0
+    prompt = output = None
+    finish = None
+    saw_done = False
+    for t_ns, payload in events:
+        if payload == b"[DONE]":
+            saw_done = True
+            continue
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts),
+                                    error="bad_sse_json")
+        if "error" in obj and not obj.get("choices"):
+            return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts),
+                                    error="stream_error")
+        usage = obj.get("usage") or {}
+        text = ""
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta") or {}
+            text += (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        has_content = any(bool((c.get("delta") or {}).get("content")) for c in obj.get("choices") or ())
+        completion = usage.get("completion_tokens")
+        if usage.get("prompt_tokens") is not None:
+            prompt = usage["prompt_tokens"]
+        if completion is not None:
+            output = completion
+            added = completion - last_completion
+            last_completion = completion
+        else:
+            added = 1 if text else 0
+        if added > 0 and obj.get("choices"):
+            ns.append(t_ns)
+            toks.append(added)
+            content.append(has_content)
+        elif added > 0 and toks:  # a usage-only event added tokens: credit the last event
+            toks[-1] += added
+        parts.append(text)
+    if output is None and toks:
+        output = sum(toks)
+    err = None if saw_done else "stream_truncated"
+    return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts), error=err)

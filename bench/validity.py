@@ -1,0 +1,69 @@
+"""Was the client the bottleneck? A run that fails any check is marked invalid, and gates
+return exit code 2 for it: its latencies describe the load generator, not the server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bench.engine import RunResult
+
+
+class ValidityLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lag_p99_ms_max: float = Field(
+        default=10.0, gt=0,
+        description="Schedule lag p99 above this means requests left late: the offered load was "
+        "not the one asked for (coordinated omission by the client).",
+    )
+    client_cpu_max: float = Field(
+        default=0.90, gt=0, le=1.0,
+        description="CPU-seconds per wall-second of a client process (one event loop uses at most "
+        "one core): above it the loop had no idle time and timestamps were taken late.",
+    )
+    achieved_rate_min_ratio: float = Field(
+        default=0.95, gt=0, le=1.0, description="Open loop: measured sends / target must reach this."
+    )
+    min_measured: int = Field(default=1, ge=1, description="Fewest measured requests for a valid run.")
+
+
+def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> dict[str, Any]:
+    checks: list[dict[str, Any]] = []
+
+    def add(name: str, measured: Any, threshold: str, passed: bool, why: str) -> None:
+        checks.append({"check": name, "measured": measured, "threshold": threshold,
+                       "passed": bool(passed), "why": why})
+
+    lag = summary["latency"]["lag_ms"]
+    p99 = lag.get("p99")
+    add("schedule lag p99", None if p99 is None else round(p99, 3), f"<= {limits.lag_p99_ms_max} ms",
+        p99 is not None and p99 <= limits.lag_p99_ms_max,
+        "requests were sent on time" if p99 is not None and p99 <= limits.lag_p99_ms_max
+        else "requests left later than scheduled: the client could not keep up")
+    for st in run.processes:
+        util = st.cpu_s / st.wall_s if st.wall_s > 0 else 0.0
+        add(f"client CPU (process {st.process})", round(util, 3), f"<= {limits.client_cpu_max}",
+            util <= limits.client_cpu_max,
+            f"{st.cpu_s:.2f} CPU-s over {st.wall_s:.2f} s" + (
+                "" if util <= limits.client_cpu_max else
+                ": the event loop was saturated; add client processes (load.processes) or machines"))
+    overloaded = sum(st.overloaded for st in run.processes)
+    add("in-flight cap", overloaded, "== 0", overloaded == 0,
+        "never hit" if overloaded == 0 else f"{overloaded} arrivals dropped at load.max_in_flight")
+    sent = summary["requests"]["sent"]
+    add("measured requests", sent, f">= {limits.min_measured}", sent >= limits.min_measured,
+        "enough samples" if sent >= limits.min_measured else "too few requests in the measured window")
+    if run.load.mode == "open" and run.load.arrival != "trace" and run.load.ramp_from_rps is None:
+        target = run.load.rate_rps or 0.0
+        achieved = summary["throughput"]["sent_rps"]
+        ratio = achieved / target if target else 0.0
+        # Poisson counts fluctuate: allow 3 standard deviations of the expected count as well
+        expected = target * summary["window_s"]
+        slack = 3 * expected ** 0.5 / expected if expected > 0 else 1.0
+        ok = ratio >= min(limits.achieved_rate_min_ratio, 1 - slack) or run.load.arrival == "constant" and ratio >= limits.achieved_rate_min_ratio
+        add("achieved / target rate", round(ratio, 4), f">= {min(limits.achieved_rate_min_ratio, round(1 - slack, 4))}",
+            ok, f"{achieved:.2f} of {target:g} req/s sent in the measured window")
+    valid = all(c["passed"] for c in checks)
+    return {"valid": valid, "checks": checks, "limits": limits.model_dump()}
