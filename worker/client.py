@@ -1,0 +1,175 @@
+"""The worker's one HTTP client to the inference server: every request of both backends goes
+through :meth:`InferenceClient.post_chat`, so retries, the circuit breaker, per-worker
+concurrency, W3C trace propagation and the ``mineru_vllm_client_*`` metrics are the same
+whether MinerU or the page-vlm backend is talking.
+
+Failure kinds (STYLE.md 6): connection errors, timeouts, 429 and 5xx are retryable (with
+exponential backoff and jitter, honouring Retry-After), and count against the breaker; a 401/403
+also counts against the breaker (a wrong key is a deployment fault: keep the documents); any
+other 4xx or an unreadable answer fails the document for good (:class:`ServerAnswerError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_exponential_jitter
+
+from worker.breaker import CircuitBreaker
+from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
+from worker.metrics import WorkerMetrics
+from worker.tracing import current_trace
+
+# Requests sent on behalf of the job the current task works on (read into its metadata); a
+# one-element list so that MinerU's sub-tasks, which copy the context, add to the same counter.
+request_counter: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "splitstack_request_counter", default=None)
+
+CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
+RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+BREAKER_STATUS = RETRYABLE_STATUS | {401, 403}
+MAX_RETRY_AFTER_S = 30.0
+
+
+class RetryableResponse(TransientError):
+    def __init__(self, kind: str, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retry_after_s = retry_after_s
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(value))) if value else None
+    except ValueError:
+        return None
+
+
+class InferenceClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        breaker: CircuitBreaker,
+        metrics: WorkerMetrics,
+        concurrency: int,
+        request_timeout_s: float,
+        max_retries: int,
+        connect_timeout_s: float = 10.0,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.breaker = breaker
+        self.metrics = metrics
+        self.max_retries = max_retries
+        self._wait = wait_exponential_jitter(initial=backoff_initial_s, max=backoff_max_s)
+        self._slots = asyncio.Semaphore(concurrency)  # per worker, across all its jobs
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(connect=connect_timeout_s, read=request_timeout_s,
+                                  write=request_timeout_s, pool=None),
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        )
+        self.requests_sent = 0  # attempts, including retries; read into job metadata
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- public calls ---------------------------------------------------------------------------
+    async def post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a chat completion with retries; returns the parsed JSON answer."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(RetryableResponse),
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self._wait_for,
+            before_sleep=lambda state: self.metrics.retries.labels(CHAT_PATH).inc(),
+            reraise=True,
+        ):
+            with attempt:
+                return await self._attempt(body)
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    async def list_models(self, timeout_s: float = 2.0) -> list[str]:
+        """GET /v1/models once (readiness probe): no retries, does not move the breaker."""
+        response = await self._http.get(MODELS_PATH, timeout=timeout_s)
+        response.raise_for_status()
+        return [m.get("id", "") for m in response.json().get("data", [])]
+
+    # -- one attempt ------------------------------------------------------------------------------
+    def _wait_for(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, RetryableResponse) and exc.retry_after_s is not None:
+            return exc.retry_after_s
+        return self._wait(state)
+
+    async def _attempt(self, body: dict[str, Any]) -> dict[str, Any]:
+        m = self.metrics
+        if not self.breaker.allow_request():
+            m.failures.labels(CHAT_PATH, "breaker_open").inc()
+            raise CircuitOpenError(
+                f"circuit breaker is open after repeated failures of {self.base_url}; "
+                f"next trial in {self.breaker.seconds_until_trial():.0f} s"
+            )
+        headers = {}
+        trace = current_trace.get()
+        if trace is not None:
+            headers["traceparent"] = trace.child().traceparent
+        async with self._slots:
+            m.requests.labels(CHAT_PATH).inc()
+            self.requests_sent += 1
+            counter = request_counter.get()
+            if counter is not None:
+                counter[0] += 1
+            t0 = time.perf_counter()
+            try:
+                response = await self._http.post(CHAT_PATH, json=body, headers=headers)
+            except httpx.TimeoutException as exc:
+                self._fail(t0, "timeout")
+                raise RetryableResponse("timeout", f"request to {self.base_url} timed out: {exc!r}") from exc
+            except httpx.TransportError as exc:
+                self._fail(t0, "connect")
+                raise RetryableResponse("connect", f"cannot reach {self.base_url}: {exc!r}") from exc
+            except asyncio.CancelledError:
+                self.breaker.release_trial()
+                raise
+            m.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)
+        status = response.status_code
+        if status == 200:
+            try:
+                data = response.json()
+            except ValueError as exc:
+                self.breaker.record_success()  # the server is up; this answer is bad
+                m.failures.labels(CHAT_PATH, "bad_body").inc()
+                raise ServerAnswerError(status, f"body is not JSON: {response.text[:200]}") from exc
+            self.breaker.record_success()
+            return data
+        kind = "http_5xx" if status >= 500 else "http_4xx"
+        m.failures.labels(CHAT_PATH, kind).inc()
+        if status in BREAKER_STATUS:
+            self.breaker.record_failure()
+            if status in RETRYABLE_STATUS:
+                raise RetryableResponse(kind, f"{self.base_url} answered {status}", _retry_after(response))
+            raise TransientError(
+                f"{self.base_url} answered {status} (unauthorized): check that the worker's API "
+                "key env var holds the key the server was started with"
+            )
+        self.breaker.record_success()
+        raise ServerAnswerError(status, response.text)
+
+    def _fail(self, t0: float, kind: str) -> None:
+        self.metrics.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)
+        self.metrics.failures.labels(CHAT_PATH, kind).inc()
+        self.breaker.record_failure()

@@ -1,0 +1,91 @@
+"""The worker's run-time settings: the deployment spec's worker_pool/queue plus the few things
+that only the environment knows (URLs, the API key, this replica's index and port)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from infra.spec import Spec, Target, WorkerBackend
+
+ENV_SERVER_URL = "SPLITSTACK_SERVER_URL"
+ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"
+ENV_METRICS_PORT = "SPLITSTACK_WORKER_METRICS_PORT"
+ENV_URL_ALLOWLIST = "SPLITSTACK_WORKER_URL_ALLOWLIST"
+ENV_SPEC_JSON = "SPLITSTACK_SPEC_JSON"  # set by the local-stack launcher
+
+
+class ConfigError(Exception):
+    """A setting the worker needs is missing; the message names it and how to set it."""
+
+
+class WorkerSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    spec: Spec
+    index: int = Field(ge=0, description="Replica index (local port offset, consumer name).")
+    server_url: str = Field(description="Base URL of the inference server.")
+    redis_url: str
+    output_dir: Path
+    api_key: str | None = None
+    metrics_port: int = Field(ge=0, le=65535, description="0 = pick a free port (tests).")
+    consumer: str = Field(description="Consumer name in the group: unique per process.")
+    url_allowlist: tuple[str, ...] = Field(
+        default=(), description="URL prefixes a job's source may start with; empty = paths only.")
+    drain_timeout_s: float = Field(
+        default=15.0, gt=0,
+        description="On SIGTERM, how long in-flight jobs may run before they are released back "
+        "to the queue (below supervisord's stopwaitsecs=20 and a pod's grace period of 30 s).")
+    rss_limit_fraction: float = Field(
+        default=0.9, gt=0, le=1,
+        description="Exit for a process recycle when RSS exceeds this share of "
+        "worker_pool.memory_limit_mib (supervisord / Kubernetes restart it).")
+
+    @property
+    def pool(self):
+        return self.spec.worker_pool
+
+    @property
+    def backend(self) -> WorkerBackend:
+        return self.spec.worker_pool.backend
+
+    @property
+    def model_name(self) -> str:
+        return self.spec.worker_server.model.name
+
+
+def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None) -> WorkerSettings:
+    env = dict(os.environ if env is None else env)
+    local = spec.target is Target.local
+    server = spec.worker_server
+    server_url = env.get(ENV_SERVER_URL) or (
+        f"http://{spec.local.host}:{server.port}" if local
+        else f"http://{server.name}.{spec.namespace}.svc:{server.port}")
+    redis_url = env.get(spec.queue.url_env) or (
+        f"redis://{spec.local.host}:{spec.queue.port}/0" if local
+        else f"redis://queue.{spec.namespace}.svc:{spec.queue.port}/0")
+    out = env.get(ENV_OUTPUT_DIR)
+    if not out:
+        if not local:
+            raise ConfigError(f"set {ENV_OUTPUT_DIR} to the mounted output volume")
+        state = Path(spec.local.state_dir)
+        if not state.is_absolute():
+            from infra.spec_loader import project_root
+            state = project_root() / state
+        out = str(state / "data" / spec.output_store.path)
+    api_key = None
+    if server.api_key is not None:
+        api_key = env.get(server.api_key.env)
+        if not api_key:
+            raise ConfigError(
+                f"inference server {server.name!r} requires an API key: set the environment "
+                f"variable {server.api_key.env} (the stack launcher passes it to the workers)")
+    port = int(env.get(ENV_METRICS_PORT) or (spec.worker_pool.metrics_port + (index if local else 0)))
+    allow = tuple(p.strip() for p in env.get(ENV_URL_ALLOWLIST, "").split(",") if p.strip())
+    return WorkerSettings(
+        spec=spec, index=index, server_url=server_url, redis_url=redis_url, output_dir=Path(out),
+        api_key=api_key, metrics_port=port, url_allowlist=allow,
+        consumer=f"{socket.gethostname()}-w{index}-{os.getpid()}",
+    )

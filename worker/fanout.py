@@ -1,0 +1,101 @@
+"""Big documents in parallel: fan out into page-range jobs, fan in by page order.
+
+A document with more than ``split_pages_over`` pages is not parsed by the worker that took it:
+that worker enqueues one part job per ``page_window`` pages and acks the parent, in a single
+Redis transaction guarded by WATCH on the parent's parts record (a redelivered parent never
+enqueues its parts twice). Parts are ordinary jobs (same retries, breaker, DLQ, reclaim), whose
+outputs are stored under ``<parent>.p<index>``. Whichever worker completes the last part (the
+done-set reaching ``total``) merges the parts in page order into the parent's output. The merge
+is idempotent, so two workers racing on it write the same thing once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.exceptions import WatchError
+
+from worker.jobs import Job, PageRange, PartOf
+from worker.queue import Delivery, JobQueue, _flat
+from worker.store import CONTENT_LIST, MARKDOWN, DirectoryStore
+
+
+def plan_parts(page_count: int, part_pages: int) -> list[PageRange]:
+    return [PageRange(first=s + 1, last=min(page_count, s + part_pages))
+            for s in range(0, page_count, part_pages)]
+
+
+def part_id(parent_id: str, index: int) -> str:
+    return f"{parent_id}.p{index:04d}"
+
+
+async def fan_out(queue: JobQueue, delivery: Delivery, page_count: int, part_pages: int,
+                  traceparent: str | None) -> int:
+    """Enqueue the parts and ack the parent atomically; returns the number of parts."""
+    job = delivery.job
+    assert job is not None
+    parts = plan_parts(page_count, part_pages)
+    key = queue.parts_key(job.job_id)
+    async with queue.r.pipeline(transaction=True) as p:
+        try:
+            await p.watch(key)
+            if await p.exists(key):  # fanned out by an earlier delivery: just ack this one
+                await p.reset()
+                await queue.ack(delivery.message_id, None, "fanned_out")
+                return int(await queue.r.hget(key, "total") or len(parts))
+            p.multi()
+            now = time.time()
+            p.hset(key, mapping=_flat({"total": len(parts), "pages": page_count, "started_at": now,
+                                       "job": job.model_dump_json(exclude_none=True)}))
+            for i, pages in enumerate(parts):
+                child = Job(job_id=part_id(job.job_id, i), source=job.source, pages=pages,
+                            language=job.language, correlation_id=job.correlation_id,
+                            traceparent=job.traceparent or traceparent, submitted_at=job.submitted_at,
+                            part_of=PartOf(parent_id=job.job_id, index=i, total=len(parts)))
+                p.xadd(queue.stream, child.to_fields())
+            p.xack(queue.stream, queue.group, delivery.message_id)
+            p.hset(queue.job_key(job.job_id), mapping=_flat({
+                "state": "fanned_out", "pages": page_count, "parts_total": len(parts),
+                "parts_done": 0, "updated_at": now}))
+            await p.execute()
+        except WatchError:  # another delivery fanned it out at the same moment
+            await queue.ack(delivery.message_id, None, "fanned_out")
+    return len(parts)
+
+
+async def record_part_done(queue: JobQueue, part: PartOf) -> bool:
+    """Mark a part done; True when all parts of its parent are done (time to merge)."""
+    async with queue.r.pipeline(transaction=True) as p:
+        p.sadd(queue.parts_key(part.parent_id) + ":done", part.index)
+        p.scard(queue.parts_key(part.parent_id) + ":done")
+        _added, done = await p.execute()
+    await queue.set_state(part.parent_id, parts_done=done)
+    return int(done) >= part.total
+
+
+async def parent_record(queue: JobQueue, parent_id: str) -> dict[str, Any]:
+    return await queue.r.hgetall(queue.parts_key(parent_id))
+
+
+def merge_parts(store: DirectoryStore, parent: Job, total: int, staging: Path) -> tuple[str, list, dict]:
+    """Markdown, content list and summed metadata of the parts, in page order."""
+    markdown: list[str] = []
+    content: list[Any] = []
+    requests = pages = 0
+    for i in range(total):
+        pid = part_id(parent.job_id, i)
+        folder = store.final_dir(pid)
+        markdown.append((folder / MARKDOWN).read_text())
+        content.extend(json.loads((folder / CONTENT_LIST).read_text()))
+        meta = store.read_metadata(pid)
+        requests += meta.get("requests_sent", 0)
+        pages += meta.get("pages", 0)
+        images = folder / "images"
+        if images.is_dir():
+            shutil.copytree(images, staging / "images", dirs_exist_ok=True)
+    return "\n\n".join(m.rstrip("\n") for m in markdown) + "\n", content, {
+        "requests_sent": requests, "pages": pages, "parts": total}

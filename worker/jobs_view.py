@@ -1,0 +1,61 @@
+"""Read-side of the queue for `splitstack submit` / `splitstack jobs`: synchronous redis, no
+worker machinery, so the CLI stays fast."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from infra.spec import Spec
+from worker.jobs import Job, PageRange
+
+
+def redis_url(spec: Spec) -> str:
+    return os.environ.get(spec.queue.url_env) or f"redis://{spec.local.host}:{spec.queue.port}/0"
+
+
+def connect(spec: Spec) -> redis.Redis:
+    return redis.Redis.from_url(redis_url(spec), decode_responses=True, socket_connect_timeout=3)
+
+
+def submit(r: redis.Redis, spec: Spec, paths: list[Path], pages: PageRange | None = None,
+           language: str | None = None, correlation_id: str | None = None) -> list[str]:
+    q = spec.queue
+    ids = []
+    for path in paths:
+        job = Job(source=str(path.resolve()), pages=pages, language=language,
+                  correlation_id=correlation_id)
+        with r.pipeline(transaction=True) as p:
+            p.xadd(q.stream, job.to_fields())
+            p.hset(f"{q.stream}:job:{job.job_id}", mapping={
+                "state": "queued", "source": job.source, "submitted_at": str(job.submitted_at),
+                "updated_at": str(time.time())})
+            p.zadd(f"{q.stream}:index", {job.job_id: job.submitted_at})
+            p.execute()
+        ids.append(job.job_id)
+    return ids
+
+
+def list_jobs(r: redis.Redis, spec: Spec, limit: int = 50, ids: list[str] | None = None) -> list[dict[str, Any]]:
+    q = spec.queue
+    if ids is None:
+        ids = r.zrevrange(f"{q.stream}:index", 0, limit - 1)
+    rows = []
+    with r.pipeline(transaction=False) as p:
+        for job_id in ids:
+            p.hgetall(f"{q.stream}:job:{job_id}")
+        records = p.execute()
+    for job_id, rec in zip(ids, records):
+        rows.append({"job_id": job_id, **rec})
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in rows:
+        out[row.get("state", "unknown")] = out.get(row.get("state", "unknown"), 0) + 1
+    return out

@@ -1,0 +1,35 @@
+"""How the local stack starts worker replica ``i`` (imported by stack/components.py)."""
+
+from __future__ import annotations
+
+import json
+
+from stack.components import BuildContext, Component, HealthCheck, server_url
+from worker.config import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_JSON
+
+
+def worker_component(ctx: BuildContext, i: int) -> Component:
+    spec = ctx.spec
+    port = spec.worker_pool.metrics_port + i
+    host = spec.local.host
+    env = {
+        ENV_SERVER_URL: server_url(spec, spec.worker_server),
+        spec.queue.url_env: f"redis://{host}:{spec.queue.port}/0",
+        ENV_OUTPUT_DIR: str(ctx.paths.data / spec.output_store.path),
+        # Explicit, because the launcher may run with CLI overrides the worker's own spec load
+        # does not see; the port must match the Prometheus target and the health check.
+        ENV_METRICS_PORT: str(port),
+        # The spec exactly as the launcher resolved it (CLI overrides such as ports included):
+        # the worker must not re-read a file that says something else.
+        ENV_SPEC_JSON: json.dumps(spec.model_dump(mode="json", exclude_none=True)),
+        "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
+    }
+    ref = spec.worker_server.api_key
+    if ref is not None and ctx.api_key:
+        env[ref.env] = ctx.api_key
+    argv = [ctx.python, "-m", "worker", "--stack", spec.stack, "--index", str(i)]
+    url = f"http://{host}:{port}"
+    return Component(
+        f"worker-{i}", "worker", argv, HealthCheck("http", f"{url}/readyz"), url, port,
+        env=env, autorestart=True, priority=400, cwd=ctx.project_root,
+    )

@@ -1,0 +1,120 @@
+"""Wire one worker process together from the spec and the environment, then run it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from infra.spec import Target, WorkerBackend
+from infra.spec_loader import load_stack, parse_spec, set_path
+from worker.backends import Backend
+from worker.breaker import CircuitBreaker
+from worker.client import InferenceClient
+from worker.config import ENV_SPEC_JSON, ConfigError, WorkerSettings, settings_from_env
+from worker.health import serve
+from worker.logs import log, setup_logging
+from worker.metrics import WorkerMetrics
+from worker.queue import JobQueue
+from worker.runner import Worker
+from worker.store import DirectoryStore
+
+logger = logging.getLogger("worker")
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``--set a.b=value`` flags; values are YAML scalars (5, 2.5, true, text)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE, e.g. "
+                             "--set worker_pool.circuit_breaker.recovery_timeout_s=5")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backend:
+    pool = settings.pool
+    if settings.backend is WorkerBackend.page_vlm:
+        from worker.pagevlm_backend import PageVlmBackend
+
+        return PageVlmBackend(inference, settings.model_name, pool.page_vlm_prompt, pool.page_window)
+    from worker.mineru_backend import MinerUBackend, configure_mineru_env
+
+    configure_mineru_env(pool.page_window)
+    backend = MinerUBackend(inference, settings.model_name, pool.concurrency_per_worker,
+                            pool.request_timeout_s)
+    # Import MinerU's whole analysis path now (seconds of imports), not on the first job.
+    import mineru.backend.vlm.vlm_analyze  # noqa: F401
+    import mineru.backend.vlm.vlm_middle_json_mkcontent  # noqa: F401
+    import mineru_vl_utils  # noqa: F401
+    return backend
+
+
+async def run(settings: WorkerSettings, t_start: float) -> int:
+    metrics = WorkerMetrics()
+    pool = settings.pool
+    breaker = CircuitBreaker(
+        pool.circuit_breaker.failure_threshold, pool.circuit_breaker.recovery_timeout_s,
+        on_change=lambda state: (metrics.breaker_state.set(int(state)),
+                                 log(logger, logging.WARNING, "circuit breaker " + state.name)),
+    )
+    inference = InferenceClient(
+        settings.server_url, api_key=settings.api_key, breaker=breaker, metrics=metrics,
+        concurrency=pool.concurrency_per_worker, request_timeout_s=pool.request_timeout_s,
+        max_retries=pool.max_retries,
+    )
+    redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=True,
+                                    socket_timeout=10, socket_connect_timeout=5)
+    q = settings.spec.queue
+    queue = JobQueue(redis, q.stream, q.group, q.dead_letter_stream, settings.consumer)
+    worker = Worker(settings, queue, DirectoryStore(settings.output_dir), inference, metrics)
+    host = settings.spec.local.host if settings.spec.target is Target.local else "0.0.0.0"
+    server = serve(worker, host, settings.metrics_port)
+    log(logger, logging.INFO, "listening", metrics_port=server.server_address[1],
+        server_url=settings.server_url, backend=settings.backend.value, output_dir=str(settings.output_dir))
+
+    async def load() -> None:
+        worker.backend = await asyncio.to_thread(build_backend, settings, inference)
+        while not worker.ready and not worker._stopping.is_set():  # noqa: SLF001
+            await asyncio.sleep(0.05)
+        log(logger, logging.INFO, "ready", start_to_ready_s=round(time.monotonic() - t_start, 3))
+
+    loader = asyncio.create_task(load())
+    try:
+        return await worker.run()
+    finally:
+        loader.cancel()
+        server.shutdown()
+        await inference.aclose()
+        await redis.aclose()
+
+
+def load_spec(stack: str, overrides: dict[str, Any]):
+    """The launcher's resolved spec when it passed one, else Pulumi.<stack>.yaml; then --set."""
+    raw_json = os.environ.get(ENV_SPEC_JSON)
+    if not raw_json:
+        return load_stack(stack, overrides=overrides)
+    raw = json.loads(raw_json)
+    if raw.get("stack") != stack:
+        raise ConfigError(f"--stack {stack!r} but {ENV_SPEC_JSON} holds stack {raw.get('stack')!r}; "
+                          f"unset {ENV_SPEC_JSON} or pass --stack {raw.get('stack')}")
+    for dotted, value in overrides.items():
+        set_path(raw, dotted, value)
+    return parse_spec(raw, f"${ENV_SPEC_JSON}")
+
+
+def main(stack: str, index: int, overrides: list[str], log_level: str = "INFO") -> int:
+    t_start = time.monotonic()
+    setup_logging(f"worker-{index}", log_level)
+    spec = load_spec(stack, parse_overrides(overrides))
+    settings = settings_from_env(spec, index)
+    return asyncio.run(run(settings, t_start))

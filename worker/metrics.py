@@ -1,0 +1,39 @@
+"""The worker's Prometheus metrics. Names, labels, help and histogram buckets come from the SLO
+metric catalog (slo/catalog.py) so the latency SLO thresholds 45/90/120 s are always bucket
+bounds and alert rules can never reference a name the worker does not export."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from slo import catalog
+from slo.catalog import MetricDef, MetricType
+
+_DEFS = {m.name: m for m in catalog.WORKER_METRICS}
+
+
+def _make(defn: MetricDef, registry: CollectorRegistry):
+    if defn.type is MetricType.histogram:
+        return Histogram(defn.name, defn.help, defn.labels, registry=registry, buckets=defn.buckets)
+    if defn.type is MetricType.counter:
+        # prometheus_client appends _total itself.
+        return Counter(defn.name.removesuffix("_total"), defn.help, defn.labels, registry=registry)
+    return Gauge(defn.name, defn.help, defn.labels, registry=registry)
+
+
+class WorkerMetrics:
+    """All metric objects of one worker, on an injected registry (tests build fresh ones)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        m = {name: _make(defn, self.registry) for name, defn in _DEFS.items()}
+        self.pdf_duration: Histogram = m[catalog.PDF_PROCESSING_DURATION]
+        self.pdfs_processed: Counter = m[catalog.PDFS_PROCESSED]
+        self.pdfs_failed: Counter = m[catalog.PDFS_FAILED]
+        self.request_duration: Histogram = m[catalog.CLIENT_REQUEST_DURATION]
+        self.requests: Counter = m[catalog.CLIENT_REQUESTS]
+        self.failures: Counter = m[catalog.CLIENT_FAILURES]
+        self.retries: Counter = m[catalog.CLIENT_RETRIES]
+        self.breaker_state: Gauge = m[catalog.BREAKER_STATE]
+        self.queue_lag: Gauge = m[catalog.QUEUE_LAG]
+        self.in_flight: Gauge = m[catalog.PDFS_IN_FLIGHT]

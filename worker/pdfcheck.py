@@ -1,0 +1,73 @@
+"""Look at a PDF before any request is sent: the permanent failures (STYLE.md 6) are found here,
+cheaply, so a bad file is dead-lettered with a reason a person can act on."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pypdfium2 as pdfium
+
+from worker.errors import PermanentError
+from worker.jobs import PageRange
+
+# PDFium is not thread-safe; MinerU guards its own calls with a lock of its own, ours is separate
+# because we only touch documents in the worker's event-loop thread or under this lock.
+_PDFIUM_LOCK = threading.RLock()
+
+
+def inspect_pdf(data: bytes, source: str, max_pages: int) -> int:
+    """The page count of a readable PDF, else :class:`PermanentError` naming what is wrong."""
+    if len(data) == 0:
+        raise PermanentError("empty", f"{source}: the file is empty (0 bytes); upload the PDF again")
+    if b"%PDF-" not in data[:1024]:
+        raise PermanentError(
+            "not_pdf", f"{source}: not a PDF (no '%PDF-' header in the first 1 KiB; starts with "
+            f"{data[:8]!r}); only PDF files can be parsed"
+        )
+    with _PDFIUM_LOCK:
+        try:
+            doc = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as exc:
+            text = str(exc)
+            if "password" in text.lower():
+                raise PermanentError(
+                    "encrypted", f"{source}: the PDF is encrypted with a password ({text}); "
+                    "submit a decrypted copy"
+                ) from None
+            raise PermanentError("corrupt", f"{source}: PDFium cannot open the file ({text})") from None
+        try:
+            pages = len(doc)
+        finally:
+            doc.close()
+    if pages == 0:
+        raise PermanentError("no_pages", f"{source}: the PDF has no pages")
+    if pages > max_pages:
+        raise PermanentError(
+            "too_many_pages", f"{source}: {pages} pages is over worker_pool.max_pages={max_pages}; "
+            "split the file or raise worker_pool.max_pages"
+        )
+    return pages
+
+
+def check_range(pages: PageRange, page_count: int, source: str) -> None:
+    if pages.last > page_count:
+        raise PermanentError(
+            "bad_page_range", f"{source}: page range {pages.first}-{pages.last} is outside the "
+            f"document's {page_count} pages"
+        )
+
+
+def extract_pages(data: bytes, pages: PageRange) -> bytes:
+    """A new PDF holding only ``pages`` (1-based, inclusive)."""
+    with _PDFIUM_LOCK:
+        src = pdfium.PdfDocument(data)
+        out = pdfium.PdfDocument.new()
+        try:
+            out.import_pages(src, pages=list(range(pages.first - 1, pages.last)))
+            buf = io.BytesIO()
+            out.save(buf)
+            return buf.getvalue()
+        finally:
+            out.close()
+            src.close()

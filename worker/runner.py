@@ -1,0 +1,375 @@
+"""The worker's main loop: intake, reclaim, heartbeats, probes, graceful drain.
+
+One asyncio loop runs ``jobs_per_worker`` jobs at once. New jobs are taken only while the
+worker is ready (inference server answers /v1/models, Redis answers) and the circuit breaker
+is not open. A job that hits a transient failure is held (its pending entry heart-beaten) and
+retried after a backoff or when the breaker lets a trial through; it is never acked or
+dead-lettered because the server was down. SIGTERM stops intake, lets in-flight jobs run for
+``drain_timeout_s``, then releases what is left back to the queue and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from contextlib import suppress
+from typing import Any
+
+import psutil
+from redis.exceptions import RedisError
+from tenacity.wait import wait_exponential_jitter
+
+from worker import fanout
+from worker.backends import Backend
+from worker.client import InferenceClient, request_counter
+from worker.config import WorkerSettings
+from worker.errors import PermanentError, ServerAnswerError, TransientError
+from worker.logs import correlation_id_var, job_id_var, log
+from worker.metrics import WorkerMetrics
+from worker.pdfcheck import check_range, extract_pages, inspect_pdf
+from worker.queue import Delivery, JobQueue
+from worker.sources import fetch
+from worker.store import DirectoryStore
+from worker.tracing import current_trace, new_trace, parse_traceparent
+
+logger = logging.getLogger("worker")
+EXIT_RECYCLE = 75  # EX_TEMPFAIL: supervisord (autorestart=unexpected) and Kubernetes restart us
+
+
+class Worker:
+    def __init__(self, settings: WorkerSettings, queue: JobQueue, store: DirectoryStore,
+                 inference: InferenceClient, metrics: WorkerMetrics) -> None:
+        self.s = settings
+        self.queue = queue
+        self.store = store
+        self.inference = inference
+        self.metrics = metrics
+        self.breaker = inference.breaker
+        self.backend: Backend | None = None  # set once MinerU is imported (see __main__)
+        self.server_ok = False
+        self.redis_ok = False
+        self.last_probe = time.monotonic()
+        self.probe_detail = "not probed yet"
+        self.exit_code = 0
+        self.in_flight: dict[str, Delivery] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._slots = asyncio.Semaphore(settings.pool.jobs_per_worker)
+        self._stopping = asyncio.Event()
+        self._docs_since_recycle = 0
+        self._job_backoff = wait_exponential_jitter(initial=1.0, max=30.0)
+        self._proc = psutil.Process()
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.server_ok and self.redis_ok and self.backend is not None and not self._stopping.is_set()
+
+    def can_take(self) -> bool:
+        return self.ready and self.breaker.allows_intake()
+
+    def request_stop(self, reason: str, exit_code: int = 0) -> None:
+        if not self._stopping.is_set():
+            log(logger, logging.INFO, "stopping", reason=reason, in_flight=len(self.in_flight))
+            self.exit_code = exit_code
+            self._stopping.set()
+
+    # -- main -------------------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+        await self._until_redis()
+        swept = self.store.sweep_staging(older_than_s=max(3600.0, 4 * self.s.spec.queue.visibility_timeout_s),
+                                         now=time.time())
+        loops = [asyncio.create_task(c) for c in (
+            self._probe_loop(), self._intake_loop(), self._reclaim_loop(), self._heartbeat_loop())]
+        log(logger, logging.INFO, "worker started", consumer=self.s.consumer, swept_staging=swept)
+        await self._stopping.wait()
+        await self._drain()
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        return self.exit_code
+
+    async def _until_redis(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.queue.ensure_group()
+                self.redis_ok = True
+                return
+            except (RedisError, OSError) as exc:
+                log(logger, logging.WARNING, "redis not reachable, retrying", error=repr(exc))
+                await self._sleep(1.0)
+
+    async def _drain(self) -> None:
+        tasks = list(self._tasks.values())
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=self.s.drain_timeout_s)
+            for task in pending:  # each releases its job on cancellation (see _handle)
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _sleep(self, seconds: float) -> None:
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+    # -- loops --------------------------------------------------------------------------------------
+    async def _intake_loop(self) -> None:
+        while not self._stopping.is_set():
+            if not self.can_take():
+                await self._sleep(0.2)
+                continue
+            await self._slots.acquire()
+            try:
+                deliveries = await self.queue.read(count=1, block_ms=500)
+            except (RedisError, OSError) as exc:
+                self._slots.release()
+                self.redis_ok = False
+                log(logger, logging.WARNING, "reading the stream failed", error=repr(exc))
+                await self._sleep(1.0)
+                continue
+            if not deliveries or self._stopping.is_set():
+                for d in deliveries:  # stop arrived while reading: give it straight back
+                    await self.queue.release(d)
+                self._slots.release()
+                continue
+            self._spawn(deliveries[0])
+
+    async def _reclaim_loop(self) -> None:
+        vt = self.s.spec.queue.visibility_timeout_s
+        while not self._stopping.is_set():
+            await self._sleep(max(0.5, vt / 4))
+            free = self._slots._value  # noqa: SLF001 - asyncio exposes no public count
+            if free <= 0 or not self.can_take():
+                continue
+            try:
+                claimed = await self.queue.reclaim(vt, count=free)
+            except (RedisError, OSError) as exc:
+                log(logger, logging.WARNING, "reclaim failed", error=repr(exc))
+                continue
+            for d in claimed:
+                log(logger, logging.INFO, "reclaimed abandoned job", message_id=d.message_id,
+                    job_id=d.job.job_id if d.job else None, deliveries=d.deliveries)
+                await self._slots.acquire()
+                self._spawn(d)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = max(0.5, self.s.spec.queue.visibility_timeout_s / 3)
+        while True:
+            await asyncio.sleep(interval)  # keeps running through the drain
+            with suppress(RedisError, OSError):
+                await self.queue.heartbeat(list(self.in_flight))
+
+    async def _probe_loop(self) -> None:
+        while True:
+            try:
+                models = await self.inference.list_models()
+                self.server_ok = self.s.model_name in models
+                self.probe_detail = "ok" if self.server_ok else (
+                    f"server lists {models}, not the spec's model {self.s.model_name!r}")
+            except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
+                self.server_ok = False
+                self.probe_detail = f"GET {self.s.server_url}/v1/models failed: {exc!r}"
+            try:
+                await self.queue.r.ping()
+                self.redis_ok = True
+                lag = await self.queue.lag()
+                if lag is not None:
+                    self.metrics.queue_lag.set(lag)
+            except (RedisError, OSError) as exc:
+                self.redis_ok = False
+                self.probe_detail = f"redis: {exc!r}"
+            self.metrics.breaker_state.set(int(self.breaker.state))
+            self.last_probe = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    # -- one job ------------------------------------------------------------------------------------
+    def _spawn(self, d: Delivery) -> None:
+        self.in_flight[d.message_id] = d
+        self._tasks[d.message_id] = asyncio.create_task(self._handle(d))
+
+    async def _handle(self, d: Delivery) -> None:
+        self.metrics.in_flight.inc()
+        job = d.job
+        if job is not None:
+            job_id_var.set(job.job_id)
+            correlation_id_var.set(job.correlation_id or job.job_id)
+            current_trace.set(parse_traceparent(job.traceparent) or new_trace())
+        request_counter.set([0])
+        try:
+            await self._process(d)
+        except asyncio.CancelledError:
+            with suppress(RedisError, OSError):
+                await self.queue.release(d)
+            log(logger, logging.WARNING, "released unfinished job at shutdown", message_id=d.message_id)
+        except (RedisError, OSError) as exc:
+            # Nothing acked: the entry stays pending and is reclaimed after the visibility timeout.
+            log(logger, logging.ERROR, "queue error while processing; job left pending", error=repr(exc))
+        except Exception:  # a bug (ours or MinerU's): keep the job, let redelivery count it
+            logger.exception("unexpected error; job left pending, it is redelivered after the "
+                             "visibility timeout and dead-lettered as 'poison' if it keeps failing")
+        finally:
+            self.in_flight.pop(d.message_id, None)
+            self._tasks.pop(d.message_id, None)
+            self.metrics.in_flight.dec()
+            self._slots.release()
+
+    async def _process(self, d: Delivery) -> None:
+        job = d.job
+        if job is None:
+            await self._dead_letter(d, "bad_job", "stream entry is not a valid job: "
+                                    f"{str(d.raw)[:300]}; enqueue with `splitstack submit`")
+            return
+        max_attempts = self.s.spec.queue.max_delivery_attempts
+        if d.deliveries > max_attempts:
+            await self._dead_letter(d, "poison", f"delivered {d.deliveries} times without finishing "
+                                    f"(queue.max_delivery_attempts={max_attempts}): the worker "
+                                    "died each time; check worker logs for OOM kills")
+            return
+        if self.store.exists(job.job_id):  # redelivered after its output was stored
+            await self._finish_part(job)
+            await self.queue.ack(d.message_id, job.job_id, "done")
+            log(logger, logging.INFO, "output already stored; acked duplicate delivery")
+            return
+        await self.queue.set_state(job.job_id, state="running", consumer=self.s.consumer,
+                                   started_at=time.time())
+        t0 = time.perf_counter()
+        attempt = 0
+        while True:
+            try:
+                await self._attempt(d, t0)
+                return
+            except (PermanentError, ServerAnswerError) as exc:
+                kind = exc.kind if isinstance(exc, PermanentError) else "server_rejected"
+                await self._dead_letter(d, kind, str(exc))
+                return
+            except TransientError as exc:
+                attempt += 1
+                wait = max(self.breaker.seconds_until_trial(), self._job_backoff.__call__(_Attempt(attempt)))
+                log(logger, logging.WARNING, "transient failure; job kept and retried",
+                    error=str(exc), attempt=attempt, retry_in_s=round(wait, 2),
+                    breaker=self.breaker.state.name)
+                await self._sleep(wait)
+                if self._stopping.is_set():
+                    await self.queue.release(d)
+                    return
+
+    async def _attempt(self, d: Delivery, t0: float) -> None:
+        job = d.job
+        pool = self.s.pool
+        data = await fetch(job.source, self.s.url_allowlist)
+        page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_pages)
+        if job.pages is None and job.part_of is None and page_count > pool.split_pages_over:
+            trace = current_trace.get()
+            n = await fanout.fan_out(self.queue, d, page_count, pool.page_window,
+                                     trace.traceparent if trace else None)
+            log(logger, logging.INFO, "fanned out", pages=page_count, parts=n)
+            return
+        first = 0
+        if job.pages is not None:
+            check_range(job.pages, page_count, job.source)
+            data = await asyncio.to_thread(extract_pages, data, job.pages)
+            first = job.pages.first - 1
+        assert self.backend is not None
+        staging = self.store.staging(job.job_id)
+        try:
+            result = await self.backend.process(data, staging, first)
+            elapsed = time.perf_counter() - t0
+            trace = current_trace.get()
+            metadata: dict[str, Any] = {
+                "job_id": job.job_id, "correlation_id": job.correlation_id, "source": job.source,
+                "pages": result.pages, "page_range": job.pages.model_dump() if job.pages else None,
+                "language": job.language, "backend": self.backend.name,
+                "mineru_version": self.backend.version if self.backend.name == "vlm-http-client" else None,
+                "model": self.s.model_name, "server_url": self.s.server_url,
+                "requests_sent": request_counter.get()[0], "processing_s": round(elapsed, 3),
+                "queue_wait_s": round(max(0.0, time.time() - elapsed - job.submitted_at), 3),
+                "worker": self.s.consumer, "trace_id": trace.trace_id if trace else None,
+                "deliveries": d.deliveries, "part_of": job.part_of.model_dump() if job.part_of else None,
+                "completed_at": time.time(), **result.extra,
+            }
+            committed = await asyncio.to_thread(
+                self.store.commit, job.job_id, staging, result.markdown, result.content_list, metadata)
+        except BaseException:
+            self.store.discard(staging)
+            raise
+        await self._finish_part(job)
+        await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
+                             processing_s=round(elapsed, 3))
+        if job.part_of is None and committed:
+            self.metrics.pdfs_processed.labels(self.backend.name).inc()
+            self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
+        log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),
+            requests=metadata["requests_sent"], committed=committed)
+        self._after_document()
+
+    async def _finish_part(self, job) -> None:
+        """For a part: record it, and merge the parent if it was the last one."""
+        if job.part_of is None:
+            return
+        if await fanout.record_part_done(self.queue, job.part_of):
+            await self._merge(job.part_of)
+
+    async def _merge(self, part) -> None:
+        from worker.jobs import Job
+
+        record = await fanout.parent_record(self.queue, part.parent_id)
+        parent = Job.model_validate_json(record["job"])
+        staging = self.store.staging(parent.job_id)
+        try:
+            markdown, content, agg = await asyncio.to_thread(
+                fanout.merge_parts, self.store, parent, part.total, staging)
+            elapsed = time.time() - float(record.get("started_at", time.time()))
+            metadata = {"job_id": parent.job_id, "correlation_id": parent.correlation_id,
+                        "source": parent.source, "language": parent.language,
+                        "backend": self.backend.name, "mineru_version": self.backend.version,
+                        "model": self.s.model_name, "processing_s": round(elapsed, 3),
+                        "merged_by": self.s.consumer, "completed_at": time.time(), **agg}
+            committed = await asyncio.to_thread(self.store.commit, parent.job_id, staging, markdown,
+                                                content, metadata)
+        except BaseException:
+            self.store.discard(staging)
+            raise
+        await self.queue.set_state(parent.job_id, state="done", pages=agg["pages"],
+                                   processing_s=round(elapsed, 3))
+        if committed:
+            self.metrics.pdfs_processed.labels(self.backend.name).inc()
+            self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
+            log(logger, logging.INFO, "merged parts", parent=parent.job_id, parts=part.total,
+                seconds=round(elapsed, 3))
+
+    async def _dead_letter(self, d: Delivery, kind: str, reason: str) -> None:
+        await self.queue.dead_letter(d, kind, reason)
+        backend = self.s.backend.value
+        part = d.job.part_of if d.job else None
+        if part is None:
+            self.metrics.pdfs_failed.labels(backend, kind).inc()
+        else:
+            key = self.queue.parts_key(part.parent_id)
+            if await self.queue.r.hsetnx(key, "failed", reason):  # count the parent once
+                self.metrics.pdfs_failed.labels(backend, kind).inc()
+            await self.queue.set_state(part.parent_id, state="dead_lettered", kind=kind,
+                                       reason=f"part {part.index} failed: {reason}")
+        log(logger, logging.ERROR, "dead-lettered", kind=kind, reason=reason)
+
+    def _after_document(self) -> None:
+        self._docs_since_recycle += 1
+        if self._docs_since_recycle >= self.s.pool.recycle_after_documents and self.backend:
+            self.backend.recycle()
+            self._docs_since_recycle = 0
+            log(logger, logging.INFO, "recycled the MinerU context")
+        rss_mib = self._proc.memory_info().rss / 2**20
+        limit = self.s.pool.memory_limit_mib * self.s.rss_limit_fraction
+        if rss_mib > limit:
+            self.request_stop(f"RSS {rss_mib:.0f} MiB over {limit:.0f} MiB: recycling the process",
+                              EXIT_RECYCLE)
+
+
+class _Attempt:
+    """The bit of tenacity's RetryCallState that its wait strategies read."""
+
+    def __init__(self, number: int) -> None:
+        self.attempt_number = number

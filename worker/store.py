@@ -1,0 +1,93 @@
+"""The output store: one directory per job id, written atomically and idempotently.
+
+A job's outputs are written into a hidden staging directory next to the final one and renamed
+into place in one ``rename(2)``: readers see all files or none, and a crash leaves only a
+staging directory that the next attempt removes. The first complete output of a job id wins: a
+redelivered job finds it and acks without writing a second, different output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+MARKDOWN = "document.md"
+CONTENT_LIST = "content_list.json"
+METADATA = "metadata.json"
+
+
+class DirectoryStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def final_dir(self, job_id: str) -> Path:
+        return self.root / job_id
+
+    def exists(self, job_id: str) -> bool:
+        return (self.final_dir(job_id) / METADATA).is_file()
+
+    def staging(self, job_id: str) -> Path:
+        path = self.root / f".staging-{job_id}-{uuid.uuid4().hex[:8]}"
+        path.mkdir(parents=True)
+        return path
+
+    def read_metadata(self, job_id: str) -> dict[str, Any]:
+        return json.loads((self.final_dir(job_id) / METADATA).read_text())
+
+    def commit(self, job_id: str, staging: Path, markdown: str, content_list: list[Any],
+               metadata: dict[str, Any]) -> bool:
+        """Write the three files into ``staging``, fsync, rename into place.
+
+        Returns False when another delivery of the same job committed first (the staging
+        directory is discarded and the existing output stays untouched)."""
+        _write(staging / MARKDOWN, markdown.encode())
+        _write(staging / CONTENT_LIST, json.dumps(content_list, ensure_ascii=False, indent=1).encode())
+        _write(staging / METADATA, json.dumps(metadata, ensure_ascii=False, indent=1).encode())
+        _fsync_dir(staging)
+        final = self.final_dir(job_id)
+        try:
+            os.rename(staging, final)  # fails if final exists and is not empty
+        except OSError:
+            if self.exists(job_id):
+                shutil.rmtree(staging, ignore_errors=True)
+                return False
+            shutil.rmtree(final, ignore_errors=True)  # a partial dir from an older layout
+            os.rename(staging, final)
+        _fsync_dir(self.root)
+        return True
+
+    def discard(self, staging: Path) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def sweep_staging(self, older_than_s: float, now: float) -> int:
+        """Remove staging dirs left by crashed attempts. Other workers share the store, so only
+        dirs older than ``older_than_s`` (longer than any live attempt keeps one) go."""
+        count = 0
+        for path in self.root.glob(".staging-*"):
+            try:
+                if now - path.stat().st_mtime > older_than_s:
+                    shutil.rmtree(path, ignore_errors=True)
+                    count += 1
+            except FileNotFoundError:
+                continue
+        return count
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
