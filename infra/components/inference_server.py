@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import naming, sizing
 from infra.components.base import child, duration, metadata, quantity_gib
+from infra.policy.rules import GPU_HEADROOM_ANNOTATION, STARTUP_BUDGET_ANNOTATION
 from infra.spec import Engine, InferenceServer, Spec
 
 CUSTOM_TIMEOUT_MARGIN_S = 300  # image pull and scheduling on a fresh node come on top
@@ -135,6 +136,19 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
     return pod
 
 
+def template_annotations(spec: Spec, server: InferenceServer) -> dict[str, str]:
+    """Derived numbers the policy pack checks the objects against."""
+    surge = sizing.server_rollout(spec, server).max_surge > 0
+    return {STARTUP_BUDGET_ANNOTATION: str(server.startup_budget_s),
+            GPU_HEADROOM_ANNOTATION: "true" if surge else "false"}
+
+
+def custom_timeouts(server: InferenceServer) -> pulumi.CustomTimeouts:
+    """Pulumi waits for the Deployment to be ready: at least the startup budget, plus pulls."""
+    budget = duration(server.startup_budget_s + CUSTOM_TIMEOUT_MARGIN_S)
+    return pulumi.CustomTimeouts(create=budget, update=budget)
+
+
 def worker_image(spec: Spec) -> str:
     return f"{spec.worker_pool.image}:{spec.worker_pool.image_tag}"
 
@@ -157,7 +171,6 @@ class InferenceServerComponent(pulumi.ComponentResource):
         spec, server = args.spec, args.server
         ns = spec.namespace
         sel = naming.server_labels(server)
-        budget = server.startup_budget_s + CUSTOM_TIMEOUT_MARGIN_S
 
         self.cache = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-model-cache",
@@ -173,10 +186,11 @@ class InferenceServerComponent(pulumi.ComponentResource):
                 "replicas": server.replicas,
                 "selector": {"match_labels": sel},
                 "strategy": strategy(spec, server),
-                "template": {"metadata": {"labels": sel}, "spec": pod_spec(spec, server)},
+                "template": {"metadata": {"labels": sel,
+                                          "annotations": template_annotations(spec, server)},
+                             "spec": pod_spec(spec, server)},
             },
-            opts=child(self, depends_on=[self.cache], custom_timeouts=pulumi.CustomTimeouts(
-                create=duration(budget), update=duration(budget))),
+            opts=child(self, depends_on=[self.cache], custom_timeouts=custom_timeouts(server)),
         )
         self.service = k8s.core.v1.Service(
             f"{name}-svc",
