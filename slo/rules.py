@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from slo import promql
-from slo.spec import SLO, SLOSpec, dec
+from slo.spec import SLO, SLOSpec, alert_threshold, dec
 from slo.windows import BurnWindow, BurnWindows, Severity, fmt_duration_min, load_burn_windows
 
 ALERT_BY_SEVERITY = {Severity.page: "SLOErrorBudgetBurnFast", Severity.ticket: "SLOErrorBudgetBurnSlow"}
@@ -48,17 +48,17 @@ class BurnAlert:
             "slo": self.slo.name,
             "long_window": self.window.long,
             "short_window": self.window.short,
-            "burn_factor": dec(self.factor),
+            "burn_factor": dec(self.factor.quantize(Decimal("0.0001"))),
         }
 
     @property
     def annotations(self) -> dict[str, str]:
         s, w = self.slo, self.window
         return {
-            "summary": f"SLO {s.name}: error budget burning at >= {dec(self.factor)}x",
+            "summary": f"SLO {s.name}: error budget burning at >= {dec(self.factor.quantize(Decimal('0.0001')))}x",
             "description": (
                 f"{s.title}: the error ratio over both {w.long} and {w.short} is at least {dec(self.threshold)} "
-                f"({dec(self.factor)}x the {dec(s.error_budget)} error budget of a {dec(s.target * 100)} % target over "
+                f"({dec(self.factor.quantize(Decimal('0.0001')))}x the {dec(s.error_budget)} error budget of a {dec(s.target * 100)} % target over "
                 f"{s.window_d} d); at this rate {dec(w.budget_consumed_ratio * 100)} % of the budget goes in {w.long}."
             ),
             "runbook_url": runbook_url(self.name),
@@ -71,7 +71,7 @@ def burn_alerts(slo: SLO, windows: BurnWindows) -> list[BurnAlert]:
     for w in windows.windows:
         if w.severity in slo.alerts:
             factor = w.factor_for(slo.window_d)
-            out.append(BurnAlert(slo, w, factor, factor * slo.error_budget))
+            out.append(BurnAlert(slo, w, factor, alert_threshold(factor, slo.error_budget)))
     return out
 
 
