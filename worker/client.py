@@ -72,7 +72,7 @@ class InferenceClient:
         self.breaker = breaker
         self.metrics = metrics
         self.max_retries = max_retries
-        self._wait = wait_exponential_jitter(initial=backoff_initial_s, max=backoff_max_s)
+        self._wait = wait_exponential_jitter(multiplier=backoff_initial_s, max=backoff_max_s)
         self._slots = asyncio.Semaphore(concurrency)  # per worker, across all its jobs
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(

@@ -15,6 +15,7 @@ ENV_SERVER_URL = "SPLITSTACK_SERVER_URL"
 ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"
 ENV_METRICS_PORT = "SPLITSTACK_WORKER_METRICS_PORT"
 ENV_URL_ALLOWLIST = "SPLITSTACK_WORKER_URL_ALLOWLIST"
+ENV_DRAIN_TIMEOUT = "SPLITSTACK_WORKER_DRAIN_TIMEOUT_S"
 ENV_SPEC_JSON = "SPLITSTACK_SPEC_JSON"  # set by the local-stack launcher
 
 
@@ -84,7 +85,9 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
                 f"variable {server.api_key.env} (the stack launcher passes it to the workers)")
     port = int(env.get(ENV_METRICS_PORT) or (spec.worker_pool.metrics_port + (index if local else 0)))
     allow = tuple(p.strip() for p in env.get(ENV_URL_ALLOWLIST, "").split(",") if p.strip())
+    extra = {"drain_timeout_s": float(env[ENV_DRAIN_TIMEOUT])} if env.get(ENV_DRAIN_TIMEOUT) else {}
     return WorkerSettings(
+        **extra,
         spec=spec, index=index, server_url=server_url, redis_url=redis_url, output_dir=Path(out),
         api_key=api_key, metrics_port=port, url_allowlist=allow,
         consumer=f"{socket.gethostname()}-w{index}-{os.getpid()}",

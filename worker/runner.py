@@ -58,7 +58,7 @@ class Worker:
         self._slots = asyncio.Semaphore(settings.pool.jobs_per_worker)
         self._stopping = asyncio.Event()
         self._docs_since_recycle = 0
-        self._job_backoff = wait_exponential_jitter(initial=1.0, max=30.0)
+        self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=30.0)
         self._proc = psutil.Process()
 
     # -- state ----------------------------------------------------------------------------------

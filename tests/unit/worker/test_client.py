@@ -1,0 +1,112 @@
+import asyncio
+
+import httpx
+import pytest
+
+from slo.catalog import BreakerState
+from worker.breaker import CircuitBreaker
+from worker.client import CHAT_PATH, InferenceClient, request_counter
+from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
+from worker.metrics import WorkerMetrics
+from worker.tracing import current_trace, parse_traceparent
+
+OK = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+
+
+def client(handler, *, threshold=5, retries=3, metrics=None):
+    metrics = metrics or WorkerMetrics()
+    breaker = CircuitBreaker(threshold, 30.0)
+    c = InferenceClient("http://server:8000", api_key="k", breaker=breaker, metrics=metrics,
+                        concurrency=2, request_timeout_s=5, max_retries=retries,
+                        backoff_initial_s=0.001, backoff_max_s=0.002,
+                        transport=httpx.MockTransport(handler))
+    return c, metrics, breaker
+
+
+def sample(metrics, name, **labels):
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_retries_503_honouring_retry_after_then_succeeds() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) < 3:
+            return httpx.Response(503, headers={"Retry-After": "0"}, json={"error": "busy"})
+        return httpx.Response(200, json=OK)
+
+    c, m, b = client(handler)
+    assert asyncio.run(c.post_chat({"x": 1}))["choices"][0]["message"]["content"] == "hi"
+    assert len(calls) == 3
+    assert calls[0].headers["authorization"] == "Bearer k"
+    assert sample(m, "mineru_vllm_client_retries_total", endpoint=CHAT_PATH) == 2
+    assert sample(m, "mineru_vllm_client_requests_total", endpoint=CHAT_PATH) == 3
+    assert sample(m, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="http_5xx") == 2
+    assert sample(m, "mineru_vllm_client_request_duration_seconds_count", endpoint=CHAT_PATH) == 3
+    assert b.state is BreakerState.closed
+
+
+def test_connection_errors_open_the_breaker_then_fail_fast_without_sending() -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        raise httpx.ConnectError("refused", request=request)
+
+    c, m, b = client(handler, threshold=3, retries=5)
+    with pytest.raises(CircuitOpenError, match="circuit breaker is open"):
+        asyncio.run(c.post_chat({}))
+    assert len(calls) == 3  # the 4th attempt was refused by the breaker, never sent
+    assert b.state is BreakerState.open
+    assert sample(m, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="connect") == 3
+    assert sample(m, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="breaker_open") == 1
+
+
+def test_bad_request_fails_the_document_without_retry() -> None:
+    calls = []
+
+    def handler(request):
+        calls.append(request)
+        return httpx.Response(400, text="image too large")
+
+    c, m, b = client(handler)
+    with pytest.raises(ServerAnswerError, match="answered 400: image too large"):
+        asyncio.run(c.post_chat({}))
+    assert len(calls) == 1 and b.state is BreakerState.closed
+
+
+def test_unauthorized_is_transient_and_names_the_fix() -> None:
+    c, _m, b = client(lambda r: httpx.Response(401, json={"error": "Unauthorized"}), threshold=1)
+    with pytest.raises(TransientError, match="API key env var"):
+        asyncio.run(c.post_chat({}))
+    assert b.state is BreakerState.open
+
+
+def test_traceparent_is_a_child_of_the_jobs_trace_and_requests_are_counted() -> None:
+    seen = []
+
+    def handler(request):
+        seen.append(request.headers.get("traceparent"))
+        return httpx.Response(200, json=OK)
+
+    c, _m, _b = client(handler)
+    parent = parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+
+    async def job():
+        current_trace.set(parent)
+        counter = [0]
+        request_counter.set(counter)
+        await asyncio.gather(c.post_chat({}), c.post_chat({}))
+        return counter[0]
+
+    assert asyncio.run(job()) == 2
+    assert all(h.startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-") for h in seen)
+    assert len({h.split("-")[2] for h in seen}) == 2  # one span id per request
+    assert all(h.split("-")[2] != "00f067aa0ba902b7" for h in seen)
+
+
+def test_non_json_200_is_a_server_answer_error() -> None:
+    c, _m, _b = client(lambda r: httpx.Response(200, text="<html>proxy</html>"))
+    with pytest.raises(ServerAnswerError, match="not JSON"):
+        asyncio.run(c.post_chat({}))
