@@ -26,6 +26,7 @@ class Target:
     stack: str | None = None
     components: dict[str, dict] = field(default_factory=dict)
     state_dir: Path | None = None
+    output_dir: Path | None = None  # the workers' output store, when this host can read it
 
     @property
     def headers(self) -> dict[str, str]:
@@ -70,4 +71,5 @@ def from_stack(stack: str, root: Path | None = None) -> Target:
     return Target(base_url=srv["url"].rstrip("/"), model=server.model.name,
                   api_key=resolve_api_key(spec, local.paths), max_model_len=server.max_model_len,
                   prometheus_url=prom, queue_url=queue, stack=stack, components=comps,
-                  state_dir=local.paths.root)
+                  state_dir=local.paths.root,
+                  output_dir=local.paths.data / spec.output_store.path)

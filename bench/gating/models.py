@@ -5,7 +5,6 @@ the measured value, the threshold, pass/fail and why -- or says it cannot be eva
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import Counter
 from typing import Annotated, Literal
 
@@ -197,61 +196,44 @@ class GoodputGate(Gate):
 
 
 class SLOGate(Gate):
-    """An SLO of slo/objectives.yaml evaluated on this run's records."""
+    """An SLO of slo/objectives.yaml evaluated on this run's records with the SLO package's own
+    offline calculator (slo.records.sli_counts), so bench gates and `slo report` agree."""
 
     kind: Literal["slo"]
     slo: str = Field(description="SLO name in slo/objectives.yaml.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        from slo.spec import load_spec
+        from slo.records import RecordError, from_bench, sli_counts
+        from slo.spec import SpecError, load_spec
 
         try:
             slo = load_spec().get(self.slo)
-        except Exception as exc:  # SpecError names the known SLOs
+        except SpecError as exc:  # names the known SLOs
             return self._r("not_evaluable", None, "?", str(exc))
-        sli = slo.sli
         target = float(slo.target)
-        if sli.kind == "latency":
-            metric = {"mineru_pdf_processing_duration_seconds": ("doc_latency_s", 1.0),
-                      "vllm:time_to_first_token_seconds": ("ttft_ms", 1000.0),
-                      "vllm:e2e_request_latency_seconds": ("e2e_ms", 1000.0)}.get(sli.histogram)
-            thr = f"{target:.1%} within {sli.threshold_s} s"
-            if metric is None:
-                return self._r("not_evaluable", None, thr, f"histogram {sli.histogram} has no bench equivalent")
-            name, scale = metric
-            measured = [r for r in ctx.records if r.phase == "measure"]
-            vals = _latency_values(None, name, measured)
-            if not measured or not vals and name != "doc_latency_s":
-                return self._r("not_evaluable", None, thr, f"this run has no {name} samples (scenario kind {ctx.summary.get('kind')})")
-            if name == "doc_latency_s" and not any(isinstance(r, PipelineRecord) for r in measured):
-                return self._r("not_evaluable", None, thr, "document latency needs a pipeline run")
-            limit = float(sli.threshold_s) * scale
-            good = sum(1 for v in vals if v <= limit)  # failed requests count as bad events
-            frac = good / len(measured)
-            return self._r("pass" if frac >= target else "fail", round(frac, 4), thr,
-                           f"{good} of {len(measured)} measured within {sli.threshold_s} s (errors count as slow)")
-        if sli.kind == "event_ratio":
-            req = ctx.summary["requests"]
-            thr = f"error fraction <= {1 - target:.2%}"
-            if not req["sent"]:
-                return self._r("not_evaluable", None, thr, "no measured requests")
-            frac = req["errors"] / req["sent"]
-            return self._r("pass" if frac <= 1 - target else "fail", round(frac, 5), thr,
-                           f"{req['errors']} of {req['sent']} failed")
-        if sli.kind == "threshold" and sli.measure == "rate_per_hour":
-            v = ctx.summary["throughput"].get("documents_per_h")
-            thr = f">= {sli.threshold} per hour"
-            if v is None:
-                return self._r("not_evaluable", None, thr, "needs a pipeline run (documents per hour)")
-            if ctx.summary["throughput"]["sent_rps"] * 3600 < float(sli.threshold):
-                return self._r("not_evaluable", round(v, 2), thr,
-                               f"the run offered only {ctx.summary['throughput']['sent_rps'] * 3600:.0f} documents/h: "
-                               "throughput cannot exceed arrivals; offer more load")
-            return self._r("pass" if v >= float(sli.threshold) else "fail", round(v, 2), thr,
-                           "documents completed per hour in the measured window")
-        return self._r("not_evaluable", None, slo.title,
-                       f"SLI kind {sli.kind!r} is measured over {slo.window_d} days by Prometheus "
-                       "(`slo report`), not by one bench run")
+        thr = f">= {target:.1%} good ({slo.title})"
+        recs = [x for x in (from_bench(r.model_dump()) for r in ctx.records) if x is not None]
+        try:
+            counts = sli_counts(slo, recs)
+        except RecordError as exc:
+            return self._r("not_evaluable", None, thr, str(exc))
+        if counts is None or counts.total == 0:
+            return self._r("not_evaluable", None, thr,
+                           f"this {ctx.summary.get('kind')} run has no records for SLI kind {slo.sli.kind!r}")
+        good, total = float(counts.good), float(counts.total)
+        frac = good / total
+        if slo.sli.kind == "threshold" and ctx.summary["throughput"].get("sent_rps") is not None:
+            offered_h = ctx.summary["throughput"]["sent_rps"] * 3600
+            if frac < target and offered_h < float(slo.sli.threshold):
+                return self._r("not_evaluable", round(frac, 4), thr,
+                               f"the run offered only {offered_h:.0f}/h: throughput cannot exceed arrivals")
+        if slo.sli.kind == "event_ratio" and good == total and 3 / total > 1 - target:
+            return self._r("not_evaluable", 1.0, thr,
+                           f"0 bad in {total:.0f} events only bounds the bad fraction below {3 / total:.2%} "
+                           f"(rule of three); need >= {int(np.ceil(3 / (1 - target)))} events")
+        return self._r("pass" if frac >= target else "fail", round(frac, 4), thr,
+                       f"{good:.0f} of {total:.0f} {'slices' if slo.time_based else 'events'} good "
+                       f"(slo.records.sli_counts over measured records)")
 
 
 class MemoryGrowthGate(Gate):
@@ -359,78 +341,55 @@ class GpuUtilizationGate(Gate):
 
 
 class WorkerStartupGate(Gate):
+    """Active probe: start one extra worker exactly as the local stack does and time it from
+    spawn to a 200 on /readyz; it is stopped right after."""
+
     kind: Literal["worker_startup"]
     max_s: float = Field(default=5.0, gt=0, description="Design doc phase 2: worker startup < 5 s.")
-    metric: str = Field(default="mineru_worker_startup_seconds",
-                        description="Gauge each worker exports with its startup duration.")
+    timeout_s: float = Field(default=60.0, gt=0, description="Give up (fail) after this long.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        from bench.server_metrics import scrape
+        thr = f"<= {self.max_s:g} s spawn -> ready"
+        if ctx.target is None or ctx.target.stack is None:
+            return self._r("not_evaluable", None, thr, "needs a local stack (--stack) to start a worker like it does")
+        from bench.probes import time_worker_startup
 
-        thr = f"<= {self.max_s:g} s (slowest worker)"
-        if ctx.target is None or ctx.http is None:
-            return self._r("not_evaluable", None, thr, "no target")
-        workers = {n: c for n, c in ctx.target.components.items() if c.get("role") == "worker"}
-        if not workers:
-            return self._r("not_evaluable", None, thr, "the stack runs no workers")
-        seen = {}
-        for name, c in workers.items():
-            snap = scrape(c["url"], ctx.http)
-            if snap and self.metric in snap:
-                seen[name] = snap[self.metric]
-        if not seen:
-            return self._r("not_evaluable", None, thr, f"no worker exports {self.metric}")
-        worst = max(seen.values())
-        return self._r("pass" if worst <= self.max_s else "fail", round(worst, 3), thr,
-                       ", ".join(f"{k}: {v:.2f} s" for k, v in sorted(seen.items())))
+        try:
+            took = time_worker_startup(ctx.target, self.timeout_s)
+        except RuntimeError as exc:
+            return self._r("not_evaluable", None, thr, str(exc))
+        if took is None:
+            return self._r("fail", None, thr, f"the probe worker was not ready within {self.timeout_s:g} s")
+        return self._r("pass" if took <= self.max_s else "fail", round(took, 3), thr,
+                       "one extra worker, same command and environment as the stack's")
 
 
 class BreakerGate(Gate):
-    """Active probe: inject server failures, expect workers' breakers to open, then recover."""
+    """Active probe: make the simulator fail every request while documents are submitted,
+    expect a worker's breaker to open, clear the fault and expect every breaker to close."""
 
     kind: Literal["breaker"]
     metric: str = Field(default="mineru_vllm_circuit_breaker_state", description="0 closed, 1 open, 2 half-open.")
-    open_within_s: float = Field(default=30.0, gt=0)
-    recover_within_s: float = Field(default=90.0, gt=0)
-
-    def _states(self, ctx: GateContext) -> dict[str, float]:
-        from bench.server_metrics import scrape
-
-        out = {}
-        for name, c in ctx.target.components.items():  # type: ignore[union-attr]
-            if c.get("role") == "worker":
-                snap = scrape(c["url"], ctx.http)  # type: ignore[arg-type]
-                if snap and self.metric in snap:
-                    out[name] = snap[self.metric]
-        return out
+    open_within_s: float = Field(default=60.0, gt=0)
+    recover_within_s: float = Field(default=120.0, gt=0)
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        thr = f"opens <= {self.open_within_s:g} s, closes <= {self.recover_within_s:g} s"
-        if ctx.target is None or ctx.http is None or not self._states(ctx):
-            return self._r("not_evaluable", None, thr, f"no worker exports {self.metric}")
-        faults = f"{ctx.target.base_url}/sim/faults"
-        r = ctx.http.put(faults, json={"error_rate": 1.0, "status": 503}, headers=ctx.target.headers)
-        if r.status_code >= 300:
-            return self._r("not_evaluable", None, thr, f"cannot inject faults at {faults} ({r.status_code}): "
-                           "breaker recovery is tested with the simulator (engine sim)")
-        t0 = time.monotonic()
+        thr = f"opens <= {self.open_within_s:g} s, all closed <= {self.recover_within_s:g} s after"
+        if ctx.target is None or ctx.http is None or ctx.target.stack is None:
+            return self._r("not_evaluable", None, thr, "needs a local stack with workers (--stack)")
+        from bench.probes import breaker_cycle
+
         try:
-            while time.monotonic() - t0 < self.open_within_s:
-                if any(v == 1 for v in self._states(ctx).values()):
-                    break
-                time.sleep(0.5)
-            else:
-                return self._r("fail", None, thr, f"no breaker opened within {self.open_within_s:g} s of 100 % 503s")
-            opened = time.monotonic() - t0
-        finally:
-            ctx.http.put(faults, json={}, headers=ctx.target.headers)
-        t1 = time.monotonic()
-        while time.monotonic() - t1 < self.recover_within_s:
-            if all(v == 0 for v in self._states(ctx).values()):
-                return self._r("pass", round(time.monotonic() - t1, 2), thr,
-                               f"opened after {opened:.1f} s, all closed {time.monotonic() - t1:.1f} s after the fault cleared")
-            time.sleep(0.5)
-        return self._r("fail", None, thr, f"breakers still open {self.recover_within_s:g} s after the fault cleared")
+            res = breaker_cycle(ctx.target, ctx.http, self.metric, self.open_within_s, self.recover_within_s)
+        except RuntimeError as exc:
+            return self._r("not_evaluable", None, thr, str(exc))
+        if res["opened_s"] is None:
+            return self._r("fail", None, thr, f"no breaker opened within {self.open_within_s:g} s of 100 % 503s")
+        if res["closed_s"] is None:
+            return self._r("fail", round(res["opened_s"], 2), thr,
+                           f"opened after {res['opened_s']:.1f} s but still open {self.recover_within_s:g} s after the fault cleared")
+        return self._r("pass", round(res["closed_s"], 2), thr,
+                       f"opened {res['opened_s']:.1f} s into the outage, all closed {res['closed_s']:.1f} s after it ended")
 
 
 AnyGate = Annotated[

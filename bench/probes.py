@@ -1,0 +1,124 @@
+"""Active probes used by gates: start a worker like the stack does; drive a breaker cycle."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from bench.target import Target
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def time_worker_startup(target: Target, timeout_s: float) -> float | None:
+    """Seconds from spawning one extra worker (the stack's own command) to /readyz 200."""
+    from infra.spec_loader import load_stack, project_root
+    from stack.components import BuildContext
+    from stack.launcher import LocalStack
+    from stack.preflight import resolve_api_key
+
+    try:
+        from worker.config import ENV_METRICS_PORT
+        from worker.launch import worker_component
+    except ImportError as exc:
+        raise RuntimeError(f"the worker package cannot be imported here ({exc}): `pip install -e '.[worker]'`") from exc
+    root = project_root()
+    spec = load_stack(target.stack or "local", root)
+    paths = LocalStack(spec, root).paths
+    ctx = BuildContext(spec, paths, root, resolve_api_key(spec, paths))
+    comp = worker_component(ctx, spec.worker_pool.replicas + 50)  # an index no replica uses
+    port = _free_port()
+    env = {**os.environ, **comp.env, ENV_METRICS_PORT: str(port), "PYTHONUNBUFFERED": "1"}
+    if target.queue_url:
+        env[spec.queue.url_env] = target.queue_url
+    log = (target.state_dir or Path("/tmp")) / "bench-worker-startup-probe.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(comp.argv, env=env, cwd=comp.cwd or root, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        while time.monotonic() - t0 < timeout_s:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the probe worker exited with {proc.returncode}; see {log}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=0.5).status_code == 200:
+                    return time.monotonic() - t0
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        return None
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _breaker_states(target: Target, http: httpx.Client, metric: str) -> dict[str, float]:
+    from bench.server_metrics import scrape
+
+    out = {}
+    for name, c in target.components.items():
+        if c.get("role") == "worker":
+            snap = scrape(c["url"], http)
+            if snap and metric in snap:
+                out[name] = snap[metric]
+    return out
+
+
+def breaker_cycle(target: Target, http: httpx.Client, metric: str, open_within_s: float,
+                  recover_within_s: float) -> dict[str, float | None]:
+    """Fail every inference request (simulator faults), submit documents until a breaker opens,
+    clear the fault, keep submitting until every breaker is closed again."""
+    from infra.spec_loader import load_stack
+
+    from bench.pdfgen import make_pdf
+
+    if not _breaker_states(target, http, metric):
+        raise RuntimeError(f"no worker of the stack exports {metric}")
+    faults = f"{target.base_url}/sim/faults"
+    r = http.put(faults, json={"error_rate": 1.0, "error_status": 503}, headers=target.headers)
+    if r.status_code >= 300:
+        raise RuntimeError(f"cannot inject faults at {faults} ({r.status_code}): the breaker probe needs "
+                           "the simulator as inference engine (splitstack up --engine sim)")
+    import redis
+
+    from worker.jobs_view import submit
+
+    spec = load_stack(target.stack or "local")
+    rds = redis.Redis.from_url(target.queue_url or "", decode_responses=True)
+    pdf = make_pdf((target.state_dir or Path("/tmp")) / "bench-pdfs" / "breaker-probe.pdf", 1, seed=7)
+    opened = closed = None
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < open_within_s:
+            submit(rds, spec, [pdf])
+            time.sleep(1.0)
+            if any(v == 1 for v in _breaker_states(target, http, metric).values()):
+                opened = time.monotonic() - t0
+                break
+    finally:
+        http.put(faults, json={"error_rate": 0.0}, headers=target.headers)
+    if opened is None:
+        return {"opened_s": None, "closed_s": None}
+    t1 = time.monotonic()
+    while time.monotonic() - t1 < recover_within_s:
+        if all(v == 0 for v in _breaker_states(target, http, metric).values()):
+            closed = time.monotonic() - t1
+            break
+        submit(rds, spec, [pdf])  # a half-open breaker closes on a successful trial request
+        time.sleep(1.0)
+    return {"opened_s": opened, "closed_s": closed}
