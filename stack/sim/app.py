@@ -9,13 +9,14 @@ copy vLLM 0.32 (``wire.py``); ``/sim/*`` is the simulator's own admin API.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
 
 import orjson
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
 from . import wire
@@ -27,15 +28,15 @@ from .faults import Action, FaultError, FaultInjector
 from .metrics import EngineMetrics, HttpMetrics, build_registry
 from .profile import Profile
 from .scheduler import Scheduler, SimRequest
-from .schemas import (BadImage, ChatRequest, CompletionRequest, TokenizeRequest, decode_image, split_messages,
-                      validation_message)
+from .schemas import (BadImage, ChatRequest, CompletionRequest, TokenizeRequest, decode_image, format_errors,
+                      split_messages, validation_message)
 from .textgen import chat_prompt_tokens, count_tokens
 
 log = logging.getLogger("stack.sim")
 
 JSON = [(b"content-type", b"application/json"), (b"vary", b"Origin")]
 SSE = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"vary", b"Origin")]
-METRICS_CT = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8"), (b"vary", b"Origin")]
+METRICS_CT = [(b"content-type", CONTENT_TYPE_LATEST.encode()), (b"vary", b"Origin")]
 # vLLM's instrumentator leaves these out of http_* metrics.
 UNINSTRUMENTED = {"/metrics", "/health", "/load", "/ping", "/version", "/server_info"}
 CRASH_EXIT_CODE = 70
@@ -234,13 +235,29 @@ class SimApp:
     def _parse(self, body: bytes, model_cls):
         try:
             data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise bad_request(str([{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error",
-                                    "input": {}}])) from exc
+        except orjson.JSONDecodeError:
+            try:  # FastAPI (vLLM) decodes with the json module: same position and message
+                data = json.loads(body)
+            except ValueError as exc:
+                pos = getattr(exc, "pos", 0)
+                msg, param = format_errors([{"type": "json_invalid", "loc": (pos,), "msg": "JSON decode error",
+                                             "input": {}, "ctx": {"error": getattr(exc, "msg", str(exc))}}])
+                raise HTTPError(400, wire.error_body(msg, "Bad Request", 400, param)) from exc
+        if data is None:
+            msg, param = format_errors([{"type": "missing", "loc": (), "msg": "Field required", "input": None}])
+            raise HTTPError(400, wire.error_body(msg, "Bad Request", 400, param))
+        if not isinstance(data, dict):
+            msg, param = format_errors([{"type": "model_attributes_type", "loc": (), "input": data,
+                                         "msg": "Input should be a valid dictionary or object to extract fields from"}])
+            raise HTTPError(400, wire.error_body(msg, "Bad Request", 400, param))
+        if "messages" in data and not isinstance(data["messages"], (list, str, dict)):
+            # vLLM iterates messages before validating their type
+            raise bad_request(f"'{type(data['messages']).__name__}' object is not iterable")
         try:
             return model_cls.model_validate(data)
         except ValidationError as exc:
-            raise bad_request(validation_message(exc)) from exc
+            msg, param = validation_message(exc)
+            raise HTTPError(400, wire.error_body(msg, "Bad Request", 400, param)) from exc
 
     def _check_model(self, model: str | None) -> None:
         if model is not None and model != self.model:
@@ -250,7 +267,14 @@ class SimApp:
     def _check_common(self, req) -> None:
         self._check_model(req.model)
         if req.stream_options is not None and not req.stream:
-            raise bad_request("Stream options can only be defined when `stream=True`.")
+            raise bad_request("Stream options can only be defined when `stream=True`. (parameter=stream_options)",
+                              "stream_options")
+        value = _max_tokens(req)  # vLLM reports max_completion_tokens as max_tokens too
+        if value is not None and value < 1:
+            raise bad_request(f"max_tokens must be at least 1, got {value}. (parameter=max_tokens, value={value})",
+                              "max_tokens")
+        if req.n is not None and req.n < 1:
+            raise bad_request(f"n must be at least 1, got {req.n}.")
         if (req.n or 1) > 1:
             raise bad_request("the simulator supports n=1 only", "n")
 
@@ -262,12 +286,14 @@ class SimApp:
                 f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. Please "
                 f"reduce the length of the input prompt. (parameter=input_tokens, value={prompt_tokens})",
                 "input_tokens")
-        if max_tokens is not None and prompt_tokens + max_tokens > limit:
-            raise bad_request(
-                f"This model's maximum context length is {limit} tokens. However, you requested {max_tokens} output "
-                f"tokens and your prompt contains at least {prompt_tokens} input tokens, for a total of at least "
-                f"{prompt_tokens + max_tokens} tokens. Please reduce the length of the input prompt or the number of "
-                f"requested output tokens. (parameter=max_tokens, value={max_tokens})", "max_tokens")
+        if max_tokens is not None and max_tokens > limit:
+            raise bad_request(f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please request "
+                              f"fewer output tokens. (parameter=max_tokens, value={max_tokens})", "max_tokens")
+
+    def _output_cap(self, prompt_tokens: int, max_tokens: int | None) -> int:
+        """Tokens the request may generate: vLLM caps max_tokens at the context left after the prompt."""
+        room = self.limits.max_model_len - prompt_tokens
+        return room if max_tokens is None else min(max_tokens, room)
 
     async def chat(self, scope, receive, send):
         req = self._parse(await read_body(receive), ChatRequest)
@@ -283,10 +309,10 @@ class SimApp:
                 raise bad_request(str(exc)) from exc
         prompt = chat_prompt_tokens(content.texts) + sum(
             image_tokens(i.width, i.height, self.profile.latency) for i in images)
-        max_tokens = req.max_completion_tokens or req.max_tokens
+        max_tokens = _max_tokens(req)
         self._check_length(prompt, max_tokens)
         answer = self.answerer.answer(content.last_user_text, images[0].data if images else None,
-                                      max_tokens if max_tokens is not None else self.limits.max_model_len - prompt)
+                                      self._output_cap(prompt, max_tokens))
         opts = req.stream_options
         stream = wire.ChatStream(self.model, prompt, bool(opts and opts.include_usage),
                                  bool(opts and opts.continuous_usage_stats)) if req.stream else None
@@ -297,14 +323,16 @@ class SimApp:
         req = self._parse(await read_body(receive), CompletionRequest)
         self._check_common(req)
         p = req.prompt
-        if isinstance(p, list) and p and isinstance(p[0], str):
+        if not p:
+            raise bad_request("Either prompt or prompt_embeds must be provided and non-empty. (parameter=prompt)",
+                              "prompt")
+        if isinstance(p, list) and isinstance(p[0], str):
             if len(p) != 1:
                 raise bad_request("the simulator serves one prompt per request", "prompt")
             p = p[0]
         prompt = count_tokens(p) if isinstance(p, str) else len(p)
         self._check_length(prompt, req.max_tokens)
-        max_tokens = req.max_tokens if req.max_tokens is not None else self.limits.max_model_len - prompt
-        answer = self.answerer.answer("", None, max_tokens)
+        answer = self.answerer.answer("", None, self._output_cap(prompt, req.max_tokens))
         opts = req.stream_options
         stream = wire.CompletionStream(self.model, prompt, bool(opts and opts.include_usage),
                                        bool(opts and opts.continuous_usage_stats)) if req.stream else None
@@ -385,6 +413,11 @@ class SimApp:
         await wait_disconnect(receive)
         self.engine.abort(req)
         req.handle.event.set()
+
+
+def _max_tokens(req) -> int | None:
+    value = getattr(req, "max_completion_tokens", None)
+    return req.max_tokens if value is None else value
 
 
 async def read_body(receive: Callable) -> bytes:

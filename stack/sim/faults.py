@@ -10,6 +10,7 @@ import random
 from enum import Enum
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
@@ -49,7 +50,7 @@ def parse_fault_args(items: list[str], base: FaultSpec | None = None) -> FaultSp
             raise FaultError(f"--fault '{item}': expected KEY=VALUE, keys: {', '.join(FaultSpec.model_fields)}")
         if key not in FaultSpec.model_fields:
             raise FaultError(f"--fault '{item}': unknown key '{key}', valid keys: {', '.join(FaultSpec.model_fields)}")
-        data[key] = None if value.lower() in ("none", "") else value
+        data[key] = None if value.lower() in ("none", "") else yaml.safe_load(value)  # "500" -> 500
     try:
         return FaultSpec.model_validate(data)
     except ValidationError as exc:

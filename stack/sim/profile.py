@@ -130,5 +130,8 @@ def load_profile(name_or_path: str, directory: Path = PROFILES_DIR) -> Profile:
     try:
         data = yaml.safe_load(path.read_text())
         return Profile.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ProfileError(f"profile file '{path}' is invalid: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile file '{path}' is not valid YAML: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ProfileError(f"profile file '{path}' is invalid: {problems}") from exc

@@ -41,20 +41,20 @@ class Message(_Allow):
 
 class _Common(_Allow):
     model: str | None = None
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = None  # range checked by the app with vLLM's own message
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    n: int | None = Field(1, ge=1)
+    n: int | None = 1
 
 
 class ChatRequest(_Common):
     messages: list[Message]
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = None
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[str] | list[int]
-    max_tokens: int | None = Field(16, ge=1)  # OpenAI's and vLLM's default for /v1/completions
+    prompt: str | list[str] | list[int] | None = None
+    max_tokens: int | None = 16  # OpenAI's and vLLM's default for /v1/completions
 
 
 class TokenizeRequest(_Allow):
@@ -118,12 +118,27 @@ def split_messages(messages: list[Message]) -> ChatContent:
     return ChatContent(texts, urls, last_user)
 
 
-def validation_message(exc) -> str:
-    """vLLM puts pydantic's error list, with 'body' prefixed to each loc, in the message."""
-    errs = []
-    for e in exc.errors(include_url=False):
-        e = dict(e)
-        e["loc"] = ("body", *e["loc"])
-        e.pop("ctx", None)
-        errs.append(e)
-    return str(errs)
+def _summarise(value) -> str:
+    if isinstance(value, dict):
+        return f"<dict of {len(value)} items>"
+    if isinstance(value, list):
+        return f"<list of {len(value)} items>"
+    return str(value)
+
+
+def format_errors(errors: list[dict]) -> tuple[str, str]:
+    """vLLM 0.32's message for request validation errors, and its ``param`` (the first loc)."""
+    lines = []
+    for e in errors:
+        item = {"type": e["type"], "loc": ".".join(map(str, ("body", *e["loc"]))), "msg": e["msg"],
+                "input": _summarise(e.get("input"))}
+        if e.get("ctx"):
+            item["ctx"] = {k: str(v) for k, v in e["ctx"].items()}
+        lines.append(str(item))
+    n = len(lines)
+    message = f"{n} validation error{'s' if n != 1 else ''}:\n  " + "\n  ".join(lines)
+    return message, lines and ".".join(map(str, ("body", *errors[0]["loc"]))) or "body"
+
+
+def validation_message(exc) -> tuple[str, str]:
+    return format_errors(exc.errors(include_url=False))

