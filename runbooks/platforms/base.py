@@ -38,6 +38,9 @@ class ComponentState:
     pids_or_pods: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
     version: str = ""  # image tag (k8s) or program settings digest (local)
+    # Definitively failed, waiting longer will not help: supervisord FATAL (start retries
+    # used up) or a Deployment past its progress deadline (ProgressDeadlineExceeded).
+    failed: bool = False
 
     def line(self) -> str:
         why = f", last exit: {self.exit_reason}" if self.exit_reason else ""
@@ -77,6 +80,10 @@ class Platform(Protocol):
 
     def logs(self, component: str, tail_lines: int = 200) -> str: ...
 
+    def units(self, component: str) -> list[str]:
+        """What a rolling change goes through one at a time (local: worker-0, worker-1...;
+        k8s: the Deployment, which rolls its pods itself)."""
+
     def restart(self, component: str) -> None:
         """Restart in place (k8s: rollout restart; local: stop + start the process(es))."""
 
@@ -96,5 +103,10 @@ class Platform(Protocol):
 
     def cordon(self, node: str, on: bool = True) -> None: ...
 
-    def evict_component_pods(self, component: str, node: str) -> list[str]:
-        """Delete the component's pods on a node so they reschedule; returns their names."""
+    def evict_component_pods(self, component: str, node: str, force: bool = False) -> list[str]:
+        """Evict the component's pods on a node so they reschedule (force: delete with grace 0,
+        for a node that no longer answers); returns their names."""
+
+    def secret_value(self, name: str, key: str) -> str | None: ...
+
+    def set_secret_value(self, name: str, key: str, value: str) -> None: ...

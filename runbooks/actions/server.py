@@ -1,0 +1,95 @@
+"""Runbook 1 (vLLM server down): restart after an OOM kill or a crash; a new HF token after a
+model-load failure. Runbook 2 case 3 (KV-cache fragmentation) is `restart-server --force`."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from runbooks.actions.context import ActionContext
+from runbooks.actions.model import Refused, Report
+from runbooks.actions.params import ServerParams
+from runbooks.actions.runner import Step, health_step, run_plan
+from runbooks.diagnose.signatures import match_logs
+
+# A restart cannot fix these: the fault moves with the process (the GPU, the token).
+_NOT_FIXED_BY_RESTART = {
+    "server-crashloop-cuda": "runbook drain-gpu-node --apply (move the server off the faulty GPU)",
+    "server-down-model-load": "runbook update-hf-token --apply (after fixing the token)",
+}
+
+
+class RestartServerParams(ServerParams):
+    force: bool = Field(default=False, description="Restart a healthy server too (KV-cache "
+                        "fragmentation, weekly cache clearing), or despite a GPU/token signature.")
+    reason: str = Field(default="", description="Why, for the audit log.")
+
+
+def restart_server(ctx: ActionContext, p: RestartServerParams) -> Report:
+    comp = ctx.server_component(p.server)
+    state = ctx.platform.state(comp)
+    evidence = [state.line()]
+    matches = match_logs(ctx.platform.logs(comp, 200))
+    evidence += [m.evidence(comp) for m in matches[:3]]
+    if state.healthy and not p.force:
+        return Report(action="restart-server", outcome="noop", evidence=evidence,
+                      summary=f"{comp} is healthy: nothing to restart (--force restarts a healthy "
+                              "server, e.g. to clear KV-cache fragmentation)")
+    blocking = next((m for m in matches if m.signature.case in _NOT_FIXED_BY_RESTART), None)
+    if blocking and not p.force:
+        raise Refused(f"{comp}: its log shows '{blocking.signature.id}' ({blocking.signature.meaning}); "
+                      f"a restart will not fix that: run `{_NOT_FIXED_BY_RESTART[blocking.signature.case]}`"
+                      " (or --force to restart anyway)")
+    oom = "OOM" in (state.exit_reason or "") or "SIGKILL" in (state.exit_reason or "") or any(
+        m.signature.case == "server-down-oom" for m in matches)
+    why = p.reason or ("healthy server, forced (KV-cache fragmentation / maintenance)" if state.healthy
+                       else f"{state.state}, last exit: {state.exit_reason or 'unknown'}")
+    steps = [Step("restart", comp, why, lambda: ctx.platform.restart(comp), restarts=comp),
+             health_step(ctx, comp, min(ctx.safety.ready_timeout_s, ctx.server(p.server).startup_budget_s))]
+    nxt = (["runbook tune --set gpu_memory_utilization=0.85  # if the OOM recurs (manual, Runbook 1 case 1)"]
+           if oom else [])
+    return run_plan(ctx, "restart-server", steps, summary=f"restart {comp} and wait for /health",
+                    case="server-down-oom" if oom else ("kv-fragmentation" if state.healthy else "server-down"),
+                    evidence=evidence, next_steps=nxt)
+
+
+class UpdateHfTokenParams(ServerParams):
+    token_env: str | None = Field(default=None, description="Environment variable holding the new "
+                                  "token; default: the spec's hf_token.env.")
+    force: bool = Field(default=False, description="Update even when the logs show no token failure.")
+
+
+def update_hf_token(ctx: ActionContext, p: UpdateHfTokenParams, environ: dict[str, str] | None = None) -> Report:
+    import os
+
+    server = ctx.server(p.server)
+    comp = ctx.server_component(p.server)
+    ref = server.hf_token
+    if ref is None:
+        raise Refused(f"server {server.name!r} has no hf_token in the spec: it does not download "
+                      "from Hugging Face, so a token cannot be the cause; run `runbook diagnose`")
+    var = p.token_env or ref.env
+    value = (os.environ if environ is None else environ).get(var, "")
+    if not value:
+        raise Refused(f"the new token is not in the environment variable {var}: export {var}=<token> "
+                      "(regenerate it at huggingface.co/settings/tokens) and run again")
+    state = ctx.platform.state(comp)
+    matches = match_logs(ctx.platform.logs(comp, 300))
+    evidence = [state.line()] + [m.evidence(comp) for m in matches[:3]]
+    current = ctx.platform.secret_value(ref.name, ref.key)
+    if current == value and state.healthy:
+        return Report(action="update-hf-token", outcome="noop", evidence=evidence,
+                      summary=f"secret {ref.name}/{ref.key} already holds that token and {comp} is healthy")
+    if not p.force and not any(m.signature.case == "server-down-model-load" for m in matches):
+        raise Refused(f"{comp}: no model-load or Hugging Face auth failure in its recent log; the "
+                      "token is probably not the cause (run `runbook diagnose`, or --force)")
+    steps = [
+        Step("set-secret", f"{ref.name}/{ref.key}", f"new value from ${var} (never printed)",
+             lambda: ctx.platform.set_secret_value(ref.name, ref.key, value),
+             undo=(lambda: ctx.platform.set_secret_value(ref.name, ref.key, current))
+             if current is not None else None),
+        Step("restart", comp, "reload the model with the new token",
+             lambda: ctx.platform.restart(comp), restarts=comp),
+        health_step(ctx, comp, server.startup_budget_s),
+    ]
+    return run_plan(ctx, "update-hf-token", steps, case="server-down-model-load", evidence=evidence,
+                    summary=f"store the new Hugging Face token and restart {comp}")

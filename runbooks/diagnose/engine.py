@@ -1,0 +1,219 @@
+"""`diagnose`: walk the symptoms and name the runbook case, with its evidence and the command.
+
+Order of the walk (the manual's): is the server up (process/pod state, exit reason, log
+signatures), what does the GPU say, what do the Prometheus signals say (queue depth, running,
+KV usage, TTFT p95, breaker state), are the workers healthy. Every finding carries the
+evidence that produced it; the first finding by priority is the case reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from runbooks.actions.context import ActionContext
+from runbooks.actions.model import PlatformError, Refused, Report
+from runbooks.actions.params import ActionParams
+from runbooks.diagnose.signals import load_thresholds
+from runbooks.diagnose.signatures import match_logs
+from runbooks.platforms.base import WORKERS, server_component
+
+# Priority of cases when several hold: an outage before a slowdown, a cause before a symptom.
+PRIORITY = ["platform-unreachable", "server-crashloop-cuda", "server-down-model-load",
+            "server-down-oom", "gpu-node-failure", "server-down", "breaker-stuck-open",
+            "workers-down", "queue-backlog", "kv-fragmentation", "large-pdfs", "healthy"]
+TITLES = {
+    "platform-unreachable": "the platform did not answer",
+    "server-crashloop-cuda": "server down: GPU driver crash (CUDA error / Xid)",
+    "server-down-model-load": "server down: model loading failure (Hugging Face token or network)",
+    "server-down-oom": "server down: out of memory (OOMKilled)",
+    "gpu-node-failure": "GPU node failure",
+    "server-down": "server down",
+    "breaker-stuck-open": "worker circuit breaker stuck open",
+    "workers-down": "workers down",
+    "queue-backlog": "high latency: queue backlog at the inference server",
+    "kv-fragmentation": "high latency: KV cache near full (fragmentation / memory pressure)",
+    "large-pdfs": "high latency without a backlog: large or complex PDFs",
+    "healthy": "no runbook case matches: the deployment looks healthy",
+}
+
+
+@dataclass
+class Finding:
+    case: str
+    commands: list[str]
+    evidence: list[str] = field(default_factory=list)
+
+
+class DiagnoseParams(ActionParams):
+    thresholds: dict[str, str] = Field(default_factory=dict, description="Overrides of "
+                                       "runbooks/diagnose/thresholds.yaml, e.g. queue_waiting_max=5.")
+    log_lines: int = Field(default=300, ge=10, le=100_000, description="Log lines scanned per component.")
+    gpu: bool = Field(default=True, description="Read this machine's GPUs through NVML.")
+
+
+def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
+    try:
+        th = load_thresholds(p.thresholds)
+    except ValueError as exc:
+        raise Refused(str(exc)) from exc
+    findings: list[Finding] = []
+    evidence: list[str] = []
+    servers_down: set[str] = set()
+    try:
+        for server in ctx.spec.inference_servers:
+            if server.replicas == 0:
+                continue
+            comp = server_component(server.name)
+            f = _server(ctx, comp, p.log_lines, evidence)
+            if f:
+                findings.append(f)
+                servers_down.add(comp)
+        findings += _nodes(ctx, evidence)
+        w = _workers(ctx, evidence)
+    except PlatformError as exc:
+        evidence.append(f"{ctx.platform.target()}: {exc}")
+        findings.append(Finding("platform-unreachable", ["runbook diagnose  # once the platform answers"]))
+        w = None
+    if p.gpu:
+        findings += _gpu(ctx, evidence)
+    signals = _prometheus(ctx, th, evidence, findings, servers_down)
+    if w is not None and not servers_down:
+        findings.append(w)
+    if not findings:
+        findings.append(Finding("healthy", []))
+    findings.sort(key=lambda f: PRIORITY.index(f.case))
+    top = findings[0]
+    nxt = list(dict.fromkeys(c for f in findings for c in f.commands))
+    return Report(
+        action="diagnose", outcome="report", case=top.case, summary=TITLES[top.case],
+        evidence=evidence + [e for f in findings for e in f.evidence], next_steps=nxt,
+        data={"cases": [f.case for f in findings], "signals": signals, "thresholds": th})
+
+
+def _server(ctx: ActionContext, comp: str, lines: int, evidence: list[str]) -> Finding | None:
+    state = ctx.platform.state(comp)
+    evidence.append(state.line())
+    matches = match_logs(ctx.platform.logs(comp, lines))
+    if state.healthy:
+        return None
+    sig = [m.evidence(comp) for m in matches[:3]]
+    cases = {m.signature.case for m in matches}
+    reason = state.exit_reason or ""
+    if "server-crashloop-cuda" in cases:
+        return Finding("server-crashloop-cuda", ["runbook drain-gpu-node", "runbook gpu-probe"], sig)
+    if "server-down-model-load" in cases:
+        return Finding("server-down-model-load", ["runbook update-hf-token"], sig)
+    if "OOM" in reason or "SIGKILL" in reason or "server-down-oom" in cases:
+        return Finding("server-down-oom", ["runbook restart-server",
+                                           "runbook tune --set gpu_memory_utilization=0.85  # if it recurs"],
+                       sig + [f"{comp}: exit reason {reason or 'n/a'}"])
+    return Finding("server-down", ["runbook restart-server"],
+                   sig + [f"{comp}: {state.state}, exit reason {reason or 'n/a'}"])
+
+
+def _nodes(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
+    if ctx.platform.kind == "local":
+        return []
+    lost = [n for n in ctx.platform.nodes() if not n.ready]
+    return [Finding("gpu-node-failure", ["runbook gpu-node-failure"],
+                    [f"node {n.name} NotReady: {n.conditions.get('Ready', '')}" for n in lost])] if lost else []
+
+
+def _workers(ctx: ActionContext, evidence: list[str]) -> Finding | None:
+    if ctx.spec.worker_pool.replicas == 0:
+        evidence.append("workers: none in the spec (worker_pool.replicas = 0)")
+        return None
+    state = ctx.platform.state(WORKERS)
+    evidence.append(state.line())
+    if state.healthy:
+        return None
+    return Finding("workers-down", ["runbook restart-workers"], [f"workers: {state.detail}"])
+
+
+def _gpu(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
+    from runbooks.gpu.probe import probe
+
+    result = probe(ctx.nvml, use_real=ctx.use_real_nvml)
+    if not result.available:
+        evidence.append(f"GPU probe (this machine): {result.reason}")
+        return []
+    evidence.append("GPU probe (this machine): " + result.summary().splitlines()[0])
+    out = []
+    for g in result.gpus:
+        if g.lost or (g.ecc_volatile_uncorrected or 0) > 0 or g.remapping_failed:
+            out.append(Finding("server-crashloop-cuda", ["runbook drain-gpu-node", "runbook gpu-probe"],
+                               [f"GPU {g.index} {g.uuid}: lost={g.lost}, uncorrected ECC "
+                                f"{g.ecc_volatile_uncorrected}, remapping failed {g.remapping_failed}"]))
+        elif g.memory_total_mib and g.memory_used_mib and g.memory_used_mib / g.memory_total_mib > 0.98:
+            evidence.append(f"GPU {g.index}: memory {g.memory_used_mib:.0f}/{g.memory_total_mib:.0f} MiB used")
+    for e in result.xid_events:
+        out.append(Finding("server-crashloop-cuda", ["runbook drain-gpu-node"],
+                           [f"GPU {e.gpu_index} Xid {e.xid}: {e.meaning}"]))
+    return out
+
+
+def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
+                findings: list[Finding], servers_down: set[str]) -> dict[str, Any]:
+    if ctx.prometheus is None:
+        evidence.append("Prometheus: not configured (pass --prometheus-url); signals skipped")
+        return {}
+    try:
+        s = ctx.prometheus.snapshot(th["rate_window"])
+    except PlatformError as exc:
+        evidence.append(f"Prometheus: {exc}")
+        return {}
+    evidence.append("Prometheus: " + ", ".join(f"{k}={_fmt(v)}" for k, v in s.items()))
+    if s["server_up"] == 0 and not servers_down:
+        findings.append(Finding("server-down", ["runbook restart-server"],
+                                ["Prometheus: up{job=\"inference-server\"} == 0"]))
+    server = ctx.spec.worker_server
+    waiting, running, kv = s["waiting"], s["running"], s["kv_usage"]
+    if waiting is not None and waiting > th["queue_waiting_max"]:
+        findings.append(Finding("queue-backlog", [recommend_knob(ctx, running, kv, th)], [
+            f"vllm:num_requests_waiting = {waiting:g} > {th['queue_waiting_max']} "
+            f"(running {_fmt(running)} of max_num_seqs {server.max_num_seqs})"]))
+    if kv is not None and kv > th["kv_usage_max"]:
+        findings.append(Finding("kv-fragmentation", ["runbook restart-server --force  # clears the KV cache"], [
+            f"vllm:kv_cache_usage_perc = {kv:.2f} > {th['kv_usage_max']}"
+            + (f", preemptions {s['preemptions_per_s']:.2f}/s" if s.get("preemptions_per_s") else "")]))
+    ttft = s["ttft_p95_s"]
+    backlog = any(f.case == "queue-backlog" for f in findings)
+    if ttft is not None and ttft > th["ttft_p95_max_s"] and not backlog:
+        findings.append(Finding("large-pdfs", ["runbook slow-pdfs"], [
+            f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s with no queue backlog"]))
+    elif ttft is not None and ttft > th["ttft_p95_max_s"]:
+        evidence.append(f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s (explained by the backlog)")
+    breaker = s["breaker_max"]
+    if breaker is not None and breaker >= th["breaker_open_value"] and not servers_down and s["server_up"] != 0:
+        findings.append(Finding("breaker-stuck-open", ["runbook restart-workers"], [
+            "mineru_vllm_circuit_breaker_state = 2 (open) while the server is up"]))
+    return s
+
+
+def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,
+                   th: dict[str, Any]) -> str:
+    """The knob that relieves a backlog, from where the limit is (the manual's three solutions)."""
+    spec = ctx.spec
+    server = spec.worker_server
+    pool = spec.worker_pool
+    slots = server.max_num_seqs * max(server.replicas, 1)
+    offered = pool.replicas * pool.concurrency_per_worker
+    if pool.replicas and offered > slots:
+        per_worker = max(1, slots // pool.replicas)
+        return (f"runbook tune --set concurrency_per_worker={per_worker}  # workers offer {offered} "
+                f"in-flight requests for {slots} batch slots")
+    if kv is not None and kv > th["kv_usage_max"]:
+        return (f"runbook scale --component server-{server.name} --replicas {server.replicas + 1}"
+                f"  # KV cache full ({kv:.2f}): more batch slots need more GPU memory")
+    if running is not None and running >= server.max_num_seqs:
+        return (f"runbook tune --set max_num_seqs={server.max_num_seqs * 2}  # the batch is capped at "
+                f"max_num_seqs={server.max_num_seqs} while the KV cache has room ({_fmt(kv)})")
+    return (f"runbook tune --set max_num_batched_tokens={server.max_num_batched_tokens * 2}  # prefill "
+            "budget per step limits admission (manual: more throughput per step)")
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3g}"

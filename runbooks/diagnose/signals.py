@@ -1,0 +1,82 @@
+"""Prometheus signals diagnose reads (through prometheus-api-client), and their thresholds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runbooks.actions.model import PlatformError
+from stack.prometheus_config import JOB_SERVER, JOB_WORKERS
+
+THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
+
+
+def load_thresholds(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = {k: v["value"] for k, v in yaml.safe_load(THRESHOLDS_FILE.read_text()).items()}
+    for key, value in (overrides or {}).items():
+        if key not in data:
+            raise ValueError(f"unknown threshold {key!r}; known: {', '.join(sorted(data))}")
+        data[key] = type(data[key])(value)
+    return data
+
+
+def queries(window: str) -> dict[str, str]:
+    s, w = f'job="{JOB_SERVER}"', f'job="{JOB_WORKERS}"'
+    return {
+        "server_up": f"max(up{{{s}}})",
+        "waiting": f"sum(vllm:num_requests_waiting{{{s}}})",
+        "running": f"sum(vllm:num_requests_running{{{s}}})",
+        "kv_usage": f"max(vllm:kv_cache_usage_perc{{{s}}})",
+        "ttft_p95_s": f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{s}}}[{window}])))",
+        "preemptions_per_s": f"sum(rate(vllm:num_preemptions_total{{{s}}}[{window}]))",
+        "breaker_max": f"max(mineru_vllm_circuit_breaker_state{{{w}}})",
+        "workers_up": f"sum(up{{{w}}})",
+        "queue_lag": f"sum(mineru_queue_lag_messages{{{w}}})",
+    }
+
+
+@dataclass
+class Signals:
+    """Reads one Prometheus; `client` is a prometheus_api_client.PrometheusConnect (injectable)."""
+
+    url: str
+    client: Any = None
+    timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.client is None:
+            from prometheus_api_client import PrometheusConnect
+
+            self.client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=self.timeout_s)
+
+    def query(self, promql: str) -> list[tuple[dict[str, str], float]]:
+        import requests
+        from prometheus_api_client import PrometheusApiClientException
+
+        try:
+            result = self.client.custom_query(promql)
+        except requests.exceptions.RequestException as exc:
+            raise PlatformError(f"Prometheus at {self.url} is unreachable ({type(exc).__name__}); "
+                                "start the stack (`splitstack up`) or pass --prometheus-url") from exc
+        except PrometheusApiClientException as exc:
+            raise PlatformError(f"Prometheus at {self.url} rejected {promql!r}: {exc}") from exc
+        out = []
+        for item in result:
+            value = float(item["value"][1])
+            if value == value:  # NaN: a quantile of no samples is "no data", not a number
+                out.append((item.get("metric", {}), value))
+        return out
+
+    def scalar(self, promql: str) -> float | None:
+        rows = self.query(promql)
+        return rows[0][1] if rows else None
+
+    def snapshot(self, window: str) -> dict[str, float | None]:
+        return {name: self.scalar(q) for name, q in queries(window).items()}
+
+    def breaker_states(self) -> dict[str, float]:
+        rows = self.query(f'max by (instance) (mineru_vllm_circuit_breaker_state{{job="{JOB_WORKERS}"}})')
+        return {labels.get("instance", "?"): value for labels, value in rows}

@@ -1,0 +1,305 @@
+"""The local stack as a runbook platform: the same operations on its supervisord processes.
+
+How a setting changes on a running local stack (the local equivalent of ``kubectl set env`` /
+``set image``): the effective spec is the stack's spec plus the overrides earlier runbook runs
+made, kept in ``<state_dir>/runbook-overrides.json``. The platform rebuilds the components from
+that spec with the launcher's own builders (``stack.components.build_components``), renders
+supervisord's config with the launcher's renderer, asks supervisord to re-read it
+(``reloadConfig``) and swaps only the target's changed program groups
+(``removeProcessGroup`` + ``addProcessGroup``, which starts them). Like drift made by kubectl,
+the overrides last until the stack is brought down; ``splitstack up`` starts from the spec file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import xmlrpc.client
+from pathlib import Path
+from typing import Any
+
+import httpx
+from infra.spec import Engine, Spec
+from runbooks.actions.model import PlatformError, Refused
+from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
+from runbooks.platforms.specpatch import (SERVER_SETTINGS, WORKER_SETTINGS, effective_spec, get_path,
+                                         prefix_of, typed_changes)
+from stack.components import BuildContext, Component, HealthCheck, build_components
+from stack.health import probe
+from stack.launcher import LocalStack
+from stack.preflight import resolve_api_key
+from stack.supervisor import render_config, tail
+
+OVERRIDES_FILE = "runbook-overrides.json"
+_STATES = {"RUNNING": "running", "STARTING": "starting", "BACKOFF": "crashloop",
+           "FATAL": "crashloop", "EXITED": "exited", "STOPPED": "stopped",
+           "STOPPING": "stopping", "UNKNOWN": "missing"}
+
+
+class LocalPlatform:
+    kind = "local"
+
+    def __init__(self, stack: LocalStack, http: httpx.Client | None = None,
+                 rolling_timeout_s: float = 60.0) -> None:
+        self.stack = stack
+        self.rolling_timeout_s = rolling_timeout_s  # per replica, when several roll one by one
+        self.base_spec = stack.spec
+        self._http = http or httpx.Client(timeout=30.0)
+
+    # -- the effective spec -------------------------------------------------------------------
+    @property
+    def overrides_file(self) -> Path:
+        return self.stack.paths.root / OVERRIDES_FILE
+
+    def overrides(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.overrides_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def spec(self) -> Spec:
+        return effective_spec(self.base_spec, self.overrides())
+
+    def target(self) -> str:
+        return f"local stack {self.base_spec.stack!r} at {self.stack.paths.root}"
+
+    def verify_target(self) -> list[str]:
+        state = self.stack.read_state()
+        if state is None or not self.stack.supervisor.running():
+            return [f"no local stack is running from {self.stack.paths.root}: start it with "
+                    f"`splitstack up --stack {self.base_spec.stack}`"]
+        problems = []
+        if state.get("stack") != self.base_spec.stack:
+            problems.append(f"the stack running at {self.stack.paths.root} is "
+                            f"{state.get('stack')!r}, not the spec's {self.base_spec.stack!r}")
+        running = state.get("components", {})
+        for name, port in _expected_ports(self.base_spec).items():
+            got = running.get(name, {}).get("port")
+            if got != port:
+                problems.append(f"{name}: the spec says port {port}, the running stack has "
+                                f"{got if got is not None else 'no such component'}")
+        return problems
+
+    # -- reading --------------------------------------------------------------------------------
+    def _programs(self, component: str) -> list[str]:
+        state = self.stack.read_state() or {"components": {}}
+        names = list(state["components"])
+        if component == WORKERS:
+            return sorted((n for n in names if n.startswith("worker-")), key=_index)
+        if component not in names:
+            raise Refused(f"component {component!r} is not part of {self.target()}; "
+                          f"known: {', '.join(names) or 'none'}")
+        return [component]
+
+    def _info(self) -> dict[str, dict]:
+        if not self.stack.supervisor.running():
+            raise PlatformError(f"supervisord of {self.target()} is not running: start the "
+                                "stack with `splitstack up`")
+        return self.stack.supervisor.process_info()
+
+    def state(self, component: str) -> ComponentState:
+        programs = self._programs(component)
+        info = self._info()
+        state = self.stack.read_state() or {"components": {}}
+        parts = [self._one(p, info.get(p, {}), state["components"].get(p, {})) for p in programs]
+        if len(parts) == 1 and component != WORKERS:
+            return parts[0]
+        healthy = bool(parts) and all(p.healthy for p in parts)
+        worst = next((p for p in parts if not p.healthy), parts[0] if parts else None)
+        return ComponentState(
+            name=component, state=worst.state if worst else "missing", healthy=healthy,
+            detail=f"{sum(p.healthy for p in parts)}/{len(parts)} healthy"
+                   + (f"; {worst.name}: {worst.detail}" if worst and not worst.healthy else ""),
+            exit_reason=worst.exit_reason if worst else None,
+            failed=any(p.failed for p in parts),
+            restarts=sum(p.restarts for p in parts),
+            pids_or_pods=[x for p in parts for x in p.pids_or_pods],
+            nodes=[socket.gethostname()], version=self._version(component))
+
+    def _one(self, name: str, proc: dict, recorded: dict) -> ComponentState:
+        statename = proc.get("statename", "UNKNOWN")
+        health = recorded.get("health") or {}
+        healthy, detail = (probe(HealthCheck(health["kind"], health["url"]), 1.0)
+                           if health else (False, "no health check recorded"))
+        reason, code = _exit_reason(proc) if statename in ("EXITED", "FATAL", "BACKOFF") else (None, None)
+        return ComponentState(
+            name=name, state=_STATES.get(statename, statename.lower()), healthy=healthy,
+            detail=detail, exit_reason=reason, exit_code=code, failed=statename == "FATAL",
+            restarts=_restarts(self.stack.paths.logs / "supervisord.log", name),
+            pids_or_pods=[str(proc["pid"])] if proc.get("pid") else [],
+            nodes=[socket.gethostname()], version=self._version(name))
+
+    def _version(self, component: str) -> str:
+        s = self.spec
+        if component.startswith("server-"):
+            server = s.server(component[len("server-"):])
+            label = server.sim_profile if server.engine is Engine.sim else server.model.name
+            return f"{server.image_tag} ({server.engine.value} {label})"
+        return s.worker_pool.image_tag
+
+    def logs(self, component: str, tail_lines: int = 200) -> str:
+        return "\n".join(tail(self.stack.paths.log(p), tail_lines) for p in self._programs(component))
+
+    def settings(self, component: str) -> dict[str, Any]:
+        s = self.spec
+        if component.startswith("server-"):
+            server = s.server(component[len("server-"):]).model_dump(mode="json")
+            return {k: server[k] for k in SERVER_SETTINGS}
+        if component == WORKERS:
+            pool = s.worker_pool.model_dump(mode="json")
+            return {k: get_path(pool, k) for k in WORKER_SETTINGS}
+        raise Refused(f"component {component!r} has no settings runbooks change; use "
+                      "server-<name> or workers")
+
+    # -- acting -------------------------------------------------------------------------------
+    def units(self, component: str) -> list[str]:
+        return self._programs(component)
+
+    def restart(self, component: str) -> None:
+        rpc = self.stack.supervisor.rpc()
+        for program in self._programs(component):
+            try:
+                if self._info().get(program, {}).get("statename") in ("RUNNING", "STARTING"):
+                    rpc.supervisor.stopProcess(program, True)
+                rpc.supervisor.startProcess(program, False)
+            except (OSError, xmlrpc.client.Fault) as exc:
+                raise PlatformError(f"supervisord could not restart {program}: {exc}") from exc
+
+    def apply_settings(self, component: str, changes: dict[str, Any]) -> None:
+        typed = typed_changes(self.spec, component, changes)  # Refused naming a bad field
+        prefix = prefix_of(self.base_spec, component)
+        new = {**self.overrides(), **{f"{prefix}.{k}": v for k, v in typed.items()}}
+        spec = effective_spec(self.base_spec, new)
+        self._write_overrides(new)
+        self._reload(spec, self._programs(component))
+
+    def _write_overrides(self, overrides: dict[str, Any]) -> None:
+        tmp = self.overrides_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(overrides, indent=1, sort_keys=True))
+        os.replace(tmp, self.overrides_file)
+
+    def _reload(self, spec: Spec, programs: list[str]) -> None:
+        paths = self.stack.paths
+        ctx = BuildContext(spec, paths, self.stack.project_root, resolve_api_key(spec, paths))
+        components = [_with_sim_args(c, spec) for c in build_components(ctx)]
+        tmp = paths.supervisord_conf.with_suffix(".tmp")
+        tmp.write_text(render_config(components, paths))
+        os.replace(tmp, paths.supervisord_conf)
+        rpc = self.stack.supervisor.rpc()
+        try:
+            [[_added, changed, _removed]] = rpc.supervisor.reloadConfig()
+            for program in programs:
+                if program not in changed:
+                    continue  # the same command line: nothing to swap
+                if self._info().get(program, {}).get("statename") in ("RUNNING", "STARTING"):
+                    rpc.supervisor.stopProcessGroup(program, True)
+                rpc.supervisor.removeProcessGroup(program)
+                rpc.supervisor.addProcessGroup(program)  # autostart=true: starts it
+                if len(programs) > 1:
+                    self._wait_one(program)  # rolling: the next replica waits for this one
+        except (OSError, xmlrpc.client.Fault) as exc:
+            raise PlatformError(f"supervisord could not reload {', '.join(programs)}: {exc}") from exc
+
+    def _wait_one(self, program: str) -> None:
+        deadline = time.monotonic() + self.rolling_timeout_s
+        while time.monotonic() < deadline:
+            if self.state(program).healthy:
+                return
+            time.sleep(0.25)
+        raise PlatformError(f"{program} not healthy {self.rolling_timeout_s:g} s after the change "
+                            f"(rolling update stopped; log: {self.stack.paths.log(program)})")
+
+    def http(self, component: str, method: str, path: str, json_body: Any = None,
+             timeout_s: float = 30.0) -> HttpResult:
+        state = self.stack.read_state() or {"components": {}}
+        url = state["components"].get(component, {}).get("url")
+        if url is None:
+            raise Refused(f"component {component!r} has no URL in {self.target()}")
+        headers = {}
+        key = resolve_api_key(self.base_spec, self.stack.paths) if component.startswith("server-") else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            r = self._http.request(method, url + path, json=json_body, headers=headers,
+                                   timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return HttpResult(0, f"{type(exc).__name__}: {exc}")
+        return HttpResult(r.status_code, r.text)
+
+    def scale(self, component: str, replicas: int) -> None:
+        raise Refused(f"the local platform cannot scale {component}: each local replica has its "
+                      f"own port from the spec; set the replicas in Pulumi.{self.base_spec.stack}"
+                      ".yaml and run `splitstack down && splitstack up`")
+
+    def nodes(self) -> list[NodeState]:
+        return [NodeState(socket.gethostname(), ready=True, schedulable=True, gpu_allocatable=0)]
+
+    def cordon(self, node: str, on: bool = True) -> None:
+        raise Refused("the local platform runs on one machine: there is no other node to move "
+                      "the server to; on a GPU fault, stop the stack and check the driver "
+                      "(`runbook gpu-probe`)")
+
+    def evict_component_pods(self, component: str, node: str, force: bool = False) -> list[str]:
+        self.cordon(node)
+        return []
+
+    def secret_value(self, name: str, key: str) -> str | None:
+        raise Refused("the local stack keeps no Kubernetes secrets and loads models from local "
+                      "folders (no Hugging Face download, no HF token); check model.source in "
+                      f"Pulumi.{self.base_spec.stack}.yaml")
+
+    def set_secret_value(self, name: str, key: str, value: str) -> None:
+        self.secret_value(name, key)
+
+
+def _with_sim_args(component: Component, spec: Spec) -> Component:
+    # The launcher passes extra_args to vLLM only; simulator flags (e.g. `--fault ...`) in
+    # extra_args reach the simulator here, so an upgrade drill can carry them.
+    if component.role != "server":
+        return component
+    server = next(s for s in spec.inference_servers if f"server-{s.name}" == component.name)
+    if server.engine is not Engine.sim or not server.extra_args:
+        return component
+    from dataclasses import replace
+
+    return replace(component, argv=[*component.argv, *server.extra_args])
+
+
+def _expected_ports(spec: Spec) -> dict[str, int]:
+    ports = {"queue": spec.queue.port, "prometheus": spec.observability.prometheus_port}
+    for s in spec.inference_servers:
+        if s.replicas > 0:
+            ports[f"server-{s.name}"] = s.port
+    return ports
+
+
+def _index(name: str) -> int:
+    return int(name.rsplit("-", 1)[1])
+
+
+def _exit_reason(proc: dict) -> tuple[str | None, int | None]:
+    spawnerr = proc.get("spawnerr") or ""
+    description = proc.get("description") or ""
+    code = proc.get("exitstatus")
+    if spawnerr:
+        return f"spawn error: {spawnerr}", code
+    if "SIGKILL" in description or code == -9:
+        return "killed by SIGKILL (the kernel OOM killer, or kill -9)", code
+    if description.startswith("terminated by"):
+        return description, code
+    return (f"exit status {code}" if code is not None else description or None), code
+
+
+def _restarts(supervisord_log: Path, program: str) -> int:
+    # supervisord logs "spawned: 'name'" per start; more than one is a restart.
+    try:
+        text = supervisord_log.read_text(errors="replace")
+    except OSError:
+        return 0
+    return max(0, text.count(f"spawned: '{program}'") - 1)
+
+
+__all__ = ["LocalPlatform", "effective_spec"]
