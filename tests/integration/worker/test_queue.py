@@ -1,0 +1,86 @@
+"""JobQueue semantics against a real Redis: ack, reclaim after the visibility timeout, heartbeats,
+dead-lettering and release, idempotent fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import redis.asyncio as aioredis
+
+from worker import fanout
+from worker.jobs import Job
+from worker.queue import JobQueue
+
+pytestmark = pytest.mark.integration
+
+
+def _queues(h, *consumers):
+    r = aioredis.Redis.from_url(h.redis_url, decode_responses=True)
+    q = h.spec.queue
+    return r, [JobQueue(r, q.stream, q.group, q.dead_letter_stream, c) for c in consumers]
+
+
+def test_reclaim_heartbeat_deadletter_release(make_harness) -> None:
+    h = make_harness()
+    h.start_redis()
+
+    async def scenario() -> None:
+        r, (a, b) = _queues(h, "a", "b")
+        await a.ensure_group()
+        await a.ensure_group()  # idempotent
+        job1, job2 = Job(source="/x/1.pdf"), Job(source="/x/2.pdf")
+        await a.enqueue(job1)
+        await a.enqueue(job2)
+        d1, = await a.read(1, 100)
+        d2, = await a.read(1, 100)
+        assert (d1.job, d1.deliveries) == (job1, 1)
+        await asyncio.sleep(0.6)
+        await a.heartbeat([d2.message_id])  # a is alive for job2 only
+        claimed = await b.reclaim(0.5, 10)
+        assert [c.message_id for c in claimed] == [d1.message_id]
+        assert claimed[0].deliveries == 2
+        await b.dead_letter(claimed[0], "corrupt", "bad file")
+        dead = await r.xrange(h.spec.queue.dead_letter_stream)
+        assert dead[0][1]["reason"] == "bad file" and Job.from_fields(dead[0][1]) == job1
+        assert (await r.hgetall(a.job_key(job1.job_id)))["state"] == "dead_lettered"
+        await a.release(d2)
+        again, = await b.read(1, 100)
+        assert again.job == job2 and again.deliveries == 1
+        await b.ack(again.message_id, job2.job_id, "done")
+        pending = await r.xpending(h.spec.queue.stream, h.spec.queue.group)
+        assert pending["pending"] == 0
+        assert await a.lag() == 0
+        await r.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_fan_out_is_enqueued_once_even_if_the_parent_is_redelivered(make_harness) -> None:
+    h = make_harness()
+    h.start_redis()
+
+    async def scenario() -> None:
+        r, (a, b) = _queues(h, "a", "b")
+        await a.ensure_group()
+        parent = Job(source="/x/big.pdf")
+        await a.enqueue(parent)
+        d, = await a.read(1, 100)
+        assert await fanout.fan_out(a, d, 50, 16, None) == 4
+        assert await fanout.fan_out(a, d, 50, 16, None) == 4  # a second delivery: no new parts
+        parts = [await b.read(1, 100) for _ in range(5)]
+        got = [p[0].job for p in parts if p]
+        assert [j.job_id for j in got] == [fanout.part_id(parent.job_id, i) for i in range(4)]
+        assert [(j.pages.first, j.pages.last) for j in got] == [(1, 16), (17, 32), (33, 48), (49, 50)]
+        assert all(j.traceparent for j in got) is False  # none given: each part starts a trace
+        state = await r.hgetall(a.job_key(parent.job_id))
+        assert state["state"] == "fanned_out" and state["parts_total"] == "4"
+        done = [await fanout.record_part_done(a, j.part_of) for j in got]
+        assert done == [False, False, False, True]
+        assert await fanout.record_part_done(a, got[0].part_of) is True  # redelivered part: still complete
+        assert json.loads((await fanout.parent_record(a, parent.job_id))["pages"]) == 50
+        await r.aclose()
+
+    asyncio.run(scenario())
