@@ -34,7 +34,7 @@ def _out_dir(out_dir: Optional[Path], name: str) -> Path:
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {msg}")
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -116,7 +116,7 @@ def run(
 
 def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] = None, model: Optional[str] = None,
              api_key_env: Optional[str] = None, baseline: Optional[Path] = None, out_dir: Optional[Path] = None,
-             quiet: bool = False) -> int:
+             quiet: bool = False, target=None) -> int:
     """Run a gate file's scenario against the target, evaluate its gates, print the verdict and
     write the report. Returns the exit code (0 go, 1 no-go, 2 invalid). ``make demo`` calls this."""
     import httpx
@@ -131,7 +131,7 @@ def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] 
     try:
         gf = load_gate_file(gate_file)
         scn = load_scenario(gf.scenario, gf.load)
-        target = _target(stack, url, model, api_key_env, None)
+        target = target or _target(stack, url, model, api_key_env, None)
         res = _run(scn, target, gf.validity, quiet)
     except (ValueError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}")

