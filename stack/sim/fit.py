@@ -171,8 +171,10 @@ def drive_and_scrape(base_url: str, metrics_url: str, levels: list[int], per_lev
             client.post("/v1/completions", json=body).raise_for_status()
 
         snaps = [read_snapshot(metrics_url, api_key, client)]
+        snaps[0].source = "idle"
         for level in levels:
             with ThreadPoolExecutor(level) as pool:
                 list(pool.map(one, range(per_level)))
             snaps.append(read_snapshot(metrics_url, api_key, client))
+            snaps[-1].source = f"concurrency {level}"
     return snaps
