@@ -31,8 +31,11 @@ class AuditLog:
         full = {"ts": now, "time": datetime.fromtimestamp(now, timezone.utc).isoformat(), **record}
         line = json.dumps(full, default=str, sort_keys=True) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = "\n" + line  # end a torn last line so this record stays parseable
             os.write(fd, line.encode())
             os.fsync(fd)
         finally:

@@ -85,7 +85,10 @@ class LocalPlatform:
 
     # -- reading --------------------------------------------------------------------------------
     def _programs(self, component: str) -> list[str]:
-        state = self.stack.read_state() or {"components": {}}
+        state = self.stack.read_state()
+        if state is None:
+            raise PlatformError(f"no local stack is running from {self.stack.paths.root}: start it "
+                                f"with `splitstack up --stack {self.base_spec.stack}`")
         names = list(state["components"])
         if component == WORKERS:
             return sorted((n for n in names if n.startswith("worker-")), key=_index)

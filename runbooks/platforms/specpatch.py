@@ -44,7 +44,7 @@ def effective_spec(base: Spec, overrides: dict[str, Any]) -> Spec:
     try:
         return Spec.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
         raise Refused(f"the change makes the spec invalid ({problems}); nothing was changed") from exc
 
 

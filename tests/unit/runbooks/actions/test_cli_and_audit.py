@@ -1,0 +1,71 @@
+"""The action commands' exit codes and messages, and the audit log's append-only format."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import typer
+from typer.testing import CliRunner
+
+from runbooks.actions_cli import register
+from runbooks.audit import AuditLog
+
+runner = CliRunner()
+
+
+def app() -> typer.Typer:
+    a = typer.Typer()
+    register(a)
+    return a
+
+
+def test_actions_lists_every_action_with_its_case():
+    result = runner.invoke(app(), ["actions"])
+    assert result.exit_code == 0
+    assert "upgrade-server" in result.output and "vLLM server upgrade" in result.output
+
+
+def test_unknown_stack_is_refused_with_the_known_ones():
+    result = runner.invoke(app(), ["restart-server", "--stack", "nosuch"])
+    assert result.exit_code == 2
+    assert "stack 'nosuch' has no file Pulumi.nosuch.yaml" in result.output
+
+
+def test_bad_set_syntax():
+    result = runner.invoke(app(), ["tune", "--set", "oops"])
+    assert result.exit_code == 2
+    assert "--set 'oops': expected KNOB=VALUE" in result.output
+
+
+def test_acting_on_a_stack_that_is_not_running_is_refused(tmp_path):
+    result = runner.invoke(app(), ["restart-server", "--apply", "--spec-override",
+                                   f"local.state_dir={tmp_path}"])
+    assert result.exit_code == 2, result.output
+    assert f"no local stack is running from {tmp_path}" in result.output
+    record = json.loads((tmp_path / "audit.jsonl").read_text())
+    assert record["outcome"] == "refused" and record["apply"] is True
+
+
+def test_diagnose_without_a_stack_reports_it(tmp_path):
+    result = runner.invoke(app(), ["diagnose", "--no-gpu", "--prometheus-url", "http://127.0.0.1:9",
+                                   "--spec-override", f"local.state_dir={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert "the platform did not answer" in result.output
+    assert "Prometheus at http://127.0.0.1:9 is unreachable" in result.output
+
+
+def test_audit_log_appends_and_survives_a_torn_line(tmp_path):
+    path = tmp_path / "a" / "audit.jsonl"
+    log = AuditLog(path, lambda: 100.0)
+    log.append({"action": "x", "apply": True, "target": "t", "restarted": ["server-a"]})
+    with path.open("a") as fh:
+        fh.write('{"torn": ')  # a full disk cut the last write
+    log.append({"action": "y", "apply": False, "target": "t", "restarted": []})
+    records = list(log.records())
+    assert [r["action"] for r in records] == ["x", "y"]  # the torn line is skipped, not the next
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert len(log.restarts_since("t", "server-a", 50.0)) == 1
+    assert log.restarts_since("t", "server-a", 101.0) == []
+    assert log.restarts_since("other", "server-a", 0.0) == []
