@@ -74,6 +74,9 @@ class Tokenizer:
         except httpx.HTTPError as exc:
             raise TokenizeError(f"POST {self.target.base_url}/tokenize failed: {exc}; is the "
                                 "server up (`splitstack status`)?") from exc
+        if r.status_code == 404 and "model" in r.text.lower():
+            raise TokenizeError(f"POST /tokenize returned 404: {_error_detail(r.content)}; is "
+                                f"{self.target.model!r} the served model name (--model)?")
         if r.status_code == 404:
             raise TokenizeError(f"{self.target.base_url} has no /tokenize endpoint (404): prompt "
                                 "lengths cannot be made exact; use a vLLM-compatible server")

@@ -50,9 +50,7 @@ class PipelineWorkload:
         if target.stack is None or target.queue_url is None:
             raise ValueError("the pipeline scenario needs a stack with a queue: use --stack NAME "
                              "(a --url target has no worker queue)")
-        from infra.spec_loader import load_stack
-
-        spec = load_stack(target.stack)
+        spec = target.stack_spec()
         docs = []
         if scn.documents.directory:
             folder = Path(scn.documents.directory).resolve()

@@ -22,7 +22,7 @@ def _free_port() -> int:
 
 def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     """Seconds from spawning one extra worker (the stack's own command) to /readyz 200."""
-    from infra.spec_loader import load_stack, project_root
+    from infra.spec_loader import project_root
     from stack.components import BuildContext
     from stack.launcher import LocalStack
     from stack.preflight import resolve_api_key
@@ -33,7 +33,7 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     except ImportError as exc:
         raise RuntimeError(f"the worker package cannot be imported here ({exc}): `pip install -e '.[worker]'`") from exc
     root = project_root()
-    spec = load_stack(target.stack or "local", root)
+    spec = target.stack_spec()
     paths = LocalStack(spec, root).paths
     ctx = BuildContext(spec, paths, root, resolve_api_key(spec, paths))
     comp = worker_component(ctx, spec.worker_pool.replicas + 50)  # an index no replica uses
@@ -83,8 +83,6 @@ def breaker_cycle(target: Target, http: httpx.Client, metric: str, open_within_s
                   recover_within_s: float) -> dict[str, float | None]:
     """Fail every inference request (simulator faults), submit documents until a breaker opens,
     clear the fault, keep submitting until every breaker is closed again."""
-    from infra.spec_loader import load_stack
-
     from bench.pdfgen import make_pdf
 
     if not _breaker_states(target, http, metric):
@@ -98,7 +96,7 @@ def breaker_cycle(target: Target, http: httpx.Client, metric: str, open_within_s
 
     from worker.jobs_view import submit
 
-    spec = load_stack(target.stack or "local")
+    spec = target.stack_spec()
     rds = redis.Redis.from_url(target.queue_url or "", decode_responses=True)
     pdf = make_pdf((target.state_dir or Path("/tmp")) / "bench-pdfs" / "breaker-probe.pdf", 1, seed=7)
     opened = closed = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 class TargetError(ValueError):
@@ -27,6 +28,14 @@ class Target:
     components: dict[str, dict] = field(default_factory=dict)
     state_dir: Path | None = None
     output_dir: Path | None = None  # the workers' output store, when this host can read it
+    spec: Any = None  # infra.spec.Spec of a local stack (with any overrides it was started with)
+
+    def stack_spec(self):
+        if self.spec is not None:
+            return self.spec
+        from infra.spec_loader import load_stack
+
+        return load_stack(self.stack or "local")
 
     @property
     def headers(self) -> dict[str, str]:
@@ -47,29 +56,34 @@ def from_url(url: str, model: str, api_key_env: str | None = None,
 def from_stack(stack: str, root: Path | None = None) -> Target:
     from infra.spec_loader import load_stack, project_root
     from stack.launcher import LocalStack
-    from stack.preflight import resolve_api_key
 
     root = root or project_root()
     spec = load_stack(stack, root)
-    server = spec.worker_server
     if spec.target.value != "local":
         raise TargetError(
             f"stack {stack!r} is a {spec.target.value} stack: pass its server with --url (the "
             "bench reaches deployed stacks through their service URL or a port-forward)")
-    local = LocalStack(spec, root)
+    return from_local(LocalStack(spec, root))
+
+
+def from_local(local) -> Target:  # local: stack.launcher.LocalStack
+    """A running local stack: URLs from its state file, the API key the stack generated."""
+    from stack.preflight import resolve_api_key
+
+    spec = local.spec
+    server = spec.worker_server
     state = local.read_state()
     if state is None:
-        raise TargetError(f"stack {stack!r} is not running (no {local.paths.state_file}); start it "
-                          f"with `splitstack up --stack {stack}`")
+        raise TargetError(f"stack {spec.stack!r} is not running (no {local.paths.state_file}); start it "
+                          f"with `splitstack up --stack {spec.stack}`")
     comps = state.get("components", {})
     srv = comps.get(f"server-{server.name}")
     if srv is None:
-        raise TargetError(f"stack {stack!r} state has no component server-{server.name}; "
+        raise TargetError(f"stack {spec.stack!r} state has no component server-{server.name}; "
                           f"components: {sorted(comps)}")
-    prom = comps.get("prometheus", {}).get("url")
-    queue = comps.get("queue", {}).get("url")
     return Target(base_url=srv["url"].rstrip("/"), model=server.model.name,
                   api_key=resolve_api_key(spec, local.paths), max_model_len=server.max_model_len,
-                  prometheus_url=prom, queue_url=queue, stack=stack, components=comps,
-                  state_dir=local.paths.root,
-                  output_dir=local.paths.data / spec.output_store.path)
+                  prometheus_url=comps.get("prometheus", {}).get("url"),
+                  queue_url=comps.get("queue", {}).get("url"), stack=spec.stack, components=comps,
+                  state_dir=local.paths.root, output_dir=local.paths.data / spec.output_store.path,
+                  spec=spec)
