@@ -85,7 +85,7 @@ class Worker:
         swept = self.store.sweep_staging(older_than_s=max(3600.0, 4 * self.s.spec.queue.visibility_timeout_s),
                                          now=time.time())
         loops = [asyncio.create_task(c) for c in (
-            self._probe_loop(), self._intake_loop(), self._reclaim_loop(), self._heartbeat_loop())]
+            self._probe_loop(), self._intake_loop(), self._heartbeat_loop())]
         log(logger, logging.INFO, "worker started", consumer=self.s.consumer, swept_staging=swept)
         await self._stopping.wait()
         await self._drain()
@@ -118,43 +118,43 @@ class Worker:
 
     # -- loops --------------------------------------------------------------------------------------
     async def _intake_loop(self) -> None:
+        """Fill free slots: first jobs abandoned by dead workers (XAUTOCLAIM, every quarter of
+        the visibility timeout), then new ones (XREADGROUP)."""
+        vt = self.s.spec.queue.visibility_timeout_s
+        next_reclaim = 0.0
         while not self._stopping.is_set():
             if not self.can_take():
                 await self._sleep(0.2)
                 continue
             await self._slots.acquire()
+            delivery = None
             try:
-                deliveries = await self.queue.read(count=1, block_ms=500)
+                if time.monotonic() >= next_reclaim:
+                    next_reclaim = time.monotonic() + max(0.5, vt / 4)
+                    claimed = await self.queue.reclaim(vt, count=1)
+                    if claimed:
+                        delivery = claimed[0]
+                        log(logger, logging.INFO, "reclaimed abandoned job", message_id=delivery.message_id,
+                            job_id=delivery.job.job_id if delivery.job else None,
+                            deliveries=delivery.deliveries)
+                        next_reclaim = 0.0  # there may be more
+                if delivery is None:
+                    read = await self.queue.read(count=1, block_ms=500)
+                    delivery = read[0] if read else None
             except (RedisError, OSError) as exc:
                 self._slots.release()
                 self.redis_ok = False
                 log(logger, logging.WARNING, "reading the stream failed", error=repr(exc))
                 await self._sleep(1.0)
                 continue
-            if not deliveries or self._stopping.is_set():
-                for d in deliveries:  # stop arrived while reading: give it straight back
-                    await self.queue.release(d)
+            if delivery is None:
                 self._slots.release()
                 continue
-            self._spawn(deliveries[0])
-
-    async def _reclaim_loop(self) -> None:
-        vt = self.s.spec.queue.visibility_timeout_s
-        while not self._stopping.is_set():
-            await self._sleep(max(0.5, vt / 4))
-            free = self._slots._value  # noqa: SLF001 - asyncio exposes no public count
-            if free <= 0 or not self.can_take():
+            if self._stopping.is_set():  # stop arrived while reading: give it straight back
+                await self.queue.release(delivery)
+                self._slots.release()
                 continue
-            try:
-                claimed = await self.queue.reclaim(vt, count=free)
-            except (RedisError, OSError) as exc:
-                log(logger, logging.WARNING, "reclaim failed", error=repr(exc))
-                continue
-            for d in claimed:
-                log(logger, logging.INFO, "reclaimed abandoned job", message_id=d.message_id,
-                    job_id=d.job.job_id if d.job else None, deliveries=d.deliveries)
-                await self._slots.acquire()
-                self._spawn(d)
+            self._spawn(delivery)
 
     async def _heartbeat_loop(self) -> None:
         interval = max(0.5, self.s.spec.queue.visibility_timeout_s / 3)
