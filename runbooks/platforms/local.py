@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 import xmlrpc.client
@@ -127,10 +128,15 @@ class LocalPlatform:
         health = recorded.get("health") or {}
         healthy, detail = (probe(HealthCheck(health["kind"], health["url"]), 1.0)
                            if health else (False, "no health check recorded"))
-        reason, code = _exit_reason(proc) if statename in ("EXITED", "FATAL", "BACKOFF") else (None, None)
+        ended = statename in ("EXITED", "FATAL", "BACKOFF")
+        reason, code = (_exit_reason(proc, self.stack.paths.logs / "supervisord.log") if ended
+                        else (None, None))
+        # Servers are not restarted by supervisord (autorestart=false, like a pod left in
+        # CrashLoopBackOff): once EXITED they stay down. Workers come back by themselves.
+        failed = statename == "FATAL" or (statename == "EXITED" and name.startswith("server-"))
         return ComponentState(
             name=name, state=_STATES.get(statename, statename.lower()), healthy=healthy,
-            detail=detail, exit_reason=reason, exit_code=code, failed=statename == "FATAL",
+            detail=detail, exit_reason=reason, exit_code=code, failed=failed,
             restarts=_restarts(self.stack.paths.logs / "supervisord.log", name),
             pids_or_pods=[str(proc["pid"])] if proc.get("pid") else [],
             nodes=[socket.gethostname()], version=self._version(name))
@@ -283,17 +289,24 @@ def _index(name: str) -> int:
     return int(name.rsplit("-", 1)[1])
 
 
-def _exit_reason(proc: dict) -> tuple[str | None, int | None]:
-    spawnerr = proc.get("spawnerr") or ""
-    description = proc.get("description") or ""
+def _exit_reason(proc: dict, supervisord_log: Path) -> tuple[str | None, int | None]:
     code = proc.get("exitstatus")
-    if spawnerr:
-        return f"spawn error: {spawnerr}", code
-    if "SIGKILL" in description or code == -9:
-        return "killed by SIGKILL (the kernel OOM killer, or kill -9)", code
-    if description.startswith("terminated by"):
-        return description, code
-    return (f"exit status {code}" if code is not None else description or None), code
+    # supervisord's own log says how the process ended: "exited: server-vlm (terminated by
+    # SIGKILL; not expected)" or "(exit status 70; not expected)"; the RPC only has the code.
+    last = None
+    try:
+        for line in supervisord_log.read_text(errors="replace").splitlines():
+            m = re.search(r"(?:exited|gave up): " + re.escape(proc.get("name", "")) + r" \(([^)]*)\)", line)
+            if m:
+                last = m.group(1)
+    except OSError:
+        pass
+    if last and "SIGKILL" in last:
+        return f"{last} (the kernel OOM killer, or kill -9)", code
+    if last:
+        return last, code
+    spawnerr = proc.get("spawnerr") or proc.get("description") or ""
+    return (f"spawn error: {spawnerr}" if spawnerr else f"exit status {code}"), code
 
 
 def _restarts(supervisord_log: Path, program: str) -> int:
