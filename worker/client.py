@@ -167,7 +167,12 @@ class InferenceClient:
                 "key env var holds the key the server was started with"
             )
         self.breaker.record_success()
-        raise ServerAnswerError(status, response.text)
+        detail = response.text
+        if status == 400 and any(k in detail for k in ("max_model_len", "maximum context length", "input prompt")):
+            detail += (" -- the page image does not fit the server's context: raise "
+                       "inference_servers[].max_model_len (MinerU's layout request needs ~2,600 "
+                       "tokens for a 1036x1036 page image)")
+        raise ServerAnswerError(status, detail)
 
     def _fail(self, t0: float, kind: str) -> None:
         self.metrics.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)

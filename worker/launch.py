@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
+from infra.spec import Spec
 from stack.components import BuildContext, Component, HealthCheck, server_url
-from worker.config import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_JSON
+from worker.config import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_FILE
+
+
+def write_resolved_spec(spec: Spec, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=1))
+    return path
 
 
 def worker_component(ctx: BuildContext, i: int) -> Component:
@@ -20,8 +29,8 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         # does not see; the port must match the Prometheus target and the health check.
         ENV_METRICS_PORT: str(port),
         # The spec exactly as the launcher resolved it (CLI overrides such as ports included):
-        # the worker must not re-read a file that says something else.
-        ENV_SPEC_JSON: json.dumps(spec.model_dump(mode="json", exclude_none=True)),
+        # the worker must not re-read a Pulumi file that says something else.
+        ENV_SPEC_FILE: str(write_resolved_spec(spec, ctx.paths.config / "worker-spec.json")),
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
     }
     ref = spec.worker_server.api_key

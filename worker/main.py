@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -16,7 +17,7 @@ from infra.spec_loader import load_stack, parse_spec, set_path
 from worker.backends import Backend
 from worker.breaker import CircuitBreaker
 from worker.client import InferenceClient
-from worker.config import ENV_SPEC_JSON, ConfigError, WorkerSettings, settings_from_env
+from worker.config import ENV_SPEC_FILE, ConfigError, WorkerSettings, settings_from_env
 from worker.health import serve
 from worker.logs import log, setup_logging
 from worker.metrics import WorkerMetrics
@@ -100,16 +101,20 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
 
 def load_spec(stack: str, overrides: dict[str, Any]):
     """The launcher's resolved spec when it passed one, else Pulumi.<stack>.yaml; then --set."""
-    raw_json = os.environ.get(ENV_SPEC_JSON)
-    if not raw_json:
+    spec_file = os.environ.get(ENV_SPEC_FILE)
+    if not spec_file:
         return load_stack(stack, overrides=overrides)
-    raw = json.loads(raw_json)
+    try:
+        raw = json.loads(Path(spec_file).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{ENV_SPEC_FILE}={spec_file}: cannot read the resolved spec ({exc}); "
+                          f"unset {ENV_SPEC_FILE} to read Pulumi.{stack}.yaml instead") from None
     if raw.get("stack") != stack:
-        raise ConfigError(f"--stack {stack!r} but {ENV_SPEC_JSON} holds stack {raw.get('stack')!r}; "
-                          f"unset {ENV_SPEC_JSON} or pass --stack {raw.get('stack')}")
+        raise ConfigError(f"--stack {stack!r} but {spec_file} holds stack {raw.get('stack')!r}; "
+                          f"pass --stack {raw.get('stack')} or unset {ENV_SPEC_FILE}")
     for dotted, value in overrides.items():
         set_path(raw, dotted, value)
-    return parse_spec(raw, f"${ENV_SPEC_JSON}")
+    return parse_spec(raw, spec_file)
 
 
 def main(stack: str, index: int, overrides: list[str], log_level: str = "INFO") -> int:

@@ -4,7 +4,6 @@ simulator, N workers. Every process is started on a free port and stopped (kille
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -20,6 +19,7 @@ import httpx
 import redis
 
 from infra.spec_loader import load_stack, project_root
+from worker.launch import write_resolved_spec
 
 ROOT = project_root(Path(__file__))
 API_KEY = "test-key-not-secret"
@@ -129,7 +129,7 @@ class Harness:
     def worker_env(self, port: int) -> dict[str, str]:
         spec = self.spec
         return {
-            "SPLITSTACK_SPEC_JSON": json.dumps(spec.model_dump(mode="json", exclude_none=True)),
+            "SPLITSTACK_SPEC_FILE": str(write_resolved_spec(spec, self.root / "worker-spec.json")),
             "SPLITSTACK_SERVER_URL": f"http://127.0.0.1:{self.server_port}",
             spec.queue.url_env: self.redis_url,
             "SPLITSTACK_OUTPUT_DIR": str(self.outputs),

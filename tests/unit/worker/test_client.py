@@ -110,3 +110,11 @@ def test_non_json_200_is_a_server_answer_error() -> None:
     c, _m, _b = client(lambda r: httpx.Response(200, text="<html>proxy</html>"))
     with pytest.raises(ServerAnswerError, match="not JSON"):
         asyncio.run(c.post_chat({}))
+
+
+def test_context_overflow_400_names_the_spec_field_to_raise() -> None:
+    body = {"error": {"message": "This model's maximum context length is 2048 tokens. However, you "
+                      "requested 2573 tokens in the input prompt."}}
+    c, _m, _b = client(lambda r: httpx.Response(400, json=body))
+    with pytest.raises(ServerAnswerError, match=r"raise inference_servers\[\]\.max_model_len"):
+        asyncio.run(c.post_chat({}))

@@ -20,5 +20,5 @@ def test_worker_component_matches_the_stack_contract(tmp_path) -> None:
     assert c.env["SPLITSTACK_SERVER_URL"] == f"http://127.0.0.1:{spec.worker_server.port}"
     assert c.env["SPLITSTACK_REDIS_URL"] == f"redis://127.0.0.1:{spec.queue.port}/0"
     assert c.env["SPLITSTACK_OUTPUT_DIR"] == str(tmp_path / "data" / "outputs")
-    assert json.loads(c.env["SPLITSTACK_SPEC_JSON"])["worker_pool"]["replicas"] == 2
+    assert json.loads(Path(c.env["SPLITSTACK_SPEC_FILE"]).read_text())["worker_pool"]["replicas"] == 2
     assert "secret" not in " ".join(c.argv)  # the key stays out of `ps`
