@@ -100,6 +100,22 @@ class Prom:
         return self.client.get(f"{self.url}/api/v1/alerts").json()["data"]["alerts"]
 
 
+def chat_traffic(url: str, n: int) -> None:
+    """n chat completions against the server, every other one streamed: a short bench run."""
+    with httpx.Client(timeout=30) as c:
+        for i in range(n):
+            body = {"model": "tiny", "messages": [{"role": "user", "content": f"page {i}"}], "max_tokens": 16,
+                    "stream": i % 2 == 0}
+            r = c.post(f"{url}/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+
+
+@pytest.fixture(scope="session")
+def live():
+    """Helpers for the tests (a fixture, so tests need no import of this conftest)."""
+    return type("Live", (), {"wait_until": staticmethod(wait_until), "chat_traffic": staticmethod(chat_traffic)})
+
+
 @pytest.fixture(scope="package")
 def worker_metrics():
     """The worker's real metric objects (worker/metrics.py) served on a free port."""

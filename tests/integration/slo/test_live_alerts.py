@@ -10,8 +10,6 @@ import time
 
 import pytest
 
-from tests.integration.slo.conftest import wait_until
-
 pytestmark = pytest.mark.integration
 
 FOR_S, SCRAPE_S, EVAL_S = 60, 1, 1
@@ -33,14 +31,14 @@ def test_every_rule_file_is_loaded_and_healthy(stack):
     assert bad == []
 
 
-def test_server_down_fires_within_for_plus_scrape_and_resolves_after_restart(stack):
+def test_server_down_fires_within_for_plus_scrape_and_resolves_after_restart(stack, live):
     prom, sim, _ = stack
     assert _alerts(prom, "InferenceServerDown") == []
     killed = time.monotonic()
     sim.kill()
-    wait_until(lambda: _alerts(prom, "InferenceServerDown", "pending"), 10, "InferenceServerDown pending")
+    live.wait_until(lambda: _alerts(prom, "InferenceServerDown", "pending"), 10, "InferenceServerDown pending")
     assert _alerts(prom, "InferenceServerDown", "firing") == []
-    firing = wait_until(lambda: _alerts(prom, "InferenceServerDown", "firing"), FOR_S + 30, "InferenceServerDown firing",
+    firing = live.wait_until(lambda: _alerts(prom, "InferenceServerDown", "firing"), FOR_S + 30, "InferenceServerDown firing",
                         interval_s=0.2)
     elapsed = time.monotonic() - killed
     # Never before `for`; at most `for` + one scrape (to see the failure) + one evaluation + poll/jitter slack.
@@ -53,6 +51,6 @@ def test_server_down_fires_within_for_plus_scrape_and_resolves_after_restart(sta
 
     restarted = time.monotonic()
     sim.start()
-    wait_until(lambda: _alerts(prom, "InferenceServerDown") == [] or None, 15, "InferenceServerDown resolved")
+    live.wait_until(lambda: _alerts(prom, "InferenceServerDown") == [] or None, 15, "InferenceServerDown resolved")
     print(f"resolved {time.monotonic() - restarted:.1f} s after the restart")
     assert prom.query('up{job="inference-server"} == 1')

@@ -11,22 +11,11 @@ import math
 import threading
 import time
 
-import httpx
 import pytest
 
 from dashboards.generate import DASHBOARD_DIR, panel_exprs
-from tests.integration.slo.conftest import wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _chat_traffic(url: str, n: int) -> None:
-    with httpx.Client(timeout=30) as c:
-        for i in range(n):
-            body = {"model": "tiny", "messages": [{"role": "user", "content": f"page {i}"}], "max_tokens": 16,
-                    "stream": i % 2 == 0}
-            r = c.post(f"{url}/v1/chat/completions", json=body)
-            assert r.status_code == 200, r.text
 
 
 def _worker_activity(m, stop: threading.Event) -> None:
@@ -53,13 +42,13 @@ def _has_data(result: list[dict]) -> bool:
     return any(not math.isnan(float(r["value"][1])) for r in result)
 
 
-def test_every_dashboard_panel_returns_data(stack, worker_metrics):
+def test_every_dashboard_panel_returns_data(stack, worker_metrics, live):
     prom, sim, _ = stack
     stop = threading.Event()
     t = threading.Thread(target=_worker_activity, args=(worker_metrics[0], stop), daemon=True)
     t.start()
     try:
-        _chat_traffic(sim.url, 12)
+        live.chat_traffic(sim.url, 12)
         exprs = [(path.name, title, expr) for path in sorted(DASHBOARD_DIR.glob("*.json"))
                  for title, expr in panel_exprs(json.loads(path.read_text()))]
         assert len(exprs) > 40
@@ -73,7 +62,7 @@ def test_every_dashboard_panel_returns_data(stack, worker_metrics):
 
         # The 7-day throughput average is a 1-minute-step subquery: it needs one aligned minute of data.
         try:
-            wait_until(remaining, 150, "every panel to return data", interval_s=2)
+            live.wait_until(remaining, 150, "every panel to return data", interval_s=2)
         except AssertionError:
             raise AssertionError(f"panels without data: {pending}") from None
         print(f"{len(exprs)} panel queries returned data after {time.monotonic() - started:.0f} s")

@@ -17,18 +17,16 @@ from slo.cli import app
 from slo.prom_source import PrometheusSource
 from slo.report import evaluate_prometheus
 from slo.spec import OBJECTIVES_PATH, Jobs, load_spec
-from tests.integration.slo.conftest import wait_until
-from tests.integration.slo.test_live_dashboards import _chat_traffic
 
 pytestmark = pytest.mark.integration
 
 
-def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics, tmp_path):
+def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics, tmp_path, live):
     prom, sim, _ = stack
     m = worker_metrics[0]
-    _chat_traffic(sim.url, 4)
+    live.chat_traffic(sim.url, 4)
     # at least min_events (20) one-second steps of the uptime indicator
-    wait_until(lambda: prom.query('count_over_time(up{job="inference-server"}[10m]) >= 25'), 40, "25 s of scrapes")
+    live.wait_until(lambda: prom.query('count_over_time(up{job="inference-server"}[10m]) >= 25'), 40, "25 s of scrapes")
     # 300 processed, 9 failed -> error-rate attainment 300/309; arrive in one step between scrapes.
     m.pdfs_processed.labels(backend="vlm-http-client").inc(0)
     m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc(0)
@@ -41,7 +39,7 @@ def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics,
     m.pdfs_processed.labels(backend="vlm-http-client").inc(300)
     m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc(9)
     want_total = before_ok + before_bad + 309
-    wait_until(lambda: prom.query(f'sum(mineru_pdfs_processed_total{{job="workers"}}) + '
+    live.wait_until(lambda: prom.query(f'sum(mineru_pdfs_processed_total{{job="workers"}}) + '
                                   f'sum(mineru_pdfs_failed_total{{job="workers"}}) == {want_total}'), 15, "counters scraped")
     time.sleep(2)
 
@@ -62,9 +60,9 @@ def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics,
         assert rows[name]["status"] != "no-data", rows[name]
 
 
-def test_a_job_without_data_names_the_slo_and_the_fix(stack):
+def test_a_job_without_data_names_the_slo_and_the_fix(stack, live):
     prom, sim, _ = stack
-    _chat_traffic(sim.url, 2)
+    live.chat_traffic(sim.url, 2)
     time.sleep(2)
     spec = load_spec()
     src = PrometheusSource(prom.url, Jobs(workers="no-such-job"), step="1s")

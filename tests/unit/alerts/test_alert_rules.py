@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runbooks.actions.registry import ACTIONS as RUNBOOK_ACTIONS  # the `runbook` CLI's actions
 from slo.exprcheck import unknown_metrics
 from slo.spec import load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated
@@ -16,8 +17,6 @@ ROOT = Path(__file__).resolve().parents[3]
 ALERTS = ROOT / "alerts"
 RULE_FILES = sorted(ALERTS.glob("*.rules.yml")) + sorted(GENERATED_DIR.glob("*.rules.yml"))
 TEST_FILES = sorted((ALERTS / "tests").glob("*.test.yml")) + sorted((GENERATED_DIR / "tests").glob("*.test.yml"))
-# Actions the runbook CLI is expected to provide (issue 8); listed here so a typo fails fast.
-RUNBOOK_ACTIONS = {"diagnose", "restart-server", "restart-workers", "slo-status"}
 
 
 def promtool() -> str:
