@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from bench.target import Target
+from slo.catalog import BreakerState  # the gauge's values, defined once with the metric
 
 
 def _free_port() -> int:
@@ -25,7 +26,6 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     from infra.spec_loader import project_root
     from stack.components import BuildContext
     from stack.launcher import LocalStack
-    from stack.preflight import resolve_api_key
 
     try:
         from worker.config import ENV_METRICS_PORT
@@ -35,7 +35,7 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     root = project_root()
     spec = target.stack_spec()
     paths = LocalStack(spec, root).paths
-    ctx = BuildContext(spec, paths, root, resolve_api_key(spec, paths))
+    ctx = BuildContext(spec, paths, root, target.api_key)
     comp = worker_component(ctx, spec.worker_pool.replicas + 50)  # an index no replica uses
     port = _free_port()
     env = {**os.environ, **comp.env, ENV_METRICS_PORT: str(port), "PYTHONUNBUFFERED": "1"}
@@ -105,7 +105,7 @@ def breaker_cycle(target: Target, http: httpx.Client, metric: str, open_within_s
         while time.monotonic() - t0 < open_within_s:
             submit(rds, spec, [pdf])
             time.sleep(1.0)
-            if any(v == 1 for v in _breaker_states(target, http, metric).values()):
+            if any(v == BreakerState.open for v in _breaker_states(target, http, metric).values()):
                 opened = time.monotonic() - t0
                 break
     finally:
@@ -114,7 +114,7 @@ def breaker_cycle(target: Target, http: httpx.Client, metric: str, open_within_s
         return {"opened_s": None, "closed_s": None}
     t1 = time.monotonic()
     while time.monotonic() - t1 < recover_within_s:
-        if all(v == 0 for v in _breaker_states(target, http, metric).values()):
+        if all(v == BreakerState.closed for v in _breaker_states(target, http, metric).values()):
             closed = time.monotonic() - t1
             break
         submit(rds, spec, [pdf])  # a half-open breaker closes on a successful trial request

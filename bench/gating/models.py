@@ -369,7 +369,8 @@ class BreakerGate(Gate):
     expect a worker's breaker to open, clear the fault and expect every breaker to close."""
 
     kind: Literal["breaker"]
-    metric: str = Field(default="mineru_vllm_circuit_breaker_state", description="0 closed, 1 open, 2 half-open.")
+    metric: str = Field(default="mineru_vllm_circuit_breaker_state",
+                        description="Gauge with slo.catalog.BreakerState values (0 closed, 1 half-open, 2 open).")
     open_within_s: float = Field(default=60.0, gt=0)
     recover_within_s: float = Field(default=120.0, gt=0)
 

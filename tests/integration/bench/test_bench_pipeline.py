@@ -1,0 +1,61 @@
+"""The pipeline workload and the demo's gate path on real processes: Redis, the simulator as
+engine and two MinerU workers (worker/testing.py's harness: the same commands and environment
+as the local stack), as `make demo` runs them, only shorter."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.cli import gate_run
+from bench.report.writer import load_summary
+from bench.target import Target
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+GATES = """name: pipeline-short
+scenario: pipeline-smoke
+load: {arrival: constant, rate_rps: 1.0, duration_s: 20, warmup_s: 2, cooldown_s: 2}
+validity: {lag_p99_ms_max: 500}
+gates:
+  - {kind: health}
+  - {kind: slo, slo: pdf-latency-p95}
+  - {kind: slo, slo: pdf-latency-p99}
+  - {kind: slo, slo: pdf-throughput}
+  - {kind: error_rate, max_fraction: 0.2}
+  - {kind: worker_startup, max_s: 30}
+  - {kind: breaker, open_within_s: 60, recover_within_s: 120}
+"""
+
+
+@pytest.fixture
+def pipeline_target(tmp_path):
+    pytest.importorskip("mineru", reason="the worker extra (mineru) is not installed")
+    from worker.testing import API_KEY, Harness
+
+    h = Harness(tmp_path / "stack")
+    try:
+        h.start_redis()
+        h.start_sim()
+        workers = [h.start_worker(), h.start_worker()]
+        comps = {w.name: {"role": "worker", "url": f"http://127.0.0.1:{w.port}",
+                          "health": {"kind": "http", "url": f"http://127.0.0.1:{w.port}/readyz"}} for w in workers}
+        yield Target(f"http://127.0.0.1:{h.server_port}", "tiny", API_KEY, 2048, queue_url=h.redis_url,
+                     stack="local", components=comps, state_dir=tmp_path / "stack", output_dir=h.outputs,
+                     spec=h.spec)
+    finally:
+        h.close()
+
+
+def test_pipeline_gate_go(pipeline_target, tmp_path):
+    gate_file = tmp_path / "gates.yaml"
+    gate_file.write_text(GATES)
+    code = gate_run(str(gate_file), target=pipeline_target, out_dir=tmp_path / "run", quiet=True)
+    s = load_summary(tmp_path / "run")
+    results = {r["name"]: r for r in s["gates"]["results"]}
+    assert code == 0, s["gates"]
+    assert s["kind"] == "pipeline" and s["requests"]["sent"] == 20 and s["requests"]["errors"] == 0
+    assert s["throughput"]["documents_per_h"] > 2000
+    assert s["requests_per_page"]["mean"] > 1  # MinerU: one layout + one request per block
+    assert results["worker_startup"]["status"] == "pass" and results["breaker"]["status"] == "pass"
+    assert "opened" in results["breaker"]["reason"]
+    assert (tmp_path / "run" / "report.html").read_text().count("<svg") >= 2
