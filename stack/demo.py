@@ -61,15 +61,16 @@ def run_demo(local: LocalStack, say: Callable[[str], None] = print) -> None:
             f"finish_reason={reply['choices'][0]['finish_reason']}"
         )
         prom = state["components"]["prometheus"]["url"]
-        query = f'vllm:request_success_total{{job="{JOB_SERVER}"}}'
+        query = f'vllm:request_success_total{{job="{JOB_SERVER}"}} > 0'
         series = wait_for_series(prom, query, timeout_s=4 * spec.observability.scrape_interval_s + 5)
         if not series:
             raise RuntimeError(f"Prometheus at {prom} has no {query} after the request")
         for s in series:
             labels = s["metric"]
             say(
-                f"Prometheus scraped {labels['__name__']}{{model_name={labels.get('model_name')!r}, "
-                f"finished_reason={labels.get('finished_reason')!r}}} = {s['value'][1]}"
+                f"Prometheus scraped vllm:request_success_total{{model_name="
+                f"{labels.get('model_name')!r}, finished_reason={labels.get('finished_reason')!r}}}"
+                f" = {s['value'][1]}"
             )
         running = wait_for_series(prom, f'vllm:num_requests_running{{job="{JOB_SERVER}"}}', 5)
         say(f"Prometheus has vllm:num_requests_running for {len(running)} server(s)")
