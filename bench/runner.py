@@ -52,18 +52,29 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     finally:
         if own:
             http.close()
+    summary = summarize(scn, target, result, limits, t_start, server_metrics.diff(before, after))
+    return RunOutput(result.records, summary, result)
+
+
+def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunResult, limits: ValidityLimits,
+              t_start: float, server: dict[str, Any] | None,
+              extra_checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Metrics, validity, server diff and run facts of a finished run (also for Locust runs)."""
     end_ns = result.measure_end_ns if result.measure_end_ns is not None else result.measure_start_ns
     if isinstance(scn, ChatScenario):
         summary = chat_summary(result.records, result.measure_start_ns, end_ns, scn.slo)  # type: ignore[arg-type]
     else:
         summary = pipeline_summary(result.records, result.measure_start_ns, end_ns)  # type: ignore[arg-type]
     summary["validity"] = check(result, summary, limits)
-    summary["server"] = server_metrics.diff(before, after)
-    summary["agreement"] = agreement(result.records, summary["server"])
+    if extra_checks:
+        summary["validity"]["checks"].extend(extra_checks)
+        summary["validity"]["valid"] = all(c["passed"] for c in summary["validity"]["checks"])
+    summary["server"] = server
+    summary["agreement"] = agreement(result.records, server)
     summary["run"] = {
         "scenario": scn.name, "scenario_kind": scn.kind, "target": target.base_url,
-        "model": target.model, "stack": target.stack, "load": scn.load.model_dump(),
-        "load_label": scn.load.target_label, "started_at_unix_s": t_start,
+        "model": target.model, "stack": target.stack, "load": result.load.model_dump(),
+        "load_label": result.load.target_label, "started_at_unix_s": t_start,
         "wall_s": result.wall_s, "measure_start_ns": result.measure_start_ns, "measure_end_ns": end_ns,
         "client": {"processes": [vars(p) for p in result.processes],
                    "cpu_s": sum(p.cpu_s for p in result.processes),
@@ -71,4 +82,4 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
                                              / max(1, len(result.records))),
                    "host": platform.node(), "python": platform.python_version()},
     }
-    return RunOutput(result.records, summary, result)
+    return summary
