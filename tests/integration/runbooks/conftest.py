@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from pathlib import Path
 from collections import Counter
 from typing import Any
 
@@ -17,6 +19,9 @@ from runbooks.diagnose.signals import Signals
 from runbooks.platforms.local import LocalPlatform
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
+
+# The test-PDF generator (as tests/integration/worker does).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "pdfs"))
 
 
 def drill_context(stack: LocalStack, apply: bool = False) -> ActionContext:

@@ -1,0 +1,79 @@
+"""Drills with the MinerU workers: kill the server while documents are in flight, restore it with
+the runbook, then handle the breakers it left stuck open. No document may be lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from generate import make_pdf
+
+from runbooks.actions.registry import invoke
+from worker.jobs_view import connect, list_jobs, submit
+
+pytestmark = pytest.mark.integration
+
+SERVER = "server-vlm"
+# A recovery timeout far longer than the drill: the breakers stay open after the server is back,
+# which is the manual's Runbook 3 ("recovery_timeout too long").
+STUCK_BREAKER = {
+    "inference_servers.0.engine": "sim",
+    # Page images of the generated PDFs need more than the local spec's 2048-token context.
+    "inference_servers.0.max_model_len": 8192,
+    "inference_servers.0.max_num_batched_tokens": 8192,
+    "worker_pool.replicas": 2,
+    "worker_pool.circuit_breaker.failure_threshold": 2,
+    "worker_pool.circuit_breaker.recovery_timeout_s": 3600,
+    "worker_pool.max_retries": 1,
+    "queue.visibility_timeout_s": 10,
+}
+
+
+def test_server_killed_mid_batch_then_breakers_stuck_open_nothing_lost(make_stack, drill, tmp_path: Path):
+    stack = make_stack(**STUCK_BREAKER)
+    stack.up()
+    ctx = drill.context(stack)
+    r = connect(stack.spec)
+    ids = submit(r, stack.spec, [make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i) for i in range(4)])
+
+    def states() -> dict[str, str]:
+        return {row["job_id"]: row.get("state", "?") for row in list_jobs(r, stack.spec, ids=ids)}
+
+    drill.wait_for("a first document done", lambda: "done" in states().values(), timeout_s=60)
+    os.kill(stack.supervisor.process_info()[SERVER]["pid"], signal.SIGKILL)
+    drill.wait_for("a worker breaker open", lambda: (ctx.prometheus.scalar(
+        'max(mineru_vllm_circuit_breaker_state{job="workers"})') or 0) >= 2, timeout_s=30)
+
+    down = invoke(ctx, "diagnose", {"thresholds": {"rate_window": "30s"}})
+    assert down.case in ("server-down", "server-down-oom"), down.render()
+    # The breakers are open because the server is down: the worker runbook refuses to act.
+    ctx.apply = True
+    refused = invoke(ctx, "restart-workers", {})
+    assert refused.outcome == "refused" and "run `runbook restart-server` first" in refused.summary
+    assert invoke(ctx, "restart-server", {}).outcome == "applied"
+
+    stuck = drill.wait_for("diagnose to name the stuck breaker", lambda: (
+        d := invoke(ctx, "diagnose", {"thresholds": {"rate_window": "30s"}})).case == "breaker-stuck-open" and d,
+        timeout_s=20)
+    assert stuck.next_steps[0] == "runbook restart-workers"
+    stalled = list(states().values()).count("done")
+    time.sleep(2)  # the server is healthy, yet with the breakers open no document moves
+    assert list(states().values()).count("done") == stalled < len(ids)
+    fixed = invoke(ctx, "restart-workers", {})
+    assert fixed.outcome == "applied", fixed.render()
+    assert [s.target for s in fixed.plan if s.verb == "restart"] == ["worker-0", "worker-1"]
+    assert fixed.done[-1] == "check workers: no breaker open"
+
+    def finished() -> dict[str, str] | None:
+        now = states()
+        return now if all(v in ("done", "dead_lettered") for v in now.values()) else None
+
+    final = drill.wait_for("every document done", finished, timeout_s=60)
+    dead = r.xrange(stack.spec.queue.dead_letter_stream)
+    assert set(final.values()) == {"done"}, (final, dead)
+    outputs = stack.paths.data / stack.spec.output_store.path
+    assert all((outputs / job_id / "metadata.json").is_file() for job_id in ids)
+    assert r.xlen(stack.spec.queue.dead_letter_stream) == 0
