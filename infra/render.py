@@ -16,6 +16,8 @@ from typing import Any
 
 import pulumi
 import yaml
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import resource_pb2
 
 from infra.spec import Spec
 
@@ -44,6 +46,29 @@ class Registered:
     custom: bool
 
 
+class PlainMockMonitor(MockMonitor):
+    """The stock mock monitor without resource references: a reference in the inputs (eks's
+    ``cluster=`` / ``instance_roles=``) is then sent as its URN/ID string. With references on,
+    the mock deserializes them through ``get_resource`` on its own event loop, and the next
+    wait on the program's loop fails with "attached to a different loop"."""
+
+    def GetDeploymentInfo(self, request: Any) -> Any:
+        info = super().GetDeploymentInfo(request)
+        features = [f for f in info.supportedFeatures
+                    if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
+        return resource_pb2.DeploymentInfo(supportedFeatures=features)
+
+    def SupportsFeature(self, request: Any) -> Any:
+        if request.id == "resourceReferences":
+            return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
+        return super().SupportsFeature(request)
+
+
+def install_mocks(mocks: "CaptureMocks", stack: str) -> None:
+    pulumi.runtime.set_mocks(mocks, project="splitstack", stack=stack, preview=False,
+                             monitor=PlainMockMonitor(mocks))
+
+
 class CaptureMocks(pulumi.runtime.Mocks):
     """Records every registration; answers with the inputs (plus fake cloud outputs)."""
 
@@ -53,8 +78,12 @@ class CaptureMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         inputs = normalize(args.inputs)
         self.resources.append(Registered(args.typ, args.name, inputs, bool(args.custom)))
-        state = {**inputs, **CLOUD_STATE.get(args.typ, {})}
-        return f"{args.name}-id", state
+        if args.typ.startswith(("kubernetes:", "splitstack:")):
+            return f"{args.name}-id", inputs
+        # Cloud resources: only the fake outputs the program reads. Echoing their inputs would
+        # hand back resource references (e.g. eks instanceRoles), which the SDK resolves on
+        # another event loop.
+        return f"{args.name}-id", dict(CLOUD_STATE.get(args.typ, {}))
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         return CLOUD_CALLS.get(args.token, {})
@@ -112,7 +141,7 @@ def capture(spec: Spec, root: Path) -> Capture:
     from infra.components.program import build
 
     mocks = CaptureMocks()
-    pulumi.runtime.set_mocks(mocks, project="splitstack", stack=spec.stack, preview=False)
+    install_mocks(mocks, spec.stack)
     result = Capture(spec, mocks)
 
     @pulumi.runtime.test

@@ -49,9 +49,11 @@ class GpuNodePoolComponent(pulumi.ComponentResource):
         self.cloud = pool.cloud
         self.kubeconfig: pulumi.Output[str] | None = None
         self.cluster_name: pulumi.Output[str] = pulumi.Output.from_input("<existing>")
+        self.cloud_resources: list[pulumi.Resource] = []
         if pool.cloud is not Cloud.existing:
             module = importlib.import_module(f"infra.components.clouds.{pool.cloud.value}")
             out = module.create(self, name, args.spec)
             self.kubeconfig = out.kubeconfig
             self.cluster_name = out.name
+            self.cloud_resources = out.resources
         self.register_outputs({"cluster_name": self.cluster_name})

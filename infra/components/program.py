@@ -32,6 +32,25 @@ class Deployment:
     servers: list[InferenceServerComponent] = field(default_factory=list)
     workers: WorkerPoolComponent | None = None
     outputs: dict[str, object] = field(default_factory=dict)
+    roots: list[pulumi.Resource] = field(default_factory=list)
+
+    def resources(self) -> list[pulumi.Resource]:
+        """Every resource reachable from the components' attributes (tests wait on their URNs)."""
+        seen: dict[int, pulumi.Resource] = {}
+
+        def walk(value: object) -> None:
+            if isinstance(value, pulumi.Resource):
+                if id(value) in seen:
+                    return
+                seen[id(value)] = value
+                for attr in vars(value).values():
+                    walk(attr)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    walk(item)
+
+        walk(self.roots)
+        return list(seen.values())
 
 
 def check(spec: Spec) -> None:
@@ -63,8 +82,8 @@ def build(spec: Spec, root: Path) -> Deployment:
         k8s_opts, pulumi.ResourceOptions(depends_on=[namespace, addons]))
     observability = ObservabilityComponent("observability", ObservabilityArgs(
         spec, load_rule_files(root / "alerts"), load_dashboards(root / "dashboards")), opts=opts)
-    NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
-    QueueComponent("queue", QueueArgs(spec), opts=opts)
+    policies = NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
+    queue = QueueComponent("queue", QueueArgs(spec), opts=opts)
     store = OutputStoreComponent("outputs", OutputStoreArgs(spec), opts=opts)
     if spec.deployment_mode is DeploymentMode.split:
         for i, server in enumerate(spec.inference_servers):
@@ -74,6 +93,8 @@ def build(spec: Spec, root: Path) -> Deployment:
     out.workers = WorkerPoolComponent(
         "workers", WorkerPoolArgs(spec, output_claim=store.claim_name), opts=opts)
     out.outputs = stack_outputs(spec, observability.prometheus_url)
+    out.roots = [pool, addons, namespace, observability, policies, queue, store, *out.servers,
+                 out.workers]
     return out
 
 

@@ -15,6 +15,8 @@ import pulumi_kubernetes as k8s
 
 from infra.components import naming, sizing
 from infra.components.base import child, metadata, quantity_gib
+from infra.components.inference_server import custom_timeouts
+from infra.policy.rules import STARTUP_BUDGET_ANNOTATION
 from infra.spec import DeploymentMode, Spec
 
 FALLBACK_FAILURES = 3  # failed scaler polls before KEDA holds the fallback replica count
@@ -62,7 +64,14 @@ def container(spec: Spec) -> dict:
         mounts += [{"name": "dshm", "mount_path": "/dev/shm"},
                    {"name": "model-cache", "mount_path": naming.MODEL_CACHE_MOUNT}]
     http = {"port": naming.METRICS_PORT_NAME}
+    probes: dict = {}
+    if mono:  # the model loads in-process: the same startup budget as the server's
+        probes["startup_probe"] = {
+            "http_get": {**http, "path": "/health"}, "period_seconds": sizing.STARTUP_PERIOD_S,
+            "timeout_seconds": 5,
+            "failure_threshold": sizing.startup_failure_threshold(spec.worker_server)}
     return {
+        **probes,
         "name": "worker",
         "image": f"{w.image}:{w.image_tag}",
         "env": naming.worker_env(spec, mono),
@@ -137,6 +146,12 @@ def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
     }
 
 
+def template_annotations(spec: Spec) -> dict:
+    if not monolithic(spec):
+        return {}
+    return {"annotations": {STARTUP_BUDGET_ANNOTATION: str(spec.worker_server.startup_budget_s)}}
+
+
 class WorkerPoolComponent(pulumi.ComponentResource):
     def __init__(self, name: str, args: WorkerPoolArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -159,9 +174,10 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 "selector": {"match_labels": sel},
                 "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
                               "max_unavailable": 1}} if mono else {"type": "RollingUpdate"}),
-                "template": {"metadata": {"labels": sel}, "spec": pod_spec(spec, args.output_claim)},
+                "template": {"metadata": {"labels": sel, **template_annotations(spec)},
+                             "spec": pod_spec(spec, args.output_claim)},
             },
-            opts=child(self),
+            opts=child(self, custom_timeouts=custom_timeouts(spec.worker_server) if mono else None),
         )
         self.service = k8s.core.v1.Service(
             f"{name}-metrics",
@@ -186,7 +202,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
             auth = None
             if spec.queue.kind == "external":
                 auth = f"{dep_name}-redis"
-                k8s.apiextensions.CustomResource(
+                self.trigger_auth = k8s.apiextensions.CustomResource(
                     f"{name}-redis-auth",
                     api_version="keda.sh/v1alpha1", kind="TriggerAuthentication",
                     metadata=metadata(auth, ns, sel),

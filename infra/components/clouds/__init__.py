@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 
@@ -20,6 +20,7 @@ GPU_DISK_GIB = 200  # image layers of vllm-openai (~10 GiB) plus the HF cache ov
 class ClusterOut:
     kubeconfig: pulumi.Output[str]
     name: pulumi.Output[str]
+    resources: list[pulumi.Resource] = field(default_factory=list)  # for tests to wait on
 
 
 def cpu_node_count(worker_millicores: int, max_workers: int) -> int:

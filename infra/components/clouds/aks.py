@@ -40,7 +40,7 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         }],
         opts=opts,
     )
-    az.containerservice.AgentPool(
+    gpu = az.containerservice.AgentPool(
         f"{name}-gpu",
         agent_pool_name="gpu",
         resource_group_name=group.name,
@@ -58,4 +58,5 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     creds = az.containerservice.list_managed_cluster_user_credentials_output(
         resource_group_name=group.name, resource_name=cluster.name)
     config = creds.kubeconfigs.apply(lambda k: base64.b64decode(k[0].value).decode())
-    return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name)
+    return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name,
+                      resources=[group, cluster, gpu])

@@ -53,14 +53,14 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     )
     w = spec.worker_pool
     cpu_nodes = cpu_node_count(w.cpu_millicores, w.max_replicas or w.replicas)
-    eks.ManagedNodeGroup(
+    cpu = eks.ManagedNodeGroup(
         f"{name}-cpu",
         cluster=cluster, node_role=role, instance_types=[CPU_INSTANCE["eks"]],
         ami_type=eks.AmiType.AL2023_X86_64_STANDARD,
         scaling_config={"desired_size": cpu_nodes, "min_size": 1, "max_size": cpu_nodes + 2},
         opts=opts,
     )
-    eks.ManagedNodeGroup(
+    gpu = eks.ManagedNodeGroup(
         f"{name}-gpu",
         cluster=cluster, node_role=role, instance_types=[pool.instance_type],
         # The NVIDIA AMI ships the driver and container toolkit; the device plugin comes from
@@ -75,4 +75,5 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         opts=opts,
     )
     return ClusterOut(kubeconfig=pulumi.Output.secret(cluster.kubeconfig_json),
-                      name=pulumi.Output.from_input(f"{name}-cluster"))
+                      name=pulumi.Output.from_input(f"{name}-cluster"),
+                      resources=[role, *attachments, cluster, cpu, gpu])

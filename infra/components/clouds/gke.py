@@ -55,7 +55,7 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         opts=opts,
     )
     w = spec.worker_pool
-    gcp.container.NodePool(
+    cpu = gcp.container.NodePool(
         f"{name}-cpu",
         cluster=cluster.name, location=region,
         node_count=cpu_node_count(w.cpu_millicores, w.max_replicas or w.replicas),
@@ -71,7 +71,7 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
             "gpu_sharing_strategy": SHARING[pool.gpu_sharing],
             "max_shared_clients_per_gpu": pool.slices_per_gpu,
         }
-    gcp.container.NodePool(
+    gpu = gcp.container.NodePool(
         f"{name}-gpu",
         cluster=cluster.name, location=region, node_count=pool.node_count,
         node_config={
@@ -86,4 +86,5 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     )
     config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth).apply(
         lambda a: kubeconfig(a[0], a[1], a[2]["cluster_ca_certificate"]))
-    return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name)
+    return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name,
+                      resources=[cluster, cpu, gpu])

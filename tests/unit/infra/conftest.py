@@ -1,0 +1,1 @@
+from .infra_helpers import after_build, mocks  # noqa: F401  (fixtures)
