@@ -5,6 +5,7 @@ and the workers' JSON logs)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from pydantic import Field
@@ -48,9 +49,11 @@ def slo_status(ctx: ActionContext, p: SloStatusParams) -> Report:
                      f"{_pct(d['attainment'])}, budget left {_pct(d['budget_remaining_ratio'])}, "
                      f"burn rate {_num(d['burn_rate'])})" + (f"; {e.message}" if e.message else ""))
     worst = [e.slo for e in evals if e.status.value == "exhausted" or (e.burn_rate or 0) > 1]
+    counts = Counter(e.status.value for e in evals)
+    tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     return Report(action="slo-status", outcome="report", evidence=lines,
-                  summary=(f"{len(worst)} SLO(s) need attention: {', '.join(worst)}" if worst
-                           else f"{len(evals)} SLOs evaluated; none exhausted or burning faster than budget"),
+                  summary=(f"{len(evals)} SLOs ({tally}); need attention: {', '.join(worst)}" if worst
+                           else f"{len(evals)} SLOs ({tally}); none exhausted or burning faster than budget"),
                   data={"slos": [e.as_dict() for e in evals]},
                   next_steps=["runbook diagnose"] if worst else [])
 
