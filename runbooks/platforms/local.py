@@ -201,12 +201,18 @@ class LocalPlatform:
         try:
             [[_added, changed, _removed]] = rpc.supervisor.reloadConfig()
             for program in programs:
-                if program not in changed:
-                    continue  # the same command line: nothing to swap
-                if self._info().get(program, {}).get("statename") in ("RUNNING", "STARTING"):
-                    rpc.supervisor.stopProcessGroup(program, True)
-                rpc.supervisor.removeProcessGroup(program)
-                rpc.supervisor.addProcessGroup(program)  # autostart=true: starts it
+                running = self._info().get(program, {}).get("statename") in ("RUNNING", "STARTING")
+                if program in changed:  # a new command line or environment: swap the group
+                    if running:
+                        rpc.supervisor.stopProcessGroup(program, True)
+                    rpc.supervisor.removeProcessGroup(program)
+                    rpc.supervisor.addProcessGroup(program)  # autostart=true: starts it
+                else:
+                    # Same program section, new files (the workers read the resolved spec from
+                    # a file the builders rewrote): a restart makes it read them.
+                    if running:
+                        rpc.supervisor.stopProcess(program, True)
+                    rpc.supervisor.startProcess(program, False)
                 if len(programs) > 1:
                     self._wait_one(program)  # rolling: the next replica waits for this one
         except (OSError, xmlrpc.client.Fault) as exc:

@@ -77,3 +77,47 @@ def test_server_killed_mid_batch_then_breakers_stuck_open_nothing_lost(make_stac
     outputs = stack.paths.data / stack.spec.output_store.path
     assert all((outputs / job_id / "metadata.json").is_file() for job_id in ids)
     assert r.xlen(stack.spec.queue.dead_letter_stream) == 0
+
+
+def test_security_patch_rolls_workers_one_at_a_time_with_zero_downtime(make_stack, drill):
+    import threading
+
+    import httpx
+
+    stack = make_stack(**{"inference_servers.0.engine": "sim", "worker_pool.replicas": 2})
+    stack.up()
+    ctx = drill.context(stack)
+    urls = [stack.read_state()["components"][f"worker-{i}"]["url"] + "/readyz" for i in range(2)]
+    pids = {n: stack.supervisor.process_info()[n]["pid"] for n in ("worker-0", "worker-1")}
+
+    plan = invoke(ctx, "patch-workers", {"image_tag": "0.1.1-cve-fix"})
+    assert plan.outcome == "planned" and "rolling, one replica at a time" in plan.plan[0].detail
+
+    ready_counts: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            ok = 0
+            for url in urls:
+                try:
+                    ok += httpx.get(url, timeout=1).status_code == 200
+                except httpx.HTTPError:
+                    pass
+            ready_counts.append(ok)
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    ctx.apply = True
+    try:
+        report = invoke(ctx, "patch-workers", {"image_tag": "0.1.1-cve-fix"})
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert report.outcome == "applied", report.render()
+    assert report.done[-1] == "check workers: all replicas on 0.1.1-cve-fix"
+    now = {n: stack.supervisor.process_info()[n]["pid"] for n in pids}
+    assert all(now[n] != pids[n] for n in pids)  # every replica was replaced
+    assert min(ready_counts) >= 1 and 1 in ready_counts, ready_counts  # one at a time, never zero
+    assert invoke(ctx, "patch-workers", {"image_tag": "0.1.1-cve-fix"}).outcome == "noop"
