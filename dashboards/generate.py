@@ -119,7 +119,9 @@ def worker_connectivity(spec: SLOSpec) -> dict:
     b.add("Failure ratio", [(f"{_rate0(c.CLIENT_FAILURES, job)} / sum(rate({_sel(c.CLIENT_REQUESTS, job)}[5m]))",
                              "failed / attempted")],
           unit="percentunit", thresholds=[("green", None), ("red", 0.05)])
-    b.add("Failures by kind", [(f"sum by (kind) (rate({_sel(c.CLIENT_FAILURES, job)}[5m]))", "{{kind}}")], unit="reqps")
+    # The worker creates a kind's series at its first failure: 0, not "no data", until then.
+    b.add("Failures by kind", [(f"sum by (kind) (rate({_sel(c.CLIENT_FAILURES, job)}[5m])) or vector(0)", "{{kind}}")],
+          unit="reqps")
     b.add("Circuit breaker state (0 closed, 1 half-open, 2 open)",
           [(f"max by (instance) ({_sel(c.BREAKER_STATE, job)})", "{{instance}}")],
           thresholds=[("green", None), ("orange", 1), ("red", 2)], width=24)
