@@ -1,0 +1,180 @@
+"""Validation at construction, derived numbers, GPU sharing and the cloud node pools."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+import yaml
+
+from infra.components import sizing
+from infra.components.inference_server import InferenceServerArgs, validate
+from infra.components.platform_addons import gpu_operator_values, needs_gpu_operator, sharing_config
+from infra.components.program import build
+from infra.spec_loader import parse_spec
+
+from .infra_helpers import CLOUD_MODES, ROOT, make_raw, make_spec
+
+
+def test_startup_budget_below_estimate_is_refused():
+    raw = make_raw("existing")
+    raw["inference_servers"][0].update(startup_budget_s=120)
+    raw["inference_servers"][0]["model"]["size_gib"] = 16.6
+    spec = parse_spec(raw)
+    need = sizing.estimated_start_s(spec.inference_servers[0])
+    with pytest.raises(ValueError, match=rf"inference_servers\[0\].startup_budget_s: 120 s is below "
+                                         rf"the estimated cold start of {need} s.*at least {need}"):
+        validate(InferenceServerArgs(spec, spec.inference_servers[0], "inference_servers[0]"))
+
+
+def test_estimate_counts_download_only_for_hub_models():
+    spec = make_spec()
+    hub = spec.inference_servers[0]
+    local = hub.model_copy(update={"model": hub.model.model_copy(update={"source": "/models/x"})})
+    download_s = 2.5 * 1024 / sizing.DOWNLOAD_MIB_PER_S
+    assert abs(sizing.estimated_start_s(hub) - sizing.estimated_start_s(local) - download_s) <= 1
+
+
+def test_tensor_parallel_over_shared_gpus_is_refused():
+    raw = make_raw("existing")
+    raw["gpu_node_pool"].update(gpus_per_node=2, gpu_sharing="time-slicing", slices_per_gpu=2)
+    raw["inference_servers"][0]["tensor_parallel_size"] = 2
+    spec = parse_spec(raw)
+    with pytest.raises(ValueError, match="tensor_parallel_size: 2 with gpu_node_pool.gpu_sharing"):
+        validate(InferenceServerArgs(spec, spec.inference_servers[0], "inference_servers[0]"))
+
+
+def test_shared_gpu_fractions_must_add_up():
+    raw = make_raw("existing")
+    raw["gpu_node_pool"].update(node_count=1, gpu_sharing="time-slicing", slices_per_gpu=2)
+    raw["inference_servers"][0]["replicas"] = 2
+    spec = parse_spec(raw)
+    with pytest.raises(ValueError, match=r"slices_per_gpu: 2 pods may share one nvidia-l40s and "
+                                         r"their gpu_memory_utilization adds up to 1.00"):
+        sizing.check_gpu_sharing(spec)
+
+
+def test_time_slicing_config_for_the_gpu_operator():
+    raw = make_raw("eks")
+    raw["gpu_node_pool"].update(gpu_sharing="time-slicing", slices_per_gpu=4)
+    spec = parse_spec(raw)
+    assert needs_gpu_operator(spec)
+    assert yaml.safe_load(sharing_config(spec)) == {"version": "v1", "sharing": {"timeSlicing": {
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    values = gpu_operator_values(spec)
+    assert values["devicePlugin"] == {"config": {"name": "splitstack-gpu-sharing", "default": "any"}}
+    assert values["driver"] == {"enabled": False}  # the EKS NVIDIA AMI has the driver
+
+
+def test_gke_and_plain_existing_need_no_operator():
+    assert not needs_gpu_operator(make_spec("gke"))
+    assert not needs_gpu_operator(make_spec("existing"))
+    assert needs_gpu_operator(make_spec("aks"))
+
+
+def test_rollout_with_spare_gpus_surges():
+    raw = make_raw("existing")
+    raw["gpu_node_pool"]["node_count"] = 3
+    raw["inference_servers"][0]["replicas"] = 2
+    raw["inference_servers"][0]["max_num_seqs"] = 64
+    spec = parse_spec(raw)
+    rollout = sizing.server_rollout(spec, spec.inference_servers[0])
+    assert (rollout.type, rollout.max_surge, rollout.max_unavailable) == ("RollingUpdate", 1, 0)
+    raw["gpu_node_pool"]["node_count"] = 2
+    full = parse_spec(raw)
+    rollout = sizing.server_rollout(full, full.inference_servers[0])
+    assert (rollout.type, rollout.max_surge) == ("RollingUpdate", 0)
+
+
+@pytest.mark.parametrize(("cloud", "mode"), [p for p in CLOUD_MODES if p.values[0] != "existing"
+                                             and p.values[1] == "split"])
+@pulumi.runtime.test
+def test_cloud_gpu_pool_is_tainted_and_labelled(cloud, mode, mocks, after_build):
+    spec = make_spec(cloud, mode)
+    deployment = build(spec, ROOT)
+
+    def check():
+        if cloud == "eks":
+            (gpu,) = [r for r in mocks.of_type("eks:index:ManagedNodeGroup") if r.name.endswith("-gpu")]
+            assert gpu.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+            assert gpu.inputs["taints"] == [
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+            assert gpu.inputs["labels"]["splitstack.dev/gpu-pool"] == "true"
+            (cluster,) = mocks.of_type("eks:index:Cluster")
+            assert cluster.inputs["vpcCniOptions"]["enableNetworkPolicy"] is True
+        elif cloud == "gke":
+            (gpu,) = [r for r in mocks.of_type("gcp:container/nodePool:NodePool")
+                      if r.name.endswith("-gpu")]
+            acc = gpu.inputs["nodeConfig"]["guestAccelerators"][0]
+            assert acc["type"] == "nvidia-h100-80gb" and acc["count"] == 1
+            assert acc["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "LATEST"}
+            (cluster,) = mocks.of_type("gcp:container/cluster:Cluster")
+            assert cluster.inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+        else:
+            (gpu,) = mocks.of_type("azure-native:containerservice:AgentPool")
+            assert gpu.inputs["nodeTaints"] == ["nvidia.com/gpu=present:NoSchedule"]
+            assert gpu.inputs["vmSize"] == "Standard_NC40ads_H100_v5"
+            (cluster,) = mocks.of_type("azure-native:containerservice:ManagedCluster")
+            assert cluster.inputs["networkProfile"]["networkPolicy"] == "cilium"
+        assert len(mocks.of_type("pulumi:providers:kubernetes")) == 1
+
+    return after_build(deployment, check)
+
+
+@pytest.mark.parametrize(("cloud", "mode"), [p for p in CLOUD_MODES if p.values[0] == "gke"
+                                             and p.values[1] == "split"])
+@pulumi.runtime.test
+def test_gke_shares_gpus_natively(cloud, mode, mocks, after_build):
+    raw = make_raw(cloud, mode)
+    raw["gpu_node_pool"].update(gpu_sharing="mps", slices_per_gpu=2)
+    raw["inference_servers"][0]["gpu_memory_utilization"] = 0.45
+    deployment = build(parse_spec(raw), ROOT)
+
+    def check():
+        (gpu,) = [r for r in mocks.of_type("gcp:container/nodePool:NodePool")
+                  if r.name.endswith("-gpu")]
+        assert gpu.inputs["nodeConfig"]["guestAccelerators"][0]["gpuSharingConfig"] == {
+            "gpuSharingStrategy": "MPS", "maxSharedClientsPerGpu": 2}
+        assert not mocks.helm_releases or all(
+            r["chart"] != "gpu-operator" for r in mocks.helm_releases)
+
+    return after_build(deployment, check)
+
+
+def test_missing_cloud_sdk_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_gcp(name, *args, **kwargs):
+        if name.startswith("pulumi_gcp"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_gcp)
+    from infra.components.clouds import gke
+
+    with pytest.raises(ImportError, match=r"pip install -e '.\[infra-gke\]'"):
+        gke.create(None, "x", make_spec("gke"))
+
+
+def test_local_target_is_refused():
+    from infra.components.program import check
+    from infra.spec_loader import load_stack
+
+    with pytest.raises(ValueError, match="splitstack up --stack local"):
+        check(load_stack("local"))
+
+
+def test_outputs_name_urls_and_commands():
+    from infra.components.program import stack_outputs
+    from infra.spec_loader import load_stack
+
+    spec = load_stack("prod")
+    out = stack_outputs(spec, "http://prom")
+    assert out["server_url"] == "http://mineru-vlm.splitstack.svc.cluster.local:8000"
+    assert set(out["server_urls"]) == {"mineru-vlm", "qwen-vl"}
+    assert out["port_forward"]["prometheus"].endswith("svc/kube-prometheus-stack-prometheus 9090:9090")
+    assert "--model mineru-vlm" in out["commands"]["bench"]
+    mono = stack_outputs(make_spec("existing", "monolithic"), "http://prom")
+    assert mono["server_url"] is None and mono["server_urls"] == {}
+    assert mono["commands"]["logs_workers"].endswith("deploy/worker-gpu -f")
