@@ -80,16 +80,21 @@ def test_pulumi_secret_config_is_refused(pulumi_config):
         spec_from_pulumi_config()
 
 
-@pulumi.runtime.test
 def test_the_pulumi_program_file_builds_the_stack(mocks, pulumi_config):
-    """infra/__main__.py, run as `pulumi up` runs it (a script in infra/), on dev's config."""
+    """infra/__main__.py, run as `pulumi up` runs it (a script in infra/), on dev's config.
+
+    The program runs inside pulumi.runtime.test, which returns once every registration RPC has
+    finished; the assertions then see the complete set of registered resources."""
     import runpy
 
     from infra.spec_loader import project_root, stack_file
 
-    _set_config(str(stack_file("dev")))
-    runpy.run_path(str(project_root() / "infra" / "__main__.py"), run_name="__main__")
+    @pulumi.runtime.test
+    def run_program():
+        _set_config(str(stack_file("dev")))
+        runpy.run_path(str(project_root() / "infra" / "__main__.py"), run_name="__main__")
+
+    run_program()
     deployments = [r for r in mocks.resources if r.type == "kubernetes:apps/v1:Deployment"]
-    names = {r.inputs["metadata"]["name"] for r in deployments}
-    assert names == {"mineru-vlm", "worker"}
+    assert {r.inputs["metadata"]["name"] for r in deployments} == {"mineru-vlm", "worker"}
     assert mocks.of_type("eks:index:Cluster")
