@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import requests
+from urllib3.util.retry import Retry
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 
 from slo import promql
@@ -33,7 +34,9 @@ class PrometheusSource:
         self.step = step
         self.at_s = at_s  # evaluation time (unix s); None = now
         self._timeout_s = timeout_s
-        self._prom = PrometheusConnect(url=url, disable_ssl=True, session=session, timeout=timeout_s)
+        # One quick retry on connection errors and 502/503/504 (a Prometheus restarting), then fail.
+        retry = Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504), allowed_methods=("GET", "POST"))
+        self._prom = PrometheusConnect(url=url, disable_ssl=True, session=session, timeout=timeout_s, retry=retry)
 
     def check(self) -> None:
         try:

@@ -101,6 +101,16 @@ def count_exprs(slo: SLO, jobs: Jobs, window: str, step: str) -> tuple[str, str]
     return f"sum_over_time(({ind})[{window}:{step}])", f"count_over_time(({ind})[{window}:{step}])"
 
 
+def events_expr(slo: SLO, jobs: Jobs, window: str) -> str:
+    """Number of events in ``window`` (event-based SLIs): the alerts' minimum-traffic guard."""
+    sli = slo.sli
+    if isinstance(sli, EventRatioSLI):
+        return " + ".join(f"({_sum_increase(m, jobs.of(sli.job), window)} or vector(0))" for m in sli.total)
+    if isinstance(sli, LatencySLI):
+        return _sum_increase(f"{sli.histogram}_count", jobs.of(sli.job), window)
+    raise TypeError(f"slo {slo.name!r}: {sli.kind} is time based, it counts slices, not events")
+
+
 def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
     """(metric, job, absent() expression) for each metric the SLO cannot be computed without."""
     sli = slo.sli

@@ -97,6 +97,25 @@ def _event_tests(slo: SLO, spec: SLOSpec, alerts: list[BurnAlert]) -> list[tuple
     return tests
 
 
+def _low_traffic_test(slo: SLO, spec: SLOSpec, alerts: list[BurnAlert]) -> tuple[int, dict]:
+    """Every event bad, but fewer than min_events in every long window: the guard keeps it silent."""
+    sli = slo.sli
+    per_min = Fraction(slo.min_events, 2 * EVENT_EVAL_MIN)  # ~half of min_events by the eval time
+    n = EVENT_EVAL_MIN + 10
+    base = {"job": spec.jobs.of(sli.job), "instance": "t1"}  # type: ignore[union-attr]
+    rate = promql_dec(Decimal(per_min.numerator) / Decimal(per_min.denominator))
+    if isinstance(sli, LatencySLI):
+        series = [_series(f"{sli.histogram}_bucket", {**base, "le": "+Inf"}, f"0+{rate}x{n}"),
+                  _series(f"{sli.histogram}_count", base, f"0+{rate}x{n}")]
+    else:
+        assert isinstance(sli, EventRatioSLI)
+        series = [_series(m, base, f"0+{rate}x{n}" if m == sli.bad[0] else f"0+0x{n}")
+                  for m in dict.fromkeys((*sli.bad, *sli.total))]
+    return (1, {"name": f"{slo.name}: every event bad but fewer than min_events {slo.min_events}: silent",
+                "interval": "1m", "input_series": series,
+                "alert_rule_test": _alert_checks(slo, alerts, [], EVENT_EVAL_MIN)})
+
+
 def promql_dec(d) -> str:
     return format(d.normalize(), "f")
 
@@ -209,6 +228,8 @@ def generate_rule_tests(spec: SLOSpec, windows: BurnWindows | None = None) -> di
     for slo in spec.slos:
         alerts = burn_alerts(slo, windows)
         tests = (_time_tests if slo.time_based else _event_tests)(slo, spec, alerts)
+        if not slo.time_based and alerts:
+            tests.append(_low_traffic_test(slo, spec, alerts))
         tests.append((1, _absent_test(slo, spec)))
         for step in sorted({s for s, _ in tests}):
             stem = f"{slo.name}.step{fmt_duration_min(step)}"

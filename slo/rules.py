@@ -60,6 +60,7 @@ class BurnAlert:
                 f"{s.title}: the error ratio over both {w.long} and {w.short} is at least {dec(self.threshold)} "
                 f"({dec(self.factor.quantize(Decimal('0.0001')))}x the {dec(s.error_budget)} error budget of a {dec(s.target * 100)} % target over "
                 f"{s.window_d} d); at this rate {dec(w.budget_consumed_ratio * 100)} % of the budget goes in {w.long}."
+                + ("" if s.time_based else f" (Only with at least {s.min_events} events in {w.long}.)")
             ),
             "runbook_url": runbook_url(self.name),
             "runbook_action": s.runbook_action,
@@ -106,9 +107,13 @@ def slo_group(spec: SLOSpec, slo: SLO, windows: BurnWindows | None = None) -> di
         sel = f'{{slo="{slo.name}"}}'
         long_rec = promql.ERROR_RATIO_RECORD.format(window=a.window.long) + sel
         short_rec = promql.ERROR_RATIO_RECORD.format(window=a.window.short) + sel
+        expr = f"round({long_rec}, {ROUND_TO}) >= {thr}\nand\nround({short_rec}, {ROUND_TO}) >= {thr}"
+        if not slo.time_based:
+            # Minimum traffic: 1 failure out of 2 requests is a 50 % error ratio, not an incident.
+            expr += f"\nand on ()\n{promql.events_expr(slo, spec.jobs, a.window.long)} >= {slo.min_events}"
         rules.append({
             "alert": a.name,
-            "expr": f"round({long_rec}, {ROUND_TO}) >= {thr}\nand\nround({short_rec}, {ROUND_TO}) >= {thr}",
+            "expr": expr,
             "labels": a.labels,
             "annotations": a.annotations,
         })

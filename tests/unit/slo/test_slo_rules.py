@@ -58,3 +58,14 @@ def test_a_seven_day_spec_generates_rules_that_promtool_proves(tmp_path):
     tests = sorted(p.name for p in (tmp_path / "tests").glob("*.test.yml"))
     r = subprocess.run([promtool, "test", "rules", *tests], cwd=tmp_path / "tests", capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_event_based_alerts_carry_a_minimum_traffic_guard():
+    group = generate_rules(SPEC)["pdf-error-rate"]["groups"][0]
+    fast = [r for r in group["rules"] if r.get("alert") == "SLOErrorBudgetBurnFast"][0]
+    assert fast["expr"].endswith(
+        'and on ()\n(sum(increase(mineru_pdfs_processed_total{job="workers"}[1h])) or vector(0)) + '
+        '(sum(increase(mineru_pdfs_failed_total{job="workers"}[1h])) or vector(0)) >= 20')
+    assert "(Only with at least 20 events in 1h.)" in fast["annotations"]["description"]
+    uptime = generate_rules(SPEC)["inference-server-uptime"]["groups"][0]
+    assert all("increase" not in r["expr"] for r in uptime["rules"] if "alert" in r)  # slices, not events
