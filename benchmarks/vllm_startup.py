@@ -2,7 +2,7 @@
 
 Starts the server N times (default 3) with ``stack.vllm_engine.build_vllm_command`` and prints,
 per run: seconds from spawn to ``GET /health`` 200, the RSS summed over the server's process
-tree after one chat completion, the number of processes, and the median latency of 5
+tree after six chat completions, the number of processes, and the median latency of 5
 completions of 64 tokens. Then the median startup time.
 
     python benchmarks/vllm_startup.py                 # the recipe the local stack uses
@@ -43,6 +43,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listens_on(pid: int, port: int) -> bool:
+    """True when the process tree of ``pid`` owns the listening socket on ``port``: a 200
+    from /health proves nothing if another process grabbed the port first."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
+            return True
+    return False
+
+
 def _apply_variant(variant: str, argv: list[str], env: dict[str, str]) -> None:
     if variant == "multiproc":
         i = argv.index("--distributed-executor-backend")
@@ -53,10 +71,27 @@ def _apply_variant(variant: str, argv: list[str], env: dict[str, str]) -> None:
         argv.remove("--enforce-eager")
 
 
-def _tree_rss_bytes(pid: int) -> tuple[int, int]:
+def _tree_memory_bytes(pid: int) -> tuple[int, int, int]:
+    """RSS and PSS summed over the process tree, and its size. RSS counts pages shared
+    between the processes (torch's libraries) once per process; PSS splits them."""
     root = psutil.Process(pid)
     procs = [root, *root.children(recursive=True)]
-    return sum(p.memory_info().rss for p in procs), len(procs)
+    infos = [p.memory_full_info() for p in procs]
+    return sum(i.rss for i in infos), sum(i.pss for i in infos), len(procs)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> float:
+    """SIGTERM the process group; seconds until every process of it is gone."""
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+    while time.monotonic() - t0 < 60:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    return time.monotonic() - t0
 
 
 def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> dict[str, float]:
@@ -79,7 +114,8 @@ def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> d
                 why = explain_startup_failure(log_path.read_text(errors="replace"), proc.returncode)
                 raise SystemExit(f"vLLM exited with {proc.returncode}: {why}; log {log_path}")
             try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                if (httpx.get(f"{base}/health", timeout=2).status_code == 200
+                        and _listens_on(proc.pid, port)):
                     break
             except httpx.TransportError:
                 pass
@@ -93,9 +129,10 @@ def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> d
             r = httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=headers, timeout=60)
             r.raise_for_status()
             latencies.append(time.monotonic() - t)
-        rss, nprocs = _tree_rss_bytes(proc.pid)
-        return {"startup_s": startup_s, "rss_mib": rss / 2**20, "processes": nprocs,
-                "latency_64tok_s": statistics.median(latencies[1:])}
+        rss, pss, nprocs = _tree_memory_bytes(proc.pid)
+        stop_s = _stop(proc)
+        return {"startup_s": startup_s, "rss_mib": rss / 2**20, "pss_mib": pss / 2**20, "processes": nprocs,
+                "latency_64tok_s": statistics.median(latencies[1:]), "stop_s": stop_s}
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -119,8 +156,9 @@ def main() -> int:
     for i in range(args.runs):
         res = one_run(model_dir, args.variant, args.budget_s, logs / f"run{i}.log")
         results.append(res)
-        print(f"run {i + 1}: startup {res['startup_s']:.1f} s, RSS {res['rss_mib']:.0f} MiB "
-              f"over {res['processes']} processes, 64-token completion {res['latency_64tok_s']:.3f} s",
+        print(f"run {i + 1}: startup {res['startup_s']:.1f} s, RSS {res['rss_mib']:.0f} MiB (PSS {res['pss_mib']:.0f}) "
+              f"over {res['processes']} processes, 64-token completion {res['latency_64tok_s']:.3f} s, "
+              f"SIGTERM to all exited {res['stop_s']:.1f} s",
               flush=True)
     print(f"variant={args.variant} load1={os.getloadavg()[0]:.1f} "
           f"median startup {statistics.median(r['startup_s'] for r in results):.1f} s, "

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
@@ -47,6 +48,24 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _listens_on(pid: int, port: int) -> bool:
+    """True when the process tree of ``pid`` owns the listening socket on ``port``: a 200
+    from /health proves nothing if another process grabbed the port first."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
+            return True
+    return False
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -91,7 +110,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 pytest.fail(f"vLLM exited with {proc.returncode}: {why or 'unknown cause'}; "
                             f"log {log_path}:\n{text[-3000:]}")
             try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                if (httpx.get(f"{base}/health", timeout=2).status_code == 200
+                        and _listens_on(proc.pid, port)):
                     break
             except httpx.TransportError:
                 pass
