@@ -157,6 +157,24 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
     console.print(f"{len(files)} dashboards in {target}, {len(changed)} changed")
 
 
+@app.command()
+def schema(check: Annotated[bool, typer.Option("--check", help="exit 1 if slo/objectives.schema.json is stale")] = False) -> None:
+    """Write the JSON schema of objectives.yaml (for editors and CI validation)."""
+    import json
+
+    from slo.spec import SLOSpec
+
+    path = OBJECTIVES_PATH.with_name("objectives.schema.json")
+    text = json.dumps(SLOSpec.model_json_schema(), indent=2, sort_keys=True) + "\n"
+    if check:
+        if not path.exists() or path.read_text() != text:
+            raise _fail(f"{path} is stale, run `slo schema`", 1)
+        console.print(f"{path.name} up to date")
+        return
+    path.write_text(text)
+    console.print(f"wrote {path}")
+
+
 @openslo_app.command("export")
 def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
                    out: Annotated[Optional[Path], typer.Option(help="write here instead of stdout")] = None) -> None:

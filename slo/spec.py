@@ -70,7 +70,7 @@ class EventRatioSLI(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["event_ratio"]
-    job: JobRole
+    job: JobRole = Field(description="which scrape job exports the counters")
     bad: tuple[str, ...] = Field(min_length=1, description="counters of bad events")
     total: tuple[str, ...] = Field(min_length=1, description="counters whose sum is all events")
 
@@ -89,8 +89,8 @@ class LatencySLI(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["latency"]
-    job: JobRole
-    histogram: str
+    job: JobRole = Field(description="which scrape job exports the histogram")
+    histogram: str = Field(description="catalog histogram (family name, without _bucket)")
     threshold_s: Decimal = Field(gt=0, description="latency bound, seconds; must be a bucket bound of the histogram")
 
     @field_validator("histogram")
@@ -119,7 +119,7 @@ class UptimeSLI(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["uptime"]
-    jobs: tuple[JobRole, ...] = Field(min_length=1)
+    jobs: tuple[JobRole, ...] = Field(min_length=1, description="jobs that must all have a target up")
 
     def metrics(self) -> tuple[str, ...]:
         return ("up",)
@@ -131,11 +131,11 @@ class ThresholdSLI(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["threshold"]
-    job: JobRole
-    metric: str
+    job: JobRole = Field(description="which scrape job exports the metric")
+    metric: str = Field(description="catalog counter (rate_per_hour) or gauge (max)")
     measure: Literal["rate_per_hour", "max"] = Field(description="rate_per_hour of a counter, or max of a gauge over the slice")
-    comparison: Literal["gte", "lte"]
-    threshold: Decimal
+    comparison: Literal["gte", "lte"] = Field(description="good when value >= (gte) or <= (lte) the threshold")
+    threshold: Decimal = Field(description="in the metric's unit (per hour for rate_per_hour)")
     slice_min: int = Field(gt=0, description="length of one time slice, minutes")
     idle_gauge: str | None = Field(None, description="gauge that is 0 when there is no demand; an idle slice counts as good")
 
@@ -158,10 +158,10 @@ class SLO(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=_SLUG, description="slug, used in rule labels and file names")
-    title: str
-    description: str
+    title: str = Field(description="one line for tables, alerts and dashboards")
+    description: str = Field(description="what is measured and why")
     source: str = Field(description="where the objective comes from (document and section)")
-    sli: SLI
+    sli: SLI = Field(description="the indicator, by kind")
     target: Decimal = Field(gt=0, lt=1, description="share of good events (or good slices) required, e.g. 0.995")
     window_d: int = Field(30, gt=0, description="rolling SLO window, days")
     min_events: int = Field(20, ge=1, description="below this many events (or slices) in a window the calculators report insufficient data")
@@ -200,10 +200,10 @@ class SLO(BaseModel):
 class SLOSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: Literal[1]
-    jobs: Jobs = Field(default_factory=Jobs)
+    version: Literal[1] = Field(description="spec format version")
+    jobs: Jobs = Field(default_factory=Jobs, description="Prometheus job names of the scrape targets")
     absent_for_min: int = Field(10, gt=0, description="minutes a needed metric must be missing before SLOMetricAbsent fires")
-    slos: tuple[SLO, ...] = Field(min_length=1)
+    slos: tuple[SLO, ...] = Field(min_length=1, description="the objectives")
 
     @model_validator(mode="after")
     def _unique_and_budget(self) -> "SLOSpec":

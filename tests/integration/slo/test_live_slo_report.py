@@ -79,7 +79,7 @@ def test_a_job_without_data_names_the_slo_and_the_fix(stack, live):
 def test_status_exit_codes_name_the_slos(stack, tmp_path):
     prom, _, _ = stack
     spec = yaml.safe_load(OBJECTIVES_PATH.read_text())
-    spec["jobs"]["workers"] = "no-such-job"
+    spec.setdefault("jobs", {})["workers"] = "no-such-job"
     path = tmp_path / "objectives.yaml"
     path.write_text(yaml.safe_dump(spec))
     args = ["status", "--spec", str(path), "--prometheus", prom.url, "--window", "5m", "--current", "5m", "--step", "1s"]

@@ -75,3 +75,11 @@ def test_bad_window_is_named():
     r = runner.invoke(app, ["report", "--window", "30 days", "--prometheus", "http://127.0.0.1:9"])
     assert r.exit_code == 2
     assert "duration '30 days' is not like 30d, 6h, 5m or 90s" in r.output
+
+
+def test_json_schema_is_committed_and_current():
+    r = runner.invoke(app, ["schema", "--check"])
+    assert r.exit_code == 0, r.output
+    schema = json.loads((Path(__file__).parents[3] / "slo" / "objectives.schema.json").read_text())
+    assert set(schema["$defs"]["SLO"]["properties"]) >= {"name", "sli", "target", "window_d", "runbook_action"}
+    assert schema["$defs"]["LatencySLI"]["properties"]["threshold_s"]["description"].startswith("latency bound, seconds")
