@@ -6,8 +6,11 @@ tree after six chat completions, the number of processes, and the median latency
 completions of 64 tokens. Then the median startup time.
 
     python benchmarks/vllm_startup.py                 # the recipe the local stack uses
-    python benchmarks/vllm_startup.py --variant multiproc   # vLLM's default 3-process layout
-    python benchmarks/vllm_startup.py --variant compile     # without --enforce-eager
+    python benchmarks/vllm_startup.py --variant default --variant multiproc --variant compile
+
+``multiproc`` is vLLM's default layout (model in a third, spawned worker process, OpenMP
+threads bound by vLLM); ``compile`` drops ``--enforce-eager`` (torch.compile warm-up; its
+artifacts are cached under ~/.cache/vllm, so only the first run ever pays the full price).
 
 The variants exist to re-measure the choices documented in stack/vllm_engine.py.
 """
@@ -59,6 +62,9 @@ def _listens_on(pid: int, port: int) -> bool:
         if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
             return True
     return False
+
+
+VARIANTS = ("default", "multiproc", "compile")
 
 
 def _apply_variant(variant: str, argv: list[str], env: dict[str, str]) -> None:
@@ -147,23 +153,31 @@ def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--variant", choices=("default", "multiproc", "compile"), default="default")
+    parser.add_argument("--variant", action="append", choices=VARIANTS,
+                        help="recipe to measure; repeat to compare (runs are interleaved so "
+                             "that every variant sees the same background load)")
     parser.add_argument("--budget-s", type=float, default=300.0, help="startup budget per run")
     args = parser.parse_args()
+    variants = args.variant or ["default"]
     model_dir = ensure_tiny_model()
     logs = Path(tempfile.mkdtemp(prefix="vllm-startup-"))
-    results = []
+    results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     for i in range(args.runs):
-        res = one_run(model_dir, args.variant, args.budget_s, logs / f"run{i}.log")
-        results.append(res)
-        print(f"run {i + 1}: startup {res['startup_s']:.1f} s, RSS {res['rss_mib']:.0f} MiB (PSS {res['pss_mib']:.0f}) "
-              f"over {res['processes']} processes, 64-token completion {res['latency_64tok_s']:.3f} s, "
-              f"SIGTERM to all exited {res['stop_s']:.1f} s",
-              flush=True)
-    print(f"variant={args.variant} load1={os.getloadavg()[0]:.1f} "
-          f"median startup {statistics.median(r['startup_s'] for r in results):.1f} s, "
-          f"median RSS {statistics.median(r['rss_mib'] for r in results):.0f} MiB "
-          f"(logs: {logs})")
+        for variant in variants:
+            res = one_run(model_dir, variant, args.budget_s, logs / f"{variant}-run{i}.log")
+            results[variant].append(res)
+            print(f"{variant} run {i + 1}: startup {res['startup_s']:.1f} s, "
+                  f"RSS {res['rss_mib']:.0f} MiB (PSS {res['pss_mib']:.0f}) over "
+                  f"{res['processes']} processes, 64-token completion "
+                  f"{res['latency_64tok_s']:.3f} s, SIGTERM to all exited {res['stop_s']:.1f} s, "
+                  f"load1 {os.getloadavg()[0]:.1f}", flush=True)
+    for variant, runs in results.items():
+        print(f"{variant}: median of {len(runs)}: startup "
+              f"{statistics.median(r['startup_s'] for r in runs):.1f} s, RSS "
+              f"{statistics.median(r['rss_mib'] for r in runs):.0f} MiB, PSS "
+              f"{statistics.median(r['pss_mib'] for r in runs):.0f} MiB, 64-token completion "
+              f"{statistics.median(r['latency_64tok_s'] for r in runs):.3f} s")
+    print(f"logs: {logs}")
     return 0
 
 
