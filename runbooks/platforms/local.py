@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import time
 import xmlrpc.client
@@ -22,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from infra.spec import Engine, Spec
 from runbooks.actions.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
+from runbooks.platforms.local_procs import (exit_reason, expected_ports, program_index, restart_count,
+                                           with_sim_args)
 from runbooks.platforms.specpatch import (SERVER_SETTINGS, WORKER_SETTINGS, effective_spec, get_path,
                                          prefix_of, typed_changes)
-from stack.components import BuildContext, Component, HealthCheck, build_components
+from stack.components import BuildContext, HealthCheck, build_components
 from stack.health import probe
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
@@ -77,7 +79,7 @@ class LocalPlatform:
             problems.append(f"the stack running at {self.stack.paths.root} is "
                             f"{state.get('stack')!r}, not the spec's {self.base_spec.stack!r}")
         running = state.get("components", {})
-        for name, port in _expected_ports(self.base_spec).items():
+        for name, port in expected_ports(self.base_spec).items():
             got = running.get(name, {}).get("port")
             if got != port:
                 problems.append(f"{name}: the spec says port {port}, the running stack has "
@@ -92,7 +94,7 @@ class LocalPlatform:
                                 f"with `splitstack up --stack {self.base_spec.stack}`")
         names = list(state["components"])
         if component == WORKERS:
-            return sorted((n for n in names if n.startswith("worker-")), key=_index)
+            return sorted((n for n in names if n.startswith("worker-")), key=program_index)
         if component not in names:
             raise Refused(f"component {component!r} is not part of {self.target()}; "
                           f"known: {', '.join(names) or 'none'}")
@@ -129,7 +131,7 @@ class LocalPlatform:
         healthy, detail = (probe(HealthCheck(health["kind"], health["url"]), 1.0)
                            if health else (False, "no health check recorded"))
         ended = statename in ("EXITED", "FATAL", "BACKOFF")
-        reason, code = (_exit_reason(proc, self.stack.paths.logs / "supervisord.log") if ended
+        reason, code = (exit_reason(proc, self.stack.paths.logs / "supervisord.log") if ended
                         else (None, None))
         # Servers are not restarted by supervisord (autorestart=false, like a pod left in
         # CrashLoopBackOff): once EXITED they stay down. Workers come back by themselves.
@@ -137,7 +139,7 @@ class LocalPlatform:
         return ComponentState(
             name=name, state=_STATES.get(statename, statename.lower()), healthy=healthy,
             detail=detail, exit_reason=reason, exit_code=code, failed=failed,
-            restarts=_restarts(self.stack.paths.logs / "supervisord.log", name),
+            restarts=restart_count(self.stack.paths.logs / "supervisord.log", name),
             pids_or_pods=[str(proc["pid"])] if proc.get("pid") else [],
             nodes=[socket.gethostname()], version=self._version(name))
 
@@ -193,7 +195,7 @@ class LocalPlatform:
     def _reload(self, spec: Spec, programs: list[str]) -> None:
         paths = self.stack.paths
         ctx = BuildContext(spec, paths, self.stack.project_root, resolve_api_key(spec, paths))
-        components = [_with_sim_args(c, spec) for c in build_components(ctx)]
+        components = [with_sim_args(c, spec) for c in build_components(ctx)]
         tmp = paths.supervisord_conf.with_suffix(".tmp")
         tmp.write_text(render_config(components, paths))
         os.replace(tmp, paths.supervisord_conf)
@@ -268,60 +270,6 @@ class LocalPlatform:
 
     def set_secret_value(self, name: str, key: str, value: str) -> None:
         self.secret_value(name, key)
-
-
-def _with_sim_args(component: Component, spec: Spec) -> Component:
-    # The launcher passes extra_args to vLLM only; simulator flags (e.g. `--fault ...`) in
-    # extra_args reach the simulator here, so an upgrade drill can carry them.
-    if component.role != "server":
-        return component
-    server = next(s for s in spec.inference_servers if f"server-{s.name}" == component.name)
-    if server.engine is not Engine.sim or not server.extra_args:
-        return component
-    from dataclasses import replace
-
-    return replace(component, argv=[*component.argv, *server.extra_args])
-
-
-def _expected_ports(spec: Spec) -> dict[str, int]:
-    ports = {"queue": spec.queue.port, "prometheus": spec.observability.prometheus_port}
-    for s in spec.inference_servers:
-        if s.replicas > 0:
-            ports[f"server-{s.name}"] = s.port
-    return ports
-
-
-def _index(name: str) -> int:
-    return int(name.rsplit("-", 1)[1])
-
-
-def _exit_reason(proc: dict, supervisord_log: Path) -> tuple[str | None, int | None]:
-    code = proc.get("exitstatus")
-    # supervisord's own log says how the process ended: "exited: server-vlm (terminated by
-    # SIGKILL; not expected)" or "(exit status 70; not expected)"; the RPC only has the code.
-    last = None
-    try:
-        for line in supervisord_log.read_text(errors="replace").splitlines():
-            m = re.search(r"(?:exited|gave up): " + re.escape(proc.get("name", "")) + r" \(([^)]*)\)", line)
-            if m:
-                last = m.group(1)
-    except OSError:
-        pass
-    if last and "SIGKILL" in last:
-        return f"{last} (the kernel OOM killer, or kill -9)", code
-    if last:
-        return last, code
-    spawnerr = proc.get("spawnerr") or proc.get("description") or ""
-    return (f"spawn error: {spawnerr}" if spawnerr else f"exit status {code}"), code
-
-
-def _restarts(supervisord_log: Path, program: str) -> int:
-    # supervisord logs "spawned: 'name'" per start; more than one is a restart.
-    try:
-        text = supervisord_log.read_text(errors="replace")
-    except OSError:
-        return 0
-    return max(0, text.count(f"spawned: '{program}'") - 1)
 
 
 __all__ = ["LocalPlatform", "effective_spec"]
