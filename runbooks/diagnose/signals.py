@@ -49,8 +49,13 @@ class Signals:
     def __post_init__(self) -> None:
         if self.client is None:
             from prometheus_api_client import PrometheusConnect
+            from urllib3.util.retry import Retry
 
-            self.client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=self.timeout_s)
+            # The client's default retry backs off 1+2+4 s: too slow to say "unreachable" at 3 a.m.
+            retry = Retry(total=2, backoff_factor=0.1, status_forcelist=[502, 503, 504],
+                          allowed_methods=["GET", "POST"])
+            self.client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=self.timeout_s,
+                                            retry=retry)
 
     def query(self, promql: str) -> list[tuple[dict[str, str], float]]:
         import requests

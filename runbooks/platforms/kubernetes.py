@@ -49,8 +49,11 @@ class KubernetesPlatform:
     def from_kubeconfig(cls, spec: Spec, context: str | None = None) -> KubernetesPlatform:
         from kubernetes import client, config
 
+        import os
+
         try:
-            config.load_kube_config(context=context)
+            # KUBECONFIG read now, not at the client's import (its default is frozen then).
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), context=context)
         except (config.ConfigException, OSError) as exc:
             try:
                 config.load_incluster_config()

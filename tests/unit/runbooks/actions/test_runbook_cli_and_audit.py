@@ -69,3 +69,35 @@ def test_audit_log_appends_and_survives_a_torn_line(tmp_path):
     assert len(log.restarts_since("t", "server-a", 50.0)) == 1
     assert log.restarts_since("t", "server-a", 101.0) == []
     assert log.restarts_since("other", "server-a", 0.0) == []
+
+
+def test_no_kubernetes_credentials_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = runner.invoke(app(), ["restart-server", "--stack", "prod", "--apply",
+                                   "--audit-log", str(tmp_path / "audit.jsonl")])
+    assert result.exit_code == 2, result.output
+    assert "no Kubernetes credentials" in result.output and "set KUBECONFIG or pass --kube-context" in result.output
+
+
+def test_unreachable_cluster_is_a_clear_failure_with_no_change(tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: ctx, context: {{cluster: c, user: u, namespace: splitstack}}}}]
+current-context: ctx
+""")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    audit = tmp_path / "audit.jsonl"
+    result = runner.invoke(app(), ["restart-server", "--stack", "prod", "--apply", "--audit-log", str(audit)])
+    assert result.exit_code == 1, result.output
+    assert "platform error, nothing more was changed: the cluster is unreachable" in result.output
+    assert "check the kube context 'current-context'" in result.output
+    assert json.loads(audit.read_text())["outcome"] == "failed"

@@ -1,0 +1,70 @@
+"""The plan runner's compensation paths, and how supervisord's log is read for exit reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runbooks.actions.runner import Step, StepFailed, run_plan
+from runbooks.platforms.local_procs import exit_reason, restart_count
+
+
+def _fail(msg: str):
+    def f() -> str:
+        raise StepFailed(msg)
+    return f
+
+
+def test_failure_undoes_completed_steps_in_reverse_including_the_failing_one(make_ctx):
+    log: list[str] = []
+    steps = [Step("set", "a", "", lambda: log.append("do a"), undo=lambda: log.append("undo a")),
+             Step("set", "b", "", lambda: log.append("do b"), undo=lambda: log.append("undo b")),
+             Step("check", "b", "", _fail("b is not healthy"))]
+    report = run_plan(make_ctx(apply=True), "x", steps, summary="s")
+    assert report.outcome == "rolled_back"
+    assert log == ["do a", "do b", "undo b", "undo a"]
+    assert report.done[-2:] == ["undo set b", "undo set a"]
+
+
+def test_a_failing_undo_is_reported_as_needing_a_human(make_ctx):
+    steps = [Step("set", "a", "", lambda: None, undo=_fail("cluster went away")),
+             Step("check", "a", "", _fail("not healthy"))]
+    report = run_plan(make_ctx(apply=True), "x", steps, summary="s")
+    assert report.outcome == "failed"
+    assert "compensation failed too: the deployment needs a human" in report.summary
+    assert "FAILED undo set a: cluster went away" in report.done
+
+
+def test_a_step_marked_not_to_compensate_keeps_earlier_changes(make_ctx):
+    undone: list[str] = []
+    steps = [Step("cordon", "n1", "", lambda: None, undo=lambda: undone.append("uncordon")),
+             Step("check", "srv", "", _fail("still pending"), compensate=False)]
+    report = run_plan(make_ctx(apply=True), "x", steps, summary="s")
+    assert report.outcome == "failed" and undone == []
+    assert "the changes before it are kept on purpose" in report.summary
+
+
+def test_dry_run_executes_nothing(make_ctx):
+    ran: list[str] = []
+    report = run_plan(make_ctx(), "x", [Step("set", "a", "v", lambda: ran.append("a"))], summary="set a")
+    assert report.outcome == "planned" and ran == [] and report.summary == "would set a"
+
+
+SUPERVISORD_LOG = """\
+2026-11-26 03:00:01,000 INFO spawned: 'server-vlm' with pid 100
+2026-11-26 03:00:02,000 INFO success: server-vlm entered RUNNING state, process has stayed up for > than 1 seconds (startsecs)
+2026-11-26 03:00:09,000 WARN exited: server-vlm (terminated by SIGKILL; not expected)
+2026-11-26 03:00:10,000 INFO spawned: 'server-vlm' with pid 200
+2026-11-26 03:00:12,000 WARN exited: server-vlm (exit status 70; not expected)
+2026-11-26 03:00:12,500 WARN exited: worker-0 (terminated by SIGKILL; not expected)
+"""
+
+
+def test_exit_reason_is_the_programs_last_exit_line(tmp_path: Path):
+    log = tmp_path / "supervisord.log"
+    log.write_text(SUPERVISORD_LOG)
+    assert exit_reason({"name": "server-vlm", "exitstatus": 70}, log) == ("exit status 70; not expected", 70)
+    reason, _ = exit_reason({"name": "worker-0", "exitstatus": -1}, log)
+    assert reason == "terminated by SIGKILL; not expected (the kernel OOM killer, or kill -9)"
+    assert exit_reason({"name": "queue", "exitstatus": 0, "spawnerr": "can't find command"}, log) == (
+        "spawn error: can't find command", 0)
+    assert restart_count(log, "server-vlm") == 1 and restart_count(log, "queue") == 0
