@@ -18,12 +18,12 @@ PYEOF
 printf '%-10s %8s %10s  %s\n' extra seconds venv_MiB packages
 for extra in infra infra-eks infra-gke infra-aks; do
   "$PY" -m venv "$WORK/$extra"
-  "$WORK/$extra/bin/pip" install -q --upgrade pip >/dev/null
+  "$WORK/$extra/bin/pip" install -q --upgrade pip >/dev/null 2>&1
   base=$(du -sm "$WORK/$extra" | cut -f1)
   pkgs=$(extras infra)
   [ "$extra" != infra ] && pkgs="$pkgs $(extras "$extra")"
   start=$(date +%s.%N)
-  eval "\"$WORK/$extra/bin/pip\" install -q --no-cache-dir $pkgs" >/dev/null
+  eval "\"$WORK/$extra/bin/pip\" install -q --no-cache-dir $pkgs" >/dev/null 2>&1
   end=$(date +%s.%N)
   size=$(( $(du -sm "$WORK/$extra" | cut -f1) - base ))
   vers=$("$WORK/$extra/bin/pip" list 2>/dev/null | awk '/^pulumi/ {printf "%s=%s ", $1, $2}')
