@@ -23,6 +23,7 @@ from tenacity.wait import wait_exponential_jitter
 from worker.breaker import CircuitBreaker
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
 from worker.metrics import WorkerMetrics
+from worker.otel import Tracer
 from worker.tracing import current_trace
 
 # Requests sent on behalf of the job the current task works on (read into its metadata); a
@@ -67,11 +68,13 @@ class InferenceClient:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.breaker = breaker
         self.metrics = metrics
         self.max_retries = max_retries
+        self.tracer = tracer or Tracer()
         self._wait = wait_exponential_jitter(multiplier=backoff_initial_s, max=backoff_max_s)
         self._slots = asyncio.Semaphore(concurrency)  # per worker, across all its jobs
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -123,10 +126,14 @@ class InferenceClient:
                 f"circuit breaker is open after repeated failures of {self.base_url}; "
                 f"next trial in {self.breaker.seconds_until_trial():.0f} s"
             )
-        headers = {}
         trace = current_trace.get()
-        if trace is not None:
-            headers["traceparent"] = trace.child().traceparent
+        if trace is None:
+            return await self._send(body, {})
+        with self.tracer.span("mineru.vllm.chat_completion", trace, **{"http.url": self.base_url + CHAT_PATH}) as span:
+            return await self._send(body, {"traceparent": span.traceparent})
+
+    async def _send(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        m = self.metrics
         async with self._slots:
             m.requests.labels(CHAT_PATH).inc()
             self.requests_sent += 1

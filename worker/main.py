@@ -21,6 +21,7 @@ from worker.config import ENV_SPEC_FILE, ConfigError, WorkerSettings, settings_f
 from worker.health import serve
 from worker.logs import log, setup_logging
 from worker.metrics import WorkerMetrics
+from worker.otel import tracer_from_env
 from worker.queue import JobQueue
 from worker.runner import Worker
 from worker.store import DirectoryStore
@@ -71,7 +72,7 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
     inference = InferenceClient(
         settings.server_url, api_key=settings.api_key, breaker=breaker, metrics=metrics,
         concurrency=pool.concurrency_per_worker, request_timeout_s=pool.request_timeout_s,
-        max_retries=pool.max_retries,
+        max_retries=pool.max_retries, tracer=tracer_from_env(f"splitstack-worker-{settings.index}"),
     )
     redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=True,
                                     socket_timeout=10, socket_connect_timeout=5)

@@ -194,13 +194,18 @@ class Worker:
     async def _handle(self, d: Delivery) -> None:
         self.metrics.in_flight.inc()
         job = d.job
+        root = (parse_traceparent(job.traceparent) if job else None) or new_trace()
         if job is not None:
             job_id_var.set(job.job_id)
             correlation_id_var.set(job.correlation_id or job.job_id)
-            current_trace.set(parse_traceparent(job.traceparent) or new_trace())
         request_counter.set([0])
         try:
-            await self._process(d)
+            with self.inference.tracer.span("mineru.job", root, **{
+                    "splitstack.job_id": job.job_id if job else "", "messaging.message.id": d.message_id}) as span:
+                # Export on: the job span is the parent of every request span. Export off: the
+                # job keeps the submitter's trace id (root), each request gets a child span id.
+                current_trace.set(span if self.inference.tracer.exporting else root)
+                await self._process(d)
         except asyncio.CancelledError:
             with suppress(RedisError, OSError):
                 await self.queue.release(d)
