@@ -85,13 +85,16 @@ def build(spec: Spec, root: Path) -> Deployment:
     policies = NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
     queue = QueueComponent("queue", QueueArgs(spec), opts=opts)
     store = OutputStoreComponent("outputs", OutputStoreArgs(spec), opts=opts)
+    # ServiceMonitors need the operator's CRDs: wait for kube-prometheus-stack when we install it.
+    workload_opts = pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(depends_on=[observability]))
     if spec.deployment_mode is DeploymentMode.split:
         for i, server in enumerate(spec.inference_servers):
             out.servers.append(InferenceServerComponent(
                 f"server-{server.name}",
-                InferenceServerArgs(spec, server, f"inference_servers[{i}]"), opts=opts))
+                InferenceServerArgs(spec, server, f"inference_servers[{i}]"), opts=workload_opts))
     out.workers = WorkerPoolComponent(
-        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name), opts=opts)
+        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name), opts=workload_opts)
     out.outputs = stack_outputs(spec, observability.prometheus_url)
     out.roots = [pool, addons, namespace, observability, policies, queue, store, *out.servers,
                  out.workers]

@@ -178,3 +178,42 @@ def test_outputs_name_urls_and_commands():
     mono = stack_outputs(make_spec("existing", "monolithic"), "http://prom")
     assert mono["server_url"] is None and mono["server_urls"] == {}
     assert mono["commands"]["logs_workers"].endswith("deploy/worker-gpu -f")
+
+
+def _project(tmp_path, rules_text: str, dashboard_text: str):
+    (tmp_path / "alerts" / "generated").mkdir(parents=True)
+    (tmp_path / "alerts" / "mine.rules.yml").write_text(rules_text)
+    (tmp_path / "dashboards").mkdir()
+    (tmp_path / "dashboards" / "pipeline.json").write_text(dashboard_text)
+    return tmp_path
+
+
+RULES = "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 1m\n"
+
+
+def test_dashboards_become_sidecar_configmaps(tmp_path, mocks):
+    root = _project(tmp_path, RULES, '{"title": "Pipeline", "panels": []}')
+
+    @pulumi.runtime.test
+    def run():
+        build(make_spec("existing", "split"), root)
+
+    run()
+    (cm,) = [o for o in mocks.kubernetes_objects if o["kind"] == "ConfigMap"]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["data"] == {"splitstack-dashboard-pipeline.json": '{"title": "Pipeline", "panels": []}'}
+    (rule,) = [o for o in mocks.kubernetes_objects if o["kind"] == "PrometheusRule"]
+    assert rule["metadata"]["name"] == "splitstack-mine"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"]["groups"][0]["rules"][0]["alert"] == "A"
+    assert rule["metadata"]["annotations"]["splitstack.dev/source"] == "alerts/mine.rules.yml"
+
+
+def test_bad_rule_and_dashboard_files_are_named(tmp_path):
+    from infra.components.observability import load_dashboards, load_rule_files
+
+    root = _project(tmp_path, "rules: []\n", "{not json")
+    with pytest.raises(ValueError, match=r"mine.rules.yml: no 'groups:' list"):
+        load_rule_files(root / "alerts")
+    with pytest.raises(ValueError, match=r"pipeline.json: not valid JSON"):
+        load_dashboards(root / "dashboards")
