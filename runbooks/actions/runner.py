@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from runbooks.actions.context import ActionContext
-from runbooks.actions.model import PlannedStep, PlatformError, Report
+from runbooks.actions.model import PlannedStep, PlatformError, Refused, Report
 from runbooks.platforms.base import ComponentState
 
 
@@ -55,7 +55,8 @@ def run_plan(ctx: ActionContext, action: str, steps: Sequence[Step], *, summary:
         completed.append(step)
         try:
             detail = step.do()
-        except (StepFailed, PlatformError) as exc:
+        except (StepFailed, PlatformError, Refused) as exc:
+            # Refused mid-plan (e.g. permissions lost) still leaves earlier steps done: compensate.
             done.append(f"FAILED {step.verb} {step.target}: {exc}")
             if not step.compensate:
                 return Report(outcome="failed", summary=f"{step.verb} {step.target} failed ({exc}); "
@@ -83,7 +84,7 @@ def _compensate(completed: list[Step]) -> tuple[list[str], bool]:
         try:
             detail = step.undo()
             lines.append(f"undo {step.verb} {step.target}" + (f": {detail}" if detail else ""))
-        except (StepFailed, PlatformError) as exc:
+        except (StepFailed, PlatformError, Refused) as exc:
             ok = False
             lines.append(f"FAILED undo {step.verb} {step.target}: {exc}")
     return lines, ok

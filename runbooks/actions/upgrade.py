@@ -59,6 +59,11 @@ def upgrade_server(ctx: ActionContext, p: UpgradeServerParams) -> Report:
         raise Refused(f"{comp} is not healthy before the upgrade ({state.detail}): the checks after "
                       "it could not tell the new version's fault from the old one; fix it first "
                       "(`runbook diagnose`)")
+    reach = ctx.platform.http(comp, "GET", "/v1/models", timeout_s=ctx.safety.test_inference_timeout_s)
+    if reach.status != 200:
+        raise Refused(f"{comp}: GET /v1/models answers HTTP {reach.status or 'nothing'} before the "
+                      "upgrade, so the test inference after it could not pass and a good version "
+                      f"would be rolled back; fix access first ({reach.text[:160]})")
     before = {k: current.get(k) for k in changes}
     budget = min(server.startup_budget_s, ctx.safety.ready_timeout_s)
 

@@ -208,21 +208,40 @@ class FakeKube:
         self.calls.append(("patch_secret", name))
         self.secrets[name].update(body["data"])
 
-    def connect_get_namespaced_service_proxy_with_path(self, name, namespace, path, **kw):
-        return self._proxy(name, path)
-
-    def connect_post_namespaced_service_proxy_with_path(self, name, namespace, path, **kw):
-        self.calls.append(("proxy_post", (name, path, kw.get("body"))))
-        return self._proxy(name, path)
-
-    def _proxy(self, name: str, path: str) -> str:
-        status, body = self.proxy.get(path, (200, '{"choices":[{"message":{"content":"ok"}}]}'))
-        if status != 200:
-            raise ApiException(status=status, reason="proxy", http_resp=None)
-        return body
+    @property
+    def api_client(self) -> FakeApiClient:
+        return FakeApiClient(self)
 
     def changes(self) -> list[tuple[str, Any]]:
         return [c for c in self.calls if c[0] not in ("log",)]
+
+
+class FakeResponse:
+    def __init__(self, status: int, body: str) -> None:
+        self.status, self._body = status, body.encode()
+
+    def read(self) -> bytes:
+        return self._body
+
+
+class FakeApiClient:
+    """The two ApiClient calls the platform's service-proxy requests use."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+
+    def param_serialize(self, method, resource_path, header_params=None, body=None, auth_settings=None):
+        assert auth_settings == ["BearerToken"]
+        return method, "https://k8s.test" + resource_path, header_params, body, []
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        self.kube._maybe_fail("call_api")
+        prefix, _, path = url.partition("/proxy/")
+        service = prefix.rsplit("/", 1)[1]
+        assert prefix.endswith(f"/api/v1/namespaces/{self.kube.ns}/services/{service}")
+        self.kube.calls.append((f"proxy_{method.lower()}", (service, path, body)))
+        default = '{"choices":[{"message":{"content":"ok"}}]}' if path.endswith("completions") else '{"data":[]}'
+        return FakeResponse(*self.kube.proxy.get(path, (200, default)))
 
 
 def _b64(text: str) -> str:

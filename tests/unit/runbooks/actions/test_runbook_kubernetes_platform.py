@@ -81,3 +81,43 @@ def test_nodes_read_readiness_and_gpus(platform, kube):
     nodes = {n.name: n for n in platform.nodes()}
     assert nodes["gpu-0"].ready and nodes["gpu-0"].gpu_allocatable == 1
     assert not nodes["gpu-1"].ready and "NodeStatusUnknown" in nodes["gpu-1"].conditions["Ready"]
+
+
+def test_service_proxy_request_through_the_real_client(prod_spec):
+    """The real ApiClient against a loopback HTTP server standing in for the API server."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kubernetes import client
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server API
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append({"path": self.path, "auth": self.headers["Authorization"], "body": json.loads(body)})
+            data = b'{"choices":[{"message":{"content":"hi"}}]}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+        config.api_key = {"authorization": "token-123"}
+        config.api_key_prefix = {"authorization": "Bearer"}
+        api = client.ApiClient(config)
+        platform = KubernetesPlatform(prod_spec, client.CoreV1Api(api), client.AppsV1Api(api))
+        result = platform.http(SERVER, "POST", "/v1/chat/completions", {"model": "mineru-vlm"})
+    finally:
+        server.shutdown()
+    assert result.status == 200 and '"hi"' in result.text
+    assert seen == [{"path": "/api/v1/namespaces/splitstack/services/mineru-vlm:8000/proxy/v1/chat/completions",
+                     "auth": "Bearer token-123", "body": {"model": "mineru-vlm"}}]
