@@ -99,3 +99,34 @@ def test_pack_reports_a_broken_object(mocks, after_build):
         assert any("matches no Service" in m for m in run_stack_policies(monitors))
 
     return after_build(deployment, check)
+
+
+def test_the_pack_serves_its_policies_over_grpc():
+    """Start infra/policy as the Pulumi engine does (a process that prints its port), then ask
+    the analyzer for its policies through the real gRPC interface."""
+    import subprocess
+    import sys
+
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    from infra.spec_loader import project_root
+
+    proc = subprocess.Popen([sys.executable, str(project_root() / "infra" / "policy" / "__main__.py")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().strip())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=30)
+            info = analyzer_pb2_grpc.AnalyzerStub(channel).GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+        assert info.name == "splitstack"
+        assert {p.name for p in info.policies} == {p.name for p in POLICIES}
+        assert all(p.description for p in info.policies)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
