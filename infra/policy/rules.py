@@ -1,68 +1,18 @@
 """The rules. Each returns a list of violations (empty = compliant), each naming the object,
-what is wrong and the fix. Resource rules see one object; stack rules see all of them."""
+what is wrong and the fix. Resource rules see one object; stack rules (stack_rules.py) see all."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-GPU = "nvidia.com/gpu"
-# Annotations the program writes on pod templates so a policy can check its derived numbers.
-STARTUP_BUDGET_ANNOTATION = "splitstack.dev/startup-budget-s"
-GPU_HEADROOM_ANNOTATION = "splitstack.dev/gpu-headroom"
-MIN_STARTUP_BUDGET_S = 300  # below this no real model downloads + loads + compiles
-SECRET_NAME = re.compile(r"(KEY|TOKEN|PASSWORD|SECRET|CREDENTIAL)", re.IGNORECASE)
-SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--password")
-WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
-
-Obj = dict[str, Any]
-
-
-def ident(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{obj.get('kind')} {meta.get('namespace', '')}/{meta.get('name', '?')}"
-
-
-def pod_template(obj: Obj) -> tuple[dict, dict] | None:
-    """(template metadata, pod spec) of a workload or Pod, else None."""
-    kind = obj.get("kind")
-    spec = obj.get("spec") or {}
-    if kind == "Pod":
-        return obj.get("metadata") or {}, spec
-    if kind in WORKLOADS:
-        template = spec.get("template") or {}
-        return template.get("metadata") or {}, template.get("spec") or {}
-    if kind == "CronJob":
-        template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
-        return template.get("metadata") or {}, template.get("spec") or {}
-    return None
-
-
-def containers(pod: dict, init: bool = True) -> Iterator[dict]:
-    yield from pod.get("containers") or []
-    if init:
-        yield from pod.get("initContainers") or []
-
-
-def gpu_count(pod: dict) -> int:
-    total = 0
-    for c in containers(pod):
-        res = c.get("resources") or {}
-        for part in ("limits", "requests"):
-            value = (res.get(part) or {}).get(GPU)
-            if value is not None:
-                total = max(total, int(value))
-    return total
-
-
-def is_gpu_workload(obj: Obj) -> bool:
-    found = pod_template(obj)
-    return found is not None and gpu_count(found[1]) > 0
-
-
-# ---- resource rules -------------------------------------------------------------------------
+from infra.policy.objects import (  # noqa: F401  (re-exported for the pack and the tests)
+    GPU, GPU_HEADROOM_ANNOTATION, MIN_STARTUP_BUDGET_S, SECRET_FLAGS, SECRET_NAME,
+    STARTUP_BUDGET_ANNOTATION, WORKLOADS, Obj, containers, gpu_count, ident, is_gpu_workload,
+    pod_template,
+)
+from infra.policy.stack_rules import network_policy_coverage, service_monitor_selectors
 
 def probes_and_budgets(obj: Obj) -> list[str]:
     """GPU servers: startup probe budget >= the declared startup budget; readiness + liveness;
@@ -257,78 +207,6 @@ def keda_triggers(obj: Obj) -> list[str]:
             if missing:
                 out.append(f"{ident(obj)}: redis-streams trigger lacks {missing}; queue-lag "
                            "scaling needs stream, consumerGroup and lagCount")
-    return out
-
-
-# ---- stack rules ----------------------------------------------------------------------------
-
-def _selects(selector: dict, labels: dict) -> bool:
-    match = selector.get("matchLabels") or {}
-    return all(labels.get(k) == v for k, v in match.items()) and not selector.get(
-        "matchExpressions")
-
-
-def network_policy_coverage(objs: list[Obj]) -> list[str]:
-    """Each namespace with workloads has default deny (ingress + egress), and every container
-    port of every workload is opened by some ingress rule of a policy selecting its pods."""
-    policies = [o for o in objs if o.get("kind") == "NetworkPolicy"]
-    out = []
-    namespaces = {(o.get("metadata") or {}).get("namespace") for o in objs if pod_template(o)}
-    for ns in sorted(n for n in namespaces if n):
-        deny = [p for p in policies if (p["metadata"].get("namespace") == ns
-                and (p.get("spec") or {}).get("podSelector") in ({}, None)
-                and set((p.get("spec") or {}).get("policyTypes") or []) >= {"Ingress", "Egress"}
-                and not p["spec"].get("ingress") and not p["spec"].get("egress"))]
-        if not deny:
-            out.append(f"namespace {ns}: no default-deny NetworkPolicy (podSelector {{}}, "
-                       "policyTypes [Ingress, Egress], no rules); add one")
-    for obj in objs:
-        found = pod_template(obj)
-        if found is None:
-            continue
-        labels = found[0].get("labels") or {}
-        ns = obj["metadata"].get("namespace")
-        opened: set[Any] = set()
-        for p in policies:
-            spec = p.get("spec") or {}
-            if p["metadata"].get("namespace") != ns or not _selects(spec.get("podSelector") or {}, labels):
-                continue
-            for rule in spec.get("ingress") or []:
-                for port in rule.get("ports") or []:
-                    opened.add(port.get("port"))
-        for c in found[1].get("containers") or []:
-            for port in c.get("ports") or []:
-                if port.get("containerPort") not in opened and port.get("name") not in opened:
-                    out.append(f"{ident(obj)}: container port {port.get('containerPort')} is "
-                               "not opened by any NetworkPolicy ingress rule; with default deny "
-                               "nothing reaches it (add the allowed flow)")
-    return out
-
-
-def service_monitor_selectors(objs: list[Obj]) -> list[str]:
-    """Every ServiceMonitor selects a Service in its namespaces, by labels it really has, and
-    scrapes a port name that Service defines."""
-    services = [o for o in objs if o.get("kind") == "Service"]
-    out = []
-    for sm in (o for o in objs if o.get("kind") == "ServiceMonitor"):
-        spec = sm.get("spec") or {}
-        names = ((spec.get("namespaceSelector") or {}).get("matchNames")
-                 or [sm["metadata"].get("namespace")])
-        hits = [s for s in services if s["metadata"].get("namespace") in names
-                and _selects(spec.get("selector") or {}, s["metadata"].get("labels") or {})]
-        if not hits:
-            out.append(f"{ident(sm)}: selector {spec.get('selector')} matches no Service's "
-                       "labels; Prometheus would scrape nothing: copy the Service's labels")
-            continue
-        ports = {p.get("name") for s in hits for p in (s.get("spec") or {}).get("ports") or []}
-        for ep in spec.get("endpoints") or []:
-            if ep.get("port") and ep["port"] not in ports:
-                out.append(f"{ident(sm)}: endpoint port {ep['port']!r} is not a port name of "
-                           f"the selected Service(s) (have {sorted(p for p in ports if p)})")
-        job = spec.get("jobLabel")
-        if job and not all(job in (s["metadata"].get("labels") or {}) for s in hits):
-            out.append(f"{ident(sm)}: jobLabel {job!r} is missing from a selected Service's "
-                       "labels; the job label (used by alerts/) would fall back to the name")
     return out
 
 
