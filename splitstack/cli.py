@@ -17,6 +17,7 @@ from infra.spec_loader import SpecError, load_stack, project_root
 from infra.spec_schema import SCHEMA_PATH, render_schema
 from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
+from stack.presets import engine_overrides
 
 app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
 spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
@@ -28,9 +29,7 @@ StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi
 
 
 def _overrides(engine: Optional[Engine], workers: Optional[int]) -> dict:
-    out: dict = {}
-    if engine is not None:
-        out["inference_servers.0.engine"] = engine.value
+    out: dict = engine_overrides(engine) if engine is not None else {}
     if workers is not None:
         out["worker_pool.replicas"] = workers
     return out
@@ -84,11 +83,13 @@ def _print_status(local: LocalStack) -> bool:
     if not rows:
         console.print("the local stack is not running (`splitstack up` starts it)")
         return False
-    table = Table("component", "process", "pid", "health", "url", "log")
+    table = Table("component", "process", "pid", "health", "url")
+    table.columns[4].overflow = "fold"
     for r in rows:
         health = "[green]ok[/green]" if r["healthy"] else f"[red]{r['detail']}[/red]"
-        table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"], r["log"])
+        table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"])
     console.print(table)
+    console.print(f"logs: {local.paths.logs} (`splitstack logs COMPONENT`)")
     return all(r["healthy"] for r in rows)
 
 

@@ -33,6 +33,9 @@ def check_ports_free(spec: Spec) -> None:
         if component.startswith("server:") and spec.server(component[7:]).replicas == 0:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the servers themselves do: connections in TIME_WAIT from a stack that just
+            # stopped must not count as "in use"; only a listener does.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind((spec.local.host, port))
             except OSError:

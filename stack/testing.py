@@ -8,6 +8,7 @@ from typing import Any
 
 from infra.spec_loader import load_stack, project_root
 from stack.launcher import LocalStack
+from stack.presets import with_presets
 
 ROOT = project_root(Path(__file__))
 
@@ -30,5 +31,5 @@ def local_stack(state_dir: Path, **overrides: Any) -> LocalStack:
         "observability.scrape_interval_s": 1,
         "observability.evaluation_interval_s": 1,
     }
-    spec = load_stack("local", ROOT, overrides={**base, **overrides})
+    spec = load_stack("local", ROOT, overrides=with_presets({**base, **overrides}))
     return LocalStack(spec, ROOT)

@@ -177,3 +177,13 @@ def test_schema_file_is_current() -> None:
     assert SCHEMA_PATH.read_text() == render_schema(), (
         "infra/spec.schema.json is stale: run `splitstack spec schema --write` and commit it"
     )
+
+
+def test_sim_preset_gives_the_context_of_the_model_it_imitates() -> None:
+    from stack.presets import engine_overrides, with_presets
+
+    spec = load_stack("local", ROOT, overrides=engine_overrides("sim"))
+    server = spec.worker_server
+    assert (server.engine, server.max_model_len, server.model.vision) == (Engine.sim, 16384, True)
+    explicit = with_presets({"inference_servers.0.engine": "sim", "inference_servers.0.max_model_len": 8192})
+    assert load_stack("local", ROOT, overrides=explicit).worker_server.max_model_len == 8192
