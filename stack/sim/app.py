@@ -266,7 +266,8 @@ class SimApp:
 
     def _check_common(self, req) -> None:
         self._check_model(req.model)
-        if req.stream_options is not None and not req.stream:
+        # vLLM tests the raw value's truthiness: an empty stream_options object is accepted
+        if req.stream_options is not None and req.stream_options.model_dump(exclude_unset=True) and not req.stream:
             raise bad_request("Stream options can only be defined when `stream=True`. (parameter=stream_options)",
                               "stream_options")
         value = _max_tokens(req)  # vLLM reports max_completion_tokens as max_tokens too

@@ -110,7 +110,8 @@ def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8) -> Iterator[Se
     from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
     from stack.vllm_engine import build_vllm_command
 
-    model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny")
+    # own folder: other tests and the local stack (re)generate .cache/models/tiny concurrently
+    model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny-sim-contract")
     port = free_port()
     argv, env = build_vllm_command(
         python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME, host="127.0.0.1",
