@@ -36,6 +36,21 @@ class LoopClock:
         await asyncio.sleep(seconds)
 
 
+class VirtualClock:
+    """Simulated time that jumps instead of waiting: the whole server runs at CPU speed, so tests
+    (and capacity rehearsals) see seconds of simulated load in milliseconds."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+        await asyncio.sleep(0)
+
+
 class Stream:
     """Per-request hand-off between the engine task and the HTTP response."""
 
