@@ -26,6 +26,10 @@ from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
 from infra.spec import Cloud, DeploymentMode, Spec, Target
 
 
+BENCH_SCENARIO = "chat-images"  # bench/scenarios: vision chat, what the workers send
+BENCH_GATE = "phase1-server"  # bench/gates: the server alone, before workers
+
+
 @dataclass
 class Deployment:
     spec: Spec
@@ -114,7 +118,9 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, o
     forward["prometheus"] = (f"kubectl -n {naming.MONITORING_NAMESPACE} port-forward "
                              f"svc/{prom_service} 9090:9090")
     key_env = server.api_key.env if server.api_key else None
-    bench_url = f"http://127.0.0.1:{server.port}"
+    target = (f"--url http://127.0.0.1:{server.port} --model {server.model.name}"
+              + (f" --api-key-env {key_env}" if key_env else ""))
+    pool = spec.gpu_node_pool
     return {
         "namespace": ns,
         "deployment_mode": spec.deployment_mode.value,
@@ -124,10 +130,15 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, o
         "prometheus_url": prometheus_url,
         "port_forward": forward,
         "commands": {
-            "bench": (f"bench run --url {bench_url} --model {server.model.name}"
-                      + (f" --api-key-env {key_env}" if key_env else "")
-                      + " --prometheus-url http://127.0.0.1:9090"),
-            "runbooks": f"runbook --stack {spec.stack} --namespace {ns}",
+            # After the port-forwards above: the bench and runbooks against this deployment.
+            "bench": f"bench run {BENCH_SCENARIO} {target} --max-model-len {server.max_model_len}",
+            "bench_gate": f"bench gate --gate {BENCH_GATE} {target}",
+            "runbook_capacity_fit": (
+                f"runbook capacity-plan fit --model {server.model.catalog_name or server.model.source}"
+                f" --gpu {pool.accelerator if pool else ''}"
+                f" --gpu-memory-utilization {server.gpu_memory_utilization:g}"
+                f" --max-model-len {server.max_model_len}"
+                f" --tensor-parallel-size {server.tensor_parallel_size}"),
             "logs_server": f"kubectl -n {ns} logs deploy/{server.name} -f",
             "logs_workers": (f"kubectl -n {ns} logs deploy/"
                              f"{naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME} -f"),

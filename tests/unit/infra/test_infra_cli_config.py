@@ -98,3 +98,32 @@ def test_the_pulumi_program_file_builds_the_stack(mocks, pulumi_config):
     deployments = [r for r in mocks.resources if r.type == "kubernetes:apps/v1:Deployment"]
     assert {r.inputs["metadata"]["name"] for r in deployments} == {"mineru-vlm", "worker"}
     assert mocks.of_type("eks:index:Cluster")
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_output_commands_parse_with_the_real_clis(stack):
+    """Every command in the stack outputs names a real subcommand and real options."""
+    import shlex
+
+    import typer.main
+
+    from infra.components.program import stack_outputs
+
+    commands = stack_outputs(load_stack(stack), "http://prom")["commands"]
+    apps = {"bench": pytest.importorskip("bench.cli").app,
+            "runbook": pytest.importorskip("runbooks.cli").app}
+    checked = 0
+    for line in commands.values():
+        argv = shlex.split(line)
+        if argv[0] not in apps:
+            continue
+        group = typer.main.get_command(apps[argv[0]])
+        ctx_args = argv[1:]
+        command = group
+        while hasattr(command, "commands") and ctx_args and ctx_args[0] in command.commands:
+            command = command.commands[ctx_args.pop(0)]
+        assert not hasattr(command, "commands"), f"{line}: no such subcommand"
+        ctx = command.make_context(argv[0], list(ctx_args), resilient_parsing=False)
+        assert ctx.params, line
+        checked += 1
+    assert checked == 3
