@@ -8,6 +8,7 @@ rolled back, 2 refused (bad input, target not the spec's, precondition; nothing 
 from __future__ import annotations
 
 import os
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -59,12 +60,13 @@ def build_context(stack: str, apply: bool, spec_override: list[str] | None, prom
     from runbooks.actions.context import ActionContext
     from runbooks.audit import AuditLog
     from runbooks.diagnose.signals import Signals
-
-    import time
+    from stack.presets import with_presets
 
     root = project_root()
     try:
-        spec = load_stack(stack, root, overrides=_overrides(spec_override))
+        # As `splitstack up --engine sim` does: an engine override brings its preset (context
+        # length, vision) so the spec matches the running stack.
+        spec = load_stack(stack, root, overrides=with_presets(_overrides(spec_override)))
     except SpecError as exc:
         raise Refused(str(exc)) from exc
     if spec.target is Target.local:

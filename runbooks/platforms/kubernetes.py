@@ -10,7 +10,6 @@ and 5xx are PlatformError.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any
 

@@ -25,8 +25,8 @@ import httpx
 from infra.spec import Engine, Spec
 from runbooks.actions.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
-from runbooks.platforms.local_procs import (exit_reason, expected_ports, program_index, restart_count,
-                                           with_sim_args)
+from runbooks.platforms.local_procs import (exit_reason, expected_ports, program_commands, program_index,
+                                           restart_count, server_mismatches, with_sim_args)
 from runbooks.platforms.specpatch import (SERVER_SETTINGS, WORKER_SETTINGS, effective_spec, get_path,
                                          prefix_of, typed_changes)
 from stack.components import BuildContext, HealthCheck, build_components
@@ -84,6 +84,8 @@ class LocalPlatform:
             if got != port:
                 problems.append(f"{name}: the spec says port {port}, the running stack has "
                                 f"{got if got is not None else 'no such component'}")
+        commands = program_commands(self.stack.paths.supervisord_conf.read_text())
+        problems += server_mismatches(self.spec, commands)
         return problems
 
     # -- reading --------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ simulator's extra arguments."""
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,3 +63,41 @@ def restart_count(supervisord_log: Path, program: str) -> int:
         return 0
     return max(0, text.count(f"spawned: '{program}'") - 1)
 
+
+
+def program_commands(conf_text: str) -> dict[str, list[str]]:
+    """argv of every [program:x] in a supervisord config rendered by stack/supervisor.py."""
+    out: dict[str, list[str]] = {}
+    program = None
+    for line in conf_text.splitlines():
+        m = re.match(r"\[program:([^\]]+)\]", line)
+        if m:
+            program = m.group(1)
+        elif program and line.startswith("command="):
+            out[program] = shlex.split(line[len("command="):].replace("%%", "%"))
+    return out
+
+
+def server_mismatches(spec: Spec, commands: dict[str, list[str]]) -> list[str]:
+    """How the running servers differ from the spec: engine and the flags both engines take.
+
+    A stack started with `splitstack up --engine sim` runs the simulator although the spec file
+    says vllm: acting on it with the file's spec would rebuild the server as vLLM.
+    """
+    problems = []
+    for server in spec.inference_servers:
+        argv = commands.get(f"server-{server.name}")
+        if argv is None or server.replicas == 0:
+            continue
+        engine = "sim" if "stack.sim" in argv else "vllm"
+        if engine != server.engine.value:
+            problems.append(
+                f"server-{server.name} runs engine {engine!r}, the spec says {server.engine.value!r} "
+                f"(started with --engine {engine}? pass --spec-override "
+                f"inference_servers.{spec.server_names.index(server.name)}.engine={engine})")
+            continue
+        for flag, want in (("--max-num-seqs", server.max_num_seqs), ("--max-model-len", server.max_model_len)):
+            if flag in argv and argv[argv.index(flag) + 1] != str(want):
+                problems.append(f"server-{server.name} runs {flag} {argv[argv.index(flag) + 1]}, "
+                                f"the spec says {want}")
+    return problems

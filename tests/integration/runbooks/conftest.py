@@ -25,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "pdfs"
 
 
 def drill_context(stack: LocalStack, apply: bool = False) -> ActionContext:
-    platform = LocalPlatform(stack, rolling_timeout_s=30)
+    platform = LocalPlatform(stack, rolling_timeout_s=90)  # a worker loads MinerU: slow on a busy CI box
     prom = f"http://{stack.spec.local.host}:{stack.spec.observability.prometheus_port}"
     return ActionContext(spec=stack.spec, platform=platform,
                          audit=AuditLog(stack.paths.audit_log, time.time), apply=apply,
                          actor="drill@test", prometheus=Signals(prom, timeout_s=5),
-                         safety=SafetySettings(ready_timeout_s=30, breaker_close_timeout_s=30),
+                         safety=SafetySettings(ready_timeout_s=90, breaker_close_timeout_s=30),
                          use_real_nvml=False)
 
 

@@ -68,3 +68,22 @@ def test_exit_reason_is_the_programs_last_exit_line(tmp_path: Path):
     assert exit_reason({"name": "queue", "exitstatus": 0, "spawnerr": "can't find command"}, log) == (
         "spawn error: can't find command", 0)
     assert restart_count(log, "server-vlm") == 1 and restart_count(log, "queue") == 0
+
+
+def test_a_stack_started_with_another_engine_is_not_the_specs():
+    from infra.spec_loader import load_stack
+    from runbooks.platforms.local_procs import program_commands, server_mismatches
+    from runbooks.platforms.specpatch import effective_spec
+
+    conf = ("[program:queue]\ncommand=/usr/bin/redis-server --port 1\n\n[program:server-vlm]\n"
+            "command=/venv/bin/python -m stack.sim serve --port 18000 --profile instant "
+            "--max-num-seqs 32 --max-model-len 2048\n")
+    commands = program_commands(conf)
+    spec = load_stack("local")
+    assert server_mismatches(spec, commands) == [
+        "server-vlm runs engine 'sim', the spec says 'vllm' (started with --engine sim? pass "
+        "--spec-override inference_servers.0.engine=sim)"]
+    sim = effective_spec(spec, {"inference_servers.0.engine": "sim"})
+    assert server_mismatches(sim, commands) == []
+    tuned = effective_spec(sim, {"inference_servers.0.max_num_seqs": 8})
+    assert server_mismatches(tuned, commands) == ["server-vlm runs --max-num-seqs 32, the spec says 8"]
