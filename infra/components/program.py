@@ -139,11 +139,29 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, o
                 f" --gpu-memory-utilization {server.gpu_memory_utilization:g}"
                 f" --max-model-len {server.max_model_len}"
                 f" --tensor-parallel-size {server.tensor_parallel_size}"),
+            # The program only references Secrets; create them from the environment, out of band.
+            "create_secrets": secret_commands(spec),
             "logs_server": f"kubectl -n {ns} logs deploy/{server.name} -f",
             "logs_workers": (f"kubectl -n {ns} logs deploy/"
                              f"{naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME} -f"),
         },
     }
+
+
+def secret_commands(spec: Spec) -> list[str]:
+    refs: dict[tuple[str, str], str] = {}
+    for s in spec.inference_servers:
+        for ref in (s.api_key, s.hf_token):
+            if ref is not None:
+                refs.setdefault((ref.name, ref.key), ref.env)
+    if spec.queue.kind == "external":
+        r = naming.EXTERNAL_REDIS_SECRET
+        refs[(r.name, r.key)] = r.env
+    by_name: dict[str, list[str]] = {}
+    for (name, key), env in sorted(refs.items()):
+        by_name.setdefault(name, []).append(f'--from-literal={key}="${env}"')
+    return [f"kubectl -n {spec.namespace} create secret generic {name} {' '.join(args)}"
+            for name, args in by_name.items()]
 
 
 def prometheus_service(spec: Spec) -> str:

@@ -175,6 +175,11 @@ def test_outputs_name_urls_and_commands():
     assert set(out["server_urls"]) == {"mineru-vlm", "qwen-vl"}
     assert out["port_forward"]["prometheus"].endswith("svc/kube-prometheus-stack-prometheus 9090:9090")
     assert "--model mineru-vlm" in out["commands"]["bench"]
+    assert out["commands"]["create_secrets"] == [
+        'kubectl -n splitstack create secret generic splitstack-api-key '
+        '--from-literal=api-key="$SPLITSTACK_API_KEY"',
+        'kubectl -n splitstack create secret generic splitstack-hf-token '
+        '--from-literal=token="$HF_TOKEN"']
     mono = stack_outputs(make_spec("existing", "monolithic"), "http://prom")
     assert mono["server_url"] is None and mono["server_urls"] == {}
     assert mono["commands"]["logs_workers"].endswith("deploy/worker-gpu -f")
