@@ -159,6 +159,19 @@ def file_name(obj: dict[str, Any]) -> str:
     return f"{obj['kind'].lower()}.{ns}.{meta['name']}.yaml"
 
 
+def readable(obj: dict[str, Any]) -> dict[str, Any]:
+    """apiVersion, kind, metadata first; every mapping below sorted (the wire has no order)."""
+    def sort(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: sort(value[k]) for k in sorted(value)}
+        if isinstance(value, list):
+            return [sort(v) for v in value]
+        return value
+
+    head = [k for k in ("apiVersion", "kind", "metadata") if k in obj]
+    return {k: sort(obj[k]) for k in head + sorted(set(obj) - set(head))}
+
+
 def write_manifests(result: Capture, out: Path) -> list[Path]:
     """One YAML file per object, plus helm-releases.yaml and outputs.json."""
     out.mkdir(parents=True, exist_ok=True)
@@ -166,10 +179,10 @@ def write_manifests(result: Capture, out: Path) -> list[Path]:
     written = []
     for obj in result.objects:
         path = out / file_name(obj)
-        path.write_text(header + yaml.safe_dump(obj, sort_keys=False, width=100))
+        path.write_text(header + yaml.safe_dump(readable(obj), sort_keys=False, width=100))
         written.append(path)
     releases = out / "helm-releases.yaml"
-    releases.write_text(header + yaml.safe_dump_all(result.mocks.helm_releases, sort_keys=False))
+    releases.write_text(header + yaml.safe_dump_all(result.mocks.helm_releases, sort_keys=True))
     written.append(releases)
     outputs = out / "outputs.json"
     outputs.write_text(json.dumps(result.outputs, indent=2, sort_keys=True) + "\n")

@@ -129,3 +129,11 @@ def test_output_commands_parse_with_the_real_clis(stack):
         assert ctx.params, line
         checked += 1
     assert checked == 3
+
+
+def test_render_is_deterministic(tmp_path):
+    for run in ("a", "b"):
+        assert runner.invoke(app, ["render", "--stack", "prod", "--out", str(tmp_path / run)]).exit_code == 0
+    a = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
+    b = {p.name: p.read_bytes() for p in (tmp_path / "b").iterdir()}
+    assert a == b and len(a) > 30
