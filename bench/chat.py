@@ -8,19 +8,18 @@ The sender then only writes prepared bytes and stamps times.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
-import aiohttp
 import httpx
 import numpy as np
 import orjson
 
+from bench.httpclient import Pool, TransportError
 from bench.images import data_url
 from bench.records import RequestRecord
 from bench.scenario import ChatScenario
-from bench.sse import SSESplitter, decode_chat_events
+from bench.sse import SSESplitter, decode_chat_events, fast_chat_events
 from bench.target import Target
 
 # Common short English words: a tiny BPE vocabulary splits them into 1-3 tokens each.
@@ -159,18 +158,18 @@ def _error_detail(body: bytes) -> str:
 
 class ChatSender:
     def __init__(self, target: Target, prepared: list[PreparedRequest], process: int,
-                 timeout_s: float, keep_output: bool, session: aiohttp.ClientSession) -> None:
-        self.url = f"{target.base_url}/v1/chat/completions"
-        self.headers = target.headers
+                 timeout_s: float, keep_output: bool, pool: Pool) -> None:
+        self.pool = pool
+        self.heads = [pool.request_head("POST", "/v1/chat/completions", target.headers, len(r.body))
+                      for r in prepared]
         self.prepared = prepared
         self.process = process
         self.keep_output = keep_output
-        self.session = session
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.timeout_s = timeout_s
 
     async def send(self, index: int, intended_ns: int, phase: str, t0: int) -> RequestRecord:
-        req = self.prepared[index % len(self.prepared)]
-        mono = time.monotonic_ns
+        k = index % len(self.prepared)
+        req = self.prepared[k]
         rec = RequestRecord.model_construct(
             kind="chat", request_id=f"p{self.process}-{index}", phase=phase, process=self.process,
             intended_ns=intended_ns, sent_ns=0, wall_sent_s=time.time(), headers_ns=None,
@@ -178,40 +177,23 @@ class ChatSender:
             error_detail=None, prompt_tokens=req.prompt_tokens, server_prompt_tokens=None,
             output_tokens=None, max_tokens=req.max_tokens, output_text=None, finish_reason=None)
         splitter = SSESplitter()
-        rec.sent_ns = mono() - t0
+        rec.sent_ns = time.monotonic_ns() - t0
         try:
-            async with self.session.post(self.url, data=req.body, headers=self.headers,
-                                         timeout=self.timeout) as resp:
-                rec.headers_ns = mono() - t0
-                rec.status = resp.status
-                if resp.status != 200:
-                    body = await resp.read()
-                    rec.end_ns = mono() - t0
-                    rec.error = f"http_{resp.status}"
-                    rec.error_detail = _error_detail(body)
-                    return rec
-                if resp.content_type == "text/event-stream":
-                    async for data in resp.content.iter_any():
-                        splitter.feed(data, mono() - t0)
-                    rec.end_ns = mono() - t0
-                else:
-                    body = await resp.read()
-                    rec.end_ns = mono() - t0
-                    self._non_stream(rec, body)
-                    return rec
-        except asyncio.TimeoutError:
-            rec.end_ns = mono() - t0
-            rec.error, rec.error_detail = "timeout", f"no complete response within {self.timeout.total} s"
+            resp = await self.pool.send(self.heads[k], req.body, t0, self.timeout_s, splitter.feed)
+        except TransportError as exc:
+            rec.end_ns = time.monotonic_ns() - t0
+            rec.error, rec.error_detail = exc.reason, str(exc)
             return rec
-        except aiohttp.ClientConnectorError as exc:
-            rec.end_ns = mono() - t0
-            rec.error, rec.error_detail = "connect_error", str(exc)
+        rec.headers_ns, rec.end_ns, rec.status = resp.headers_ns, resp.end_ns, resp.status
+        if resp.status != 200:
+            rec.error, rec.error_detail = f"http_{resp.status}", _error_detail(bytes(resp.body))
             return rec
-        except aiohttp.ClientError as exc:
-            rec.end_ns = mono() - t0
-            rec.error, rec.error_detail = type(exc).__name__, str(exc)
+        if not resp.content_type.startswith("text/event-stream"):
+            self._non_stream(rec, bytes(resp.body) or splitter.leftover())
             return rec
-        res = decode_chat_events(splitter.events)
+        res = None if self.keep_output else fast_chat_events(splitter.events)
+        if res is None:
+            res = decode_chat_events(splitter.events)
         rec.event_ns, rec.event_tokens, rec.event_content = res.event_ns, res.event_tokens, res.event_content
         rec.server_prompt_tokens, rec.output_tokens = res.prompt_tokens, res.output_tokens
         rec.finish_reason = res.finish_reason
@@ -239,7 +221,7 @@ class ChatSender:
             rec.output_text = (choice.get("message") or {}).get("content")
 
     async def aclose(self) -> None:
-        await self.session.close()
+        self.pool.close()
 
 
 @dataclass
@@ -252,7 +234,5 @@ class ChatWorkload:
     name: str = "chat"
 
     async def sender(self, process: int, timeout_s: float) -> ChatSender:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
-        session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                        skip_auto_headers=("User-Agent",))
-        return ChatSender(self.target, self.prepared, process, timeout_s, self.keep_output, session)
+        return ChatSender(self.target, self.prepared, process, timeout_s, self.keep_output,
+                          Pool(self.target.base_url))

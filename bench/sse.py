@@ -6,6 +6,7 @@ The hot path only splits bytes and stamps times; JSON is decoded after the reque
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import orjson
@@ -40,6 +41,9 @@ class SSESplitter:
             self._start_ns = 0
 
     def _emit(self, block: bytes, t_ns: int) -> None:
+        if block.startswith(b"data: ") and b"\n" not in block:  # the usual one-line event
+            self.events.append((t_ns, block[6:]))
+            return
         for line in block.split(b"\n"):
             if line.startswith(b"data:"):
                 self.events.append((t_ns, line[5:].strip()))
@@ -58,6 +62,63 @@ class ChatStreamResult:
     finish_reason: str | None
     text: str
     error: str | None = None
+
+
+_DIGITS = re.compile(rb"\d+")
+_PT = re.compile(rb'"prompt_tokens":(\d+)')
+_FINISH = re.compile(rb'"finish_reason":"(\w+)"')
+
+
+def fast_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult | None:
+    """The common case without a JSON parse per event: vLLM-format chunks with continuous usage.
+
+    Reads the running ``completion_tokens`` and whether ``delta.content`` is non-empty with one
+    regex search each (about 10x cheaper than decoding every event); returns None (use
+    :func:`decode_chat_events`) for anything unusual: no usage, an error event, several choices,
+    tool calls or reasoning text. tests/unit/bench checks it against the full decoder.
+    """
+    ns: list[int] = []
+    toks: list[int] = []
+    content: list[bool] = []
+    last = 0
+    done = False
+    payloads = [p for _, p in events]
+    blob = b"\n".join(payloads)  # substring tests in C (memmem), far cheaper than a regex scan
+    if (b'"tool_calls"' in blob or b'"reasoning' in blob or b'{"error"' in blob
+            or blob.count(b'"index":') != blob.count(b'"index":0')):
+        return None
+    digits = _DIGITS.match
+    for t_ns, p in events:
+        if p == b"[DONE]":
+            done = True
+            continue
+        i = p.rfind(b'"completion_tokens":')  # usage closes the event: rfind finds it at once
+        if i < 0:
+            return None
+        completion = int(digits(p, i + 20).group())
+        added = completion - last
+        last = completion
+        if added > 0:
+            c = p.find(b'"content":"')
+            if c < 0 and b'"choices":[]' in p:  # usage-only event: credit the previous token event
+                if not toks:
+                    return None
+                toks[-1] += added
+                continue
+            ns.append(t_ns)
+            toks.append(added)
+            content.append(c >= 0 and p[c + 11] != 34)  # 34: '"', an empty string
+    if not payloads:
+        return None
+    pm = _PT.search(payloads[0])
+    finish = None
+    for p in reversed(payloads[-3:]):
+        fm = _FINISH.search(p)
+        if fm:
+            finish = fm.group(1).decode()
+            break
+    return ChatStreamResult(ns, toks, content, int(pm.group(1)) if pm else None, last, finish, "",
+                            error=None if done else "stream_truncated")
 
 
 def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:

@@ -58,10 +58,12 @@ def _process(argv: list[str], port: int, env: dict | None, ready_s: float) -> It
 
 
 @contextlib.contextmanager
-def sim(profile: str = "instant", *extra: str) -> Iterator[str]:
+def sim(profile: str = "instant", *extra: str, api_key: str | None = API_KEY) -> Iterator[str]:
     port = free_port()
     argv = [sys.executable, "-m", "stack.sim", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--api-key", API_KEY, "--profile", profile, "--seed", "0", "--model-name", "tiny", *extra]
+            "--profile", profile, "--seed", "0", "--model-name", "tiny", *extra]
+    if api_key:
+        argv += ["--api-key", api_key]
     with _process(argv, port, None, 60) as url:
         yield url
 

@@ -63,3 +63,24 @@ def test_chunk_with_several_tokens_counts_all():
               (30, b"[DONE]")]
     res = decode_chat_events(events)
     assert res.event_ns == [10, 20] and res.event_tokens == [3, 1] and res.output_tokens == 4
+
+
+def test_fast_path_agrees_with_the_full_decoder_on_the_vllm_capture():
+    from bench.sse import fast_chat_events
+
+    s = SSESplitter()
+    data = _capture()
+    for i in range(0, len(data), 37):  # arbitrary read boundaries
+        s.feed(data[i:i + 37], i)
+    fast, full = fast_chat_events(s.events), decode_chat_events(s.events)
+    assert fast is not None
+    for field in ("event_ns", "event_tokens", "event_content", "prompt_tokens", "output_tokens",
+                  "finish_reason", "error"):
+        assert getattr(fast, field) == getattr(full, field), field
+
+
+def test_fast_path_declines_what_it_cannot_read():
+    from bench.sse import fast_chat_events
+
+    assert fast_chat_events([(0, b'{"choices":[{"delta":{"content":"a"}}]}'), (1, b"[DONE]")]) is None  # no usage
+    assert fast_chat_events([(0, b'{"error":{"message":"x"},"usage":{"completion_tokens":0}}')]) is None

@@ -1,0 +1,173 @@
+"""A lean HTTP/1.1 client for the load engine's hot path.
+
+Why not aiohttp here: a streamed answer of 64 tokens arrives as ~65 network reads, and with a
+stream-reader client every read wakes a coroutine (future, task step, iterator), which costs
+more CPU than everything else the bench does per request. This client is an asyncio.Protocol:
+each read is one plain callback that stamps ``time.monotonic_ns()`` and hands the body bytes to
+the SSE splitter. HTTP parsing (status line, headers, chunked transfer coding, keep-alive) is
+httptools, the llhttp bindings uvicorn uses; connections are kept alive and reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httptools
+
+
+class TransportError(Exception):
+    """The connection failed or closed before the response was complete."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+@dataclass
+class Response:
+    status: int = 0
+    headers_ns: int = 0
+    end_ns: int = 0
+    content_type: str = ""
+    body: bytearray = field(default_factory=bytearray)  # only when no on_body callback was given
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.fut: asyncio.Future | None = None
+        self.resp: Response | None = None
+        self.body_cb: Callable[[bytes, int], None] | None = None  # not on_body: httptools calls that
+        self.t0 = 0
+        self.now = 0
+        self.parser: httptools.HttpResponseParser | None = None
+        self._hdr_ct = False
+        self.closed = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.now = time.monotonic_ns()
+        if self.parser is None:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail("bad_http", f"malformed HTTP response: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.parser is not None:
+            try:
+                self.parser.feed_data(b"")  # a body delimited by close ends here
+            except httptools.HttpParserError:
+                pass
+        self._fail("server_disconnected", f"connection closed before the response was complete ({exc})")
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"content-type":
+            self.resp.content_type = value.decode("latin-1")  # type: ignore[union-attr]
+
+    def on_headers_complete(self) -> None:
+        self.resp.status = self.parser.get_status_code()  # type: ignore[union-attr]
+        self.resp.headers_ns = self.now - self.t0  # type: ignore[union-attr]
+
+    def on_body(self, body: bytes) -> None:
+        if self.body_cb is not None and self.resp.status == 200:  # type: ignore[union-attr]
+            self.body_cb(body, self.now - self.t0)
+        else:
+            self.resp.body += body  # type: ignore[union-attr]
+
+    def on_message_complete(self) -> None:
+        resp, fut = self.resp, self.fut
+        resp.end_ns = self.now - self.t0  # type: ignore[union-attr]
+        keep = self.parser.should_keep_alive()  # type: ignore[union-attr]
+        self.parser = self.fut = self.resp = self.body_cb = None
+        if fut is not None and not fut.done():
+            fut.set_result(resp)
+        if keep and not self.closed:
+            self.pool.idle.append(self)
+        elif self.transport is not None:
+            self.transport.close()
+
+    def _fail(self, reason: str, detail: str) -> None:
+        fut = self.fut
+        self.parser = self.fut = None
+        if fut is not None and not fut.done():
+            fut.set_exception(TransportError(reason, detail))
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Pool:
+    """Keep-alive connections to one origin; requests never share a connection at once."""
+
+    def __init__(self, base_url: str, connect_timeout_s: float = 10.0) -> None:
+        u = urlsplit(base_url)
+        self.host = u.hostname or "127.0.0.1"
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.ssl = ssl.create_default_context() if u.scheme == "https" else None
+        self.prefix = u.path.rstrip("/")
+        self.host_header = u.netloc
+        self.connect_timeout_s = connect_timeout_s
+        self.idle: list[_Conn] = []
+        self.all: set[_Conn] = set()
+
+    async def _acquire(self) -> _Conn:
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed:
+                return conn
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Conn(self), self.host, self.port, ssl=self.ssl),
+                self.connect_timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise TransportError("connect_error", f"cannot connect to {self.host}:{self.port}: {exc}") from None
+        self.all.add(conn)
+        return conn
+
+    def request_head(self, method: str, path: str, headers: dict[str, str], body_len: int) -> bytes:
+        lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}",
+                 f"Content-Length: {body_len}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def send(self, head: bytes, body: bytes, t0: int, timeout_s: float,
+                   on_body: Callable[[bytes, int], None] | None = None) -> Response:
+        """Write a prepared request; resolve when the whole response is in. Stamps are ns - t0."""
+        conn = await self._acquire()
+        loop = asyncio.get_running_loop()
+        conn.fut = fut = loop.create_future()
+        conn.resp = Response()
+        conn.body_cb = on_body
+        conn.t0 = t0
+        conn.parser = httptools.HttpResponseParser(conn)
+        conn.transport.write(head + body)  # type: ignore[union-attr]
+        timer = loop.call_later(timeout_s, _expire, conn, fut, timeout_s)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+
+    def close(self) -> None:
+        for conn in self.all:
+            if conn.transport is not None:
+                conn.transport.close()
+        self.idle.clear()
+        self.all.clear()
+
+
+def _expire(conn: _Conn, fut: asyncio.Future, timeout_s: float) -> None:
+    if not fut.done() and conn.fut is fut:
+        conn._fail("timeout", f"no complete response within {timeout_s:g} s")

@@ -1,0 +1,253 @@
+"""Client overhead of load generators, side by side, against the simulator's near-zero-latency
+'instant' profile (64-token streamed chat completions of 32-token prompts).
+
+    python benchmarks/bench_client_overhead.py [--tools ours,vllm,guidellm,aiperf,inference-perf]
+                                               [--rate 50] [--requests 1000] [--skip-install]
+
+For every tool, measured the same way:
+  * CPU-seconds per 1,000 requests: the tool runs as a child process twice, with N/4 and N
+    requests at the same rate; the CPU of the child and its waited-for descendants
+    (RUSAGE_CHILDREN) is differenced, which cancels start-up (imports, tokenizer loading):
+    cpu_per_1k = 1000 x (cpu(N) - cpu(N/4)) / (N - N/4).
+  * achieved request rate at the offered rate (from the server's own request counter, so no
+    tool's self-report is trusted).
+For this bench additionally:
+  * maximum sustained rate with schedule-lag p99 < 2 ms (rates doubled, then bisected);
+  * TTFT error at half that rate: p99 of (client TTFT - server mean TTFT); the instant profile's
+    server TTFT is ~0.2 ms, so the client's TTFT is almost entirely client + loopback overhead.
+Third-party tools are installed into their own virtualenvs under .cache/venvs/ (inference-perf
+needs Python >= 3.12: found via pyenv or PATH, else skipped with the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._bench_servers import ROOT, sim  # noqa: E402
+
+VENVS = ROOT / ".cache" / "venvs"
+MODEL_DIR = ROOT / ".cache" / "models" / "tiny"  # tokenizer for tools that need one (stack/tinymodel.py)
+IN_TOK, OUT_TOK = 32, 64
+VLLM_BENCH = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+              "from vllm.benchmarks.serve import add_cli_args, main\n"
+              "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
+
+
+def _python_312() -> str | None:
+    for cand in ("python3.13", "python3.12"):
+        p = shutil.which(cand)
+        if p and subprocess.run([p, "-V"], capture_output=True).returncode == 0:
+            return p
+    for base in sorted(Path("/root/.pyenv/versions").glob("3.1[23]*"), reverse=True):
+        if (base / "bin" / "python3").is_file():
+            return str(base / "bin" / "python3")
+    return None
+
+
+def ensure_venv(name: str, package: str, python: str = sys.executable) -> Path | str:
+    """The tool's own virtualenv (created once). Returns its bin dir, or why it is unavailable."""
+    venv = VENVS / name
+    marker = venv / ".installed"
+    if marker.is_file():
+        return venv / "bin"
+    VENVS.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"venv failed: {r.stderr[-300:]}"
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", package], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"pip install {package} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
+    marker.write_text(package)
+    return venv / "bin"
+
+
+def served(url: str) -> float:
+    import httpx
+
+    from bench.server_metrics import parse
+
+    snap = parse(httpx.get(f"{url}/metrics", timeout=10).text)
+    return snap.get("vllm:e2e_request_latency_seconds", {}).get("count", 0.0)
+
+
+def run_child(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    r = subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=cwd or ROOT, capture_output=True, text=True,
+                       timeout=1200)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode not in (0, 2):  # bench exits 2 for an invalid run: still measured
+        raise RuntimeError(f"{argv[0]} {' '.join(argv[1:4])} failed ({r.returncode}):\n{r.stdout[-1500:]}\n{r.stderr[-2500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, r.stdout + r.stderr
+
+
+# -- tools: argv for (url, rate, n, workdir) -------------------------------------------------------
+def ours(url, rate, n, work):
+    scn = work / "scn.yaml"
+    scn.write_text(f"kind: chat\nname: overhead\nprompt_tokens: {{mean: {IN_TOK}}}\noutput_tokens: {{mean: {OUT_TOK}}}\n"
+                   f"prompt_pool: 64\nload: {{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}\n")
+    return [sys.executable, "-m", "bench", "run", str(scn), "--url", url, "--model", "tiny",
+            "--out", str(work / f"ours-{n}")], {}
+
+
+def vllm_bench(url, rate, n, work):
+    return [sys.executable, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", url,
+            "--endpoint", "/v1/chat/completions", "--model", "tiny", "--tokenizer", str(MODEL_DIR),
+            "--dataset-name", "random", "--random-input-len", str(IN_TOK), "--random-output-len", str(OUT_TOK),
+            "--num-prompts", str(n), "--request-rate", str(rate), "--ignore-eos", "--seed", "0",
+            "--disable-tqdm"], {"OPENAI_API_KEY": "none"}
+
+
+def guidellm(url, rate, n, work, bindir):
+    return [str(bindir / "guidellm"), "benchmark", "--target", url, "--model", "tiny", "--processor", str(MODEL_DIR),
+            "--data", f"prompt_tokens={IN_TOK},output_tokens={OUT_TOK}", "--rate-type", "poisson",
+            "--rate", str(rate), "--max-requests", str(n), "--output-path", str(work / f"guidellm-{n}.json")], \
+        {"GUIDELLM__ENV": "local"}
+
+
+def aiperf(url, rate, n, work, bindir):
+    return [str(bindir / "aiperf"), "profile", "--model", "tiny", "--url", url, "--endpoint-type", "chat",
+            "--streaming", "--request-rate", str(rate), "--request-count", str(n), "--tokenizer", str(MODEL_DIR),
+            "--synthetic-input-tokens-mean", str(IN_TOK), "--output-tokens-mean", str(OUT_TOK),
+            "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(work / f"aiperf-{n}")], {}
+
+
+def inference_perf(url, rate, n, work, bindir):
+    cfg = work / f"ip-{n}.yaml"
+    cfg.write_text(
+        "load:\n  type: poisson\n  stages:\n"
+        f"    - rate: {rate}\n      duration: {max(1, round(n / rate))}\n"
+        f"api:\n  type: chat\n  streaming: true\nserver:\n  type: vllm\n  model_name: tiny\n  base_url: {url}\n"
+        "  ignore_eos: true\n"
+        f"tokenizer:\n  pretrained_model_name_or_path: {MODEL_DIR}\n"
+        f"data:\n  type: random\n  input_distribution: {{min: {IN_TOK}, max: {IN_TOK}, mean: {IN_TOK}, std: 0}}\n"
+        f"  output_distribution: {{min: {OUT_TOK}, max: {OUT_TOK}, mean: {OUT_TOK}, std: 0}}\n"
+        f"report:\n  request_lifecycle:\n    summary: true\nstorage:\n  local_storage:\n    path: {work / f'ip-{n}'}\n")
+    return [str(bindir / "inference-perf"), "--config_file", str(cfg)], {}
+
+
+TOOLS = {
+    "ours": (None, ours),
+    "vllm": (None, vllm_bench),
+    "guidellm": (("guidellm", "guidellm", None), guidellm),
+    "aiperf": (("aiperf", "aiperf", None), aiperf),
+    "inference-perf": (("inference-perf", "inference-perf", "py312"), inference_perf),
+}
+
+
+def measure(tool: str, url: str, rate: float, n: int, skip_install: bool) -> dict:
+    venv_spec, build = TOOLS[tool]
+    extra = ()
+    if venv_spec:
+        name, package, py = venv_spec
+        python = sys.executable
+        if py == "py312":
+            python = _python_312()
+            if python is None:
+                return {"tool": tool, "error": "needs Python >= 3.12 (none found)"}
+        bindir = (VENVS / name / "bin") if skip_install else ensure_venv(name, package, python)
+        if isinstance(bindir, str) or not (bindir / name).exists():
+            return {"tool": tool, "error": bindir if isinstance(bindir, str) else f"not installed in {bindir}"}
+        extra = (bindir,)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (n // 4, n):
+            argv, env = build(url, rate, size, Path(tmp), *extra)
+            s0 = served(url)
+            try:
+                cpu, wall, out = run_child(argv, env)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                return {"tool": tool, "error": str(exc)[-600:]}
+            results[size] = (cpu, wall, served(url) - s0)
+    (c1, w1, s1), (c2, w2, s2) = results[n // 4], results[n]
+    if s2 < 0.9 * n:
+        return {"tool": tool, "error": f"the server saw only {s2:.0f} of {n} requests"}
+    return {"tool": tool, "cpu_s_per_1k": 1000 * (c2 - c1) / max(1.0, s2 - s1),
+            "startup_cpu_s": c1 - (c2 - c1) * s1 / max(1.0, s2 - s1), "served": s2, "wall_s": w2}
+
+
+def our_capacity(url: str, start: float) -> dict:
+    """Highest rate with lag p99 < 2 ms (and a valid run), then TTFT error at half of it."""
+    from bench.runner import run_scenario
+    from bench.scenario import parse_scenario
+    from bench.target import Target
+    from bench.validity import ValidityLimits
+
+    t = Target(url, "tiny", None, 16384)
+
+    def at(rate: float, seconds: float = 5.0) -> dict:
+        scn = parse_scenario({"kind": "chat", "name": "cap", "prompt_tokens": {"mean": IN_TOK},
+                              "output_tokens": {"mean": OUT_TOK}, "prompt_pool": 64,
+                              "load": {"rate_rps": rate, "duration_s": seconds, "warmup_s": 1, "seed": 0}}, "cap")
+        return run_scenario(scn, t, limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
+
+    lo, hi, rate = None, None, start
+    while rate < 20_000:
+        ok = at(rate)["validity"]["valid"]
+        if not ok:
+            hi = rate
+            break
+        lo, rate = rate, rate * 2
+    for _ in range(3):
+        if lo is None or hi is None:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if at(mid)["validity"]["valid"] else (lo, mid)
+    if lo is None:
+        return {"max_rate_rps": None}
+    s = at(lo / 2, 10.0)
+    server_ttft_ms = s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["mean_s"] * 1000
+    client = s["latency"]["ttft_ms"]
+    return {"max_rate_rps": lo, "half_rate_rps": lo / 2, "server_ttft_mean_ms": server_ttft_ms,
+            "ttft_error_p99_ms": client["p99"] - server_ttft_ms, "ttft_error_p50_ms": client["p50"] - server_ttft_ms,
+            "lag_p99_ms_at_half": s["latency"]["lag_ms"]["p99"], "valid_at_half": s["validity"]["valid"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tools", default="ours,vllm,guidellm,aiperf,inference-perf")
+    ap.add_argument("--rate", type=float, default=50.0, help="offered rate for the CPU measurement, req/s")
+    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--skip-install", action="store_true", help="use .cache/venvs as they are")
+    ap.add_argument("--no-capacity", action="store_true", help="skip this bench's max-rate search")
+    a = ap.parse_args()
+    rows = []
+    with sim("instant", api_key=None) as url:
+        print(f"simulator (instant) at {url}; {a.requests} requests at {a.rate:g} req/s, {IN_TOK} in / {OUT_TOK} out")
+        for tool in a.tools.split(","):
+            row = measure(tool, url, a.rate, a.requests, a.skip_install)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        cap = None if a.no_capacity else our_capacity(url, start=100.0)
+    print("\n| tool | CPU-s per 1,000 requests | start-up CPU-s | note |\n|---|---:|---:|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['tool']} | — | — | {r['error'].splitlines()[-1][:120]} |")
+        else:
+            print(f"| {r['tool']} | {r['cpu_s_per_1k']:.2f} | {r['startup_cpu_s']:.2f} | served {r['served']:.0f} |")
+    ok = [r for r in rows if "error" not in r and r["tool"] != "ours"]
+    mine = next((r for r in rows if r["tool"] == "ours" and "error" not in r), None)
+    if mine and ok:
+        best = min(ok, key=lambda r: r["cpu_s_per_1k"])
+        print(f"\nthis bench / best other ({best['tool']}): {mine['cpu_s_per_1k'] / best['cpu_s_per_1k']:.2f} "
+              f"(target <= 0.5)")
+    if cap:
+        print(f"\nthis bench: {json.dumps(cap)}")
+
+
+if __name__ == "__main__":
+    main()
