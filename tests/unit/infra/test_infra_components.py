@@ -222,3 +222,33 @@ def test_bad_rule_and_dashboard_files_are_named(tmp_path):
         load_rule_files(root / "alerts")
     with pytest.raises(ValueError, match=r"pipeline.json: not valid JSON"):
         load_dashboards(root / "dashboards")
+
+
+def test_hpa_fallback_when_keda_is_absent(mocks):
+    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, WorkerPoolComponent
+    from infra.policy.manifests import validate_object
+
+    spec = make_spec("existing", "split")
+
+    @pulumi.runtime.test
+    def run():
+        WorkerPoolComponent("workers", WorkerPoolArgs(spec, autoscaler=Autoscaler.hpa))
+
+    run()
+    (hpa,) = [o for o in mocks.kubernetes_objects if o["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": "worker"}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 2)
+    assert not [o for o in mocks.kubernetes_objects if o["kind"] == "ScaledObject"]
+    assert validate_object(hpa, "1.30.0") == []
+    (dep,) = [o for o in mocks.kubernetes_objects if o["kind"] == "Deployment"]
+    assert "replicas" not in dep["spec"]  # the autoscaler owns the count
+
+
+def test_hpa_cannot_scale_from_zero():
+    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, validate as validate_pool
+
+    raw = make_raw("existing")
+    raw["worker_pool"].update(replicas=0, max_replicas=2)
+    with pytest.raises(ValueError, match="an HPA cannot scale from zero"):
+        validate_pool(WorkerPoolArgs(parse_spec(raw), autoscaler=Autoscaler.hpa))
