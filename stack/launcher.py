@@ -22,6 +22,7 @@ from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
 from stack.supervisor import FAILED_STATES, Supervisor, sweep_strays, tail
+from stack.vllm_engine import OVERRIDING_ENV
 
 
 class StackError(Exception):
@@ -173,7 +174,9 @@ class LocalStack:
 
 
 def _child_env(project_root: Path) -> dict[str, str]:
-    env = dict(os.environ)
+    # Inherited variables that would silently override a component's argv (vLLM's legacy
+    # VLLM_CPU_KVCACHE_SPACE beats --kv-cache-memory-bytes); components set their own.
+    env = {k: v for k, v in os.environ.items() if k not in OVERRIDING_ENV}
     env["SPLITSTACK_ROOT"] = str(project_root)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -53,7 +53,7 @@ _FIXED_ENV = {
     "OMP_NUM_THREADS": "1",
 }
 # Inherited values that would silently override the argv built here.
-_DROPPED_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_API_KEY")
+OVERRIDING_ENV = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_API_KEY")
 
 
 def build_vllm_command(
@@ -102,7 +102,7 @@ def build_vllm_command(
         "--distributed-executor-backend", "uni",
         *extra_args,
     ]
-    env = {k: v for k, v in (base_env or {}).items() if k not in _DROPPED_ENV}
+    env = {k: v for k, v in (base_env or {}).items() if k not in OVERRIDING_ENV}
     env.update(_FIXED_ENV)
     if api_key:
         env["VLLM_API_KEY"] = api_key
