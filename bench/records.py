@@ -96,7 +96,8 @@ def write_jsonl(path: Path, records: Iterable[AnyRecord]) -> int:
     n = 0
     with path.open("wb") as fh:
         for rec in records:
-            fh.write(orjson.dumps(rec.model_dump(mode="json")) + b"\n")
+            # the fields are plain JSON types: __dict__ skips model_dump's per-field machinery
+            fh.write(orjson.dumps(rec.__dict__) + b"\n")
             n += 1
     return n
 

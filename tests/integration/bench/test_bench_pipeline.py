@@ -59,3 +59,33 @@ def test_pipeline_gate_go(pipeline_target, tmp_path):
     assert results["worker_startup"]["status"] == "pass" and results["breaker"]["status"] == "pass"
     assert "opened" in results["breaker"]["reason"]
     assert (tmp_path / "run" / "report.html").read_text().count("<svg") >= 2
+
+
+DEMO_SHORT = """name: demo-short
+scenario: pipeline-smoke
+load: {arrival: constant, rate_rps: 1.0, duration_s: 15, warmup_s: 2, cooldown_s: 2}
+validity: {lag_p99_ms_max: 500}
+gates:
+  - {kind: health}
+  - {kind: slo, slo: pdf-latency-p95}
+  - {kind: slo, slo: pdf-throughput}
+  - {kind: error_rate, max_fraction: 0.2}
+"""
+
+
+def test_demo_path_on_the_real_local_stack(make_stack, tmp_path):
+    """What `make demo` does: `splitstack up --engine sim --workers 2`, then
+    `bench gate --stack local --gate ...` (here through from_local on a private stack)."""
+    pytest.importorskip("mineru", reason="the worker extra (mineru) is not installed")
+    from bench.target import from_local
+
+    stack = make_stack(**{"inference_servers.0.engine": "sim", "worker_pool.replicas": 2})
+    stack.up()
+    gate_file = tmp_path / "demo-short.yaml"
+    gate_file.write_text(DEMO_SHORT)
+    code = gate_run(str(gate_file), target=from_local(stack), out_dir=tmp_path / "demo", quiet=True)
+    s = load_summary(tmp_path / "demo")
+    assert code == 0, s["gates"]
+    assert s["requests"]["sent"] == 15 and s["requests"]["errors"] == 0
+    assert {r["name"] for r in s["gates"]["results"] if r["status"] == "pass"} >= {"health", "error_rate"}
+    assert len([h for h in s["gates"]["results"][0]["reason"].split(",")]) >= 4  # server, queue, prometheus, workers
