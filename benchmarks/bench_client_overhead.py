@@ -226,9 +226,13 @@ def our_capacity(url: str, start: float) -> dict:
             break
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok_at(mid) else (lo, mid)
-    if lo is None:
+    if lo is None:  # still report the TTFT error, at the start rate
+        s = at(start, 10.0)
+        ttft = s["latency"]["ttft_ms"]
+        server = s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["mean_s"] * 1000
         return {"max_rate_rps": None, "points": seen,
-                "why": f"lag p99 >= 2 ms already at {start:g} req/s (other processes preempt the client)"}
+                "why": f"lag p99 >= 2 ms already at {start:g} req/s (other processes preempt the client)",
+                f"ttft_error_p99_ms_at_{start:g}": ttft["p99"] - server, f"ttft_error_p50_ms_at_{start:g}": ttft["p50"] - server}
     s = at(lo / 2, 10.0)
     server_ttft_ms = s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["mean_s"] * 1000
     client = s["latency"]["ttft_ms"]
