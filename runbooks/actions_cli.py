@@ -115,6 +115,29 @@ def register(app: typer.Typer) -> None:
         for a in ACTIONS.values():
             typer.echo(f"{a.name:18} {'changes' if a.mutating else 'read-only':9} {a.case}")
 
+    @app.command("audit-log")
+    def audit_log_cmd(last: Annotated[int, typer.Option(help="How many records.")] = 20,
+                      action: Annotated[Optional[str], typer.Option(help="Only this action.")] = None,
+                      stack: Stack = "local", spec_override: SpecOverride = None,
+                      kube_context: KubeContext = None, audit_log: AuditLogOpt = None) -> None:
+        """The last runbook runs: when, who, what, outcome (read-only)."""
+        from runbooks.audit import AuditLog
+
+        path = audit_log
+        if path is None:
+            try:
+                path = build_context(stack, False, spec_override, None, kube_context, None).audit.path
+            except Refused as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(2) from None
+        rows = [r for r in AuditLog(path, time.time).records() if action in (None, r.get("action"))]
+        for r in rows[-last:]:
+            mode = "apply" if r.get("apply") else "dry-run"
+            typer.echo(f"{r.get('time', '?')} {r.get('actor', '?')} {r.get('action')} [{mode}] "
+                       f"{r.get('outcome')}: {r.get('summary', r.get('error', ''))}")
+        if not rows:
+            typer.echo(f"no records in {path}")
+
     @app.command("diagnose")
     def diagnose_cmd(stack: Stack = "local", spec_override: SpecOverride = None,
                      prometheus_url: PromUrl = None, kube_context: KubeContext = None,

@@ -101,3 +101,15 @@ current-context: ctx
     assert "platform error, nothing more was changed: the cluster is unreachable" in result.output
     assert "check the kube context 'current-context'" in result.output
     assert json.loads(audit.read_text())["outcome"] == "failed"
+
+
+def test_audit_log_command_shows_the_last_runs(tmp_path):
+    log = AuditLog(tmp_path / "audit.jsonl", lambda: 1_800_000_000.0)
+    log.append({"actor": "a@h", "action": "restart-server", "apply": False, "outcome": "planned",
+                "summary": "would restart"})
+    log.append({"actor": "a@h", "action": "tune", "apply": True, "outcome": "applied", "summary": "set x"})
+    result = runner.invoke(app(), ["audit-log", "--audit-log", str(tmp_path / "audit.jsonl"),
+                                   "--action", "restart-server"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == ("2027-01-15T08:00:00+00:00 a@h restart-server [dry-run] planned: "
+                                     "would restart")
