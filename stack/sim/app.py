@@ -332,6 +332,8 @@ class SimApp:
                 raise bad_request("the simulator serves one prompt per request", "prompt")
             p = p[0]
         prompt = count_tokens(p) if isinstance(p, str) else len(p)
+        if prompt == 0:
+            raise bad_request("The decoder prompt cannot be empty")
         self._check_length(prompt, req.max_tokens)
         answer = self.answerer.answer("", None, self._output_cap(prompt, req.max_tokens))
         opts = req.stream_options
@@ -417,7 +419,8 @@ class SimApp:
 
 
 def _max_tokens(req) -> int | None:
-    value = getattr(req, "max_completion_tokens", None)
+    # only chat has max_completion_tokens (extra fields are attributes too: look at the schema)
+    value = req.max_completion_tokens if "max_completion_tokens" in type(req).model_fields else None
     return req.max_tokens if value is None else value
 
 

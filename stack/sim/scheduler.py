@@ -104,6 +104,9 @@ class Scheduler:
 
     # -- requests -------------------------------------------------------------------------
     def add(self, req: SimRequest, now_s: float) -> None:
+        if req.prompt_tokens < 1 or req.output_tokens < 1:
+            raise ValueError(f"request {req.rid!r}: prompt_tokens and output_tokens must be >= 1 "
+                             f"(got {req.prompt_tokens}, {req.output_tokens})")
         req.prefill_target = req.prompt_tokens
         req.queued_s = now_s
         self.waiting.append(req)

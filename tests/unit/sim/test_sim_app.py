@@ -248,3 +248,10 @@ async def test_metrics_follow_the_engine():
         assert 'vllm:e2e_request_latency_seconds_count{engine="0",model_name="tiny"} 4.0' in text
         assert 'vllm:inter_token_latency_seconds_count{engine="0",model_name="tiny"} 72.0' in text
         assert 'http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} 4.0' in text
+
+
+async def test_empty_prompt_is_400_not_a_stuck_request():
+    async with sim_client() as (_, c):
+        for prompt in ([""], []):
+            r = await c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 2})
+            assert r.status_code == 400

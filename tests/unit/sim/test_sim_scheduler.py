@@ -162,3 +162,8 @@ def test_a_request_larger_than_the_kv_cache_stalls_with_a_clear_error():
     lim = limits(kv_cache_tokens=64, max_model_len=64)
     with pytest.raises(RuntimeError, match="do not fit in 4 KV blocks"):
         simulate(Scheduler(lim, LAT), [SimRequest("big", 100, 1, 0.0)])
+
+
+def test_requests_without_tokens_are_refused():
+    with pytest.raises(ValueError, match="prompt_tokens and output_tokens must be >= 1"):
+        Scheduler(limits(), LAT).add(SimRequest("empty", 0, 5, 0.0), 0.0)
