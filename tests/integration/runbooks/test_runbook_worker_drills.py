@@ -78,6 +78,13 @@ def test_server_killed_mid_batch_then_breakers_stuck_open_nothing_lost(make_stac
     assert all((outputs / job_id / "metadata.json").is_file() for job_id in ids)
     assert r.xlen(stack.spec.queue.dead_letter_stream) == 0
 
+    slow = invoke(ctx, "slow-pdfs", {"top": 2})  # Runbook 2 case 2 reads what the workers wrote
+    assert slow.outcome == "report" and len(slow.evidence) == 2, slow.render()
+    assert slow.summary.startswith(f"{len(ids)} processed documents in output store")
+    assert all(" pages, " in line and "s/page" in line for line in slow.evidence)
+    times = [d["processing_s"] for d in slow.data["documents"]]
+    assert times == sorted(times, reverse=True)
+
 
 def test_security_patch_rolls_workers_one_at_a_time_with_zero_downtime(make_stack, drill):
     import threading
