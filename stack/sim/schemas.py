@@ -12,7 +12,7 @@ import io
 from dataclasses import dataclass
 
 from PIL import Image, UnidentifiedImageError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 
 class _Allow(BaseModel):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.sim.app import HTTPError
+from stack.sim.asgi import HTTPError
 
 from .sim_helpers import png_data_url, sim_client
 
@@ -53,7 +53,7 @@ async def test_unknown_model_is_404_like_vllm():
 async def test_context_overflow_message_matches_vllm():
     async with sim_client(max_model_len=2048) as (app, _):
         with pytest.raises(HTTPError) as err:
-            app._check_length(2049, None)
+            app.checks.check_length(2049, None)
         assert err.value.status == 400 and err.value.body == capture_body("error_context_overflow.txt")
 
 
