@@ -96,14 +96,27 @@ def error_breakdown(records: list[AnyRecord]) -> dict[str, int]:
     return dict(c.most_common())
 
 
-def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: RequestSLO) -> dict[str, Any]:
+def throughput_end(records: list, end_ns: int, cooldown_s: float) -> int:
+    """End of the throughput window: the measured window's end when a cooldown keeps the load
+    on past it; without a cooldown, the last completion of a measured request (otherwise the
+    answers still in flight at the end would be missing from the rate)."""
+    if cooldown_s > 0:
+        return end_ns
+    ends = [r.end_ns for r in records if r.phase == "measure" and r.end_ns is not None]
+    return max([end_ns, *ends]) + 1
+
+
+def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: RequestSLO,
+                 tput_end_ns: int | None = None) -> dict[str, Any]:
     """Aggregate metrics over the measured window [start_ns, end_ns).
 
     Latency distributions use measured-phase requests (phase assigned by intended send time).
-    Throughputs count what the server delivered inside the window, from every phase: with
-    warmup and cooldown running the same load, that is the steady-state rate.
+    Throughputs count what the server delivered inside [start_ns, tput_end_ns), from every
+    phase: with warmup and cooldown running the same load, that is the steady-state rate.
     """
     window_s = max(1e-9, (end_ns - start_ns) / 1e9)
+    t_end = tput_end_ns or end_ns
+    tput_s = max(1e-9, (t_end - start_ns) / 1e9)
     measured = [r for r in records if r.phase == "measure"]
     ok = [r for r in measured if r.ok]
     derived = [(r, derive(r)) for r in measured]
@@ -121,14 +134,15 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
                 series[name].append(v)
         series["itl_ms"].extend(itl_gaps_ms(r))
         series["chunk_gap_ms"].extend(chunk_gaps_ms(r))
-    done_in_window = sum(1 for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < end_ns)
+    done_in_window = sum(1 for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < t_end)
     tokens_in_window = sum(k for r in records if r.ok
-                           for t, k in zip(r.event_ns, r.event_tokens) if start_ns <= t < end_ns)
+                           for t, k in zip(r.event_ns, r.event_tokens) if start_ns <= t < t_end)
     prompt_mismatch = sum(1 for r in ok if r.prompt_tokens is not None and r.server_prompt_tokens is not None
                           and r.prompt_tokens != r.server_prompt_tokens)
     return {
         "kind": "chat",
         "window_s": window_s,
+        "throughput_window_s": tput_s,
         "requests": {"sent": len(measured), "ok": len(ok), "errors": len(measured) - len(ok),
                      "error_rate": (len(measured) - len(ok)) / len(measured) if measured else None,
                      "all_phases": len(records)},
@@ -136,8 +150,8 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
         "latency": {name: describe(v) for name, v in series.items()},
         "throughput": {
             "sent_rps": len(measured) / window_s,
-            "completed_rps": done_in_window / window_s,
-            "output_tokens_per_s": tokens_in_window / window_s,
+            "completed_rps": done_in_window / tput_s,
+            "output_tokens_per_s": tokens_in_window / tput_s,
             "goodput_rps": good / window_s,
         },
         "goodput": {"good": good, "fraction": good / len(measured) if measured else None,
@@ -150,12 +164,15 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
     }
 
 
-def pipeline_summary(records: list[PipelineRecord], start_ns: int, end_ns: int) -> dict[str, Any]:
+def pipeline_summary(records: list[PipelineRecord], start_ns: int, end_ns: int,
+                     tput_end_ns: int | None = None) -> dict[str, Any]:
     window_s = max(1e-9, (end_ns - start_ns) / 1e9)
+    t_end = tput_end_ns or end_ns
+    tput_s = max(1e-9, (t_end - start_ns) / 1e9)
     measured = [r for r in records if r.phase == "measure"]
     ok = [r for r in measured if r.ok]
     lat = [(r.end_ns - r.sent_ns) / 1e9 for r in ok if r.end_ns is not None]
-    done_in_window = [r for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < end_ns]
+    done_in_window = [r for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < t_end]
     pages = sum(r.pages for r in done_in_window)
     reqs = [r.server_requests / r.pages for r in ok if r.server_requests is not None and r.pages]
     return {
@@ -167,9 +184,10 @@ def pipeline_summary(records: list[PipelineRecord], start_ns: int, end_ns: int) 
         "errors_by_reason": error_breakdown(measured),
         "latency": {"doc_latency_s": describe(lat),
                     "lag_ms": describe([(r.sent_ns - r.intended_ns) / MS for r in measured])},
+        "throughput_window_s": tput_s,
         "throughput": {"sent_rps": len(measured) / window_s,
-                       "documents_per_h": len(done_in_window) / window_s * 3600,
-                       "pages_per_s": pages / window_s},
+                       "documents_per_h": len(done_in_window) / tput_s * 3600,
+                       "pages_per_s": pages / tput_s},
         "requests_per_page": describe(reqs),
         "percentile_method": PERCENTILE_METHOD,
     }

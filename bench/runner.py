@@ -17,7 +17,7 @@ from bench import engine, server_metrics
 from bench.agreement import agreement
 from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
-from bench.metrics import chat_summary, pipeline_summary
+from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.records import AnyRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.target import Target
@@ -61,10 +61,11 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
               extra_checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Metrics, validity, server diff and run facts of a finished run (also for Locust runs)."""
     end_ns = result.measure_end_ns if result.measure_end_ns is not None else result.measure_start_ns
+    t_end = throughput_end(result.records, end_ns, result.load.cooldown_s)
     if isinstance(scn, ChatScenario):
-        summary = chat_summary(result.records, result.measure_start_ns, end_ns, scn.slo)  # type: ignore[arg-type]
+        summary = chat_summary(result.records, result.measure_start_ns, end_ns, scn.slo, t_end)  # type: ignore[arg-type]
     else:
-        summary = pipeline_summary(result.records, result.measure_start_ns, end_ns)  # type: ignore[arg-type]
+        summary = pipeline_summary(result.records, result.measure_start_ns, end_ns, t_end)  # type: ignore[arg-type]
     summary["validity"] = check(result, summary, limits)
     if extra_checks:
         summary["validity"]["checks"].extend(extra_checks)
