@@ -41,7 +41,7 @@ class AdminAPI:
         except (orjson.JSONDecodeError, FaultError) as exc:
             raise bad_request(f"invalid fault settings: {exc}") from exc
         self.app.scheduler.kv_capacity_factor = spec.kv_capacity_factor
-        self.app.engine._wakeup.set()  # a larger KV cache may unblock the queue
+        self.app.engine.poke()  # a larger KV cache may unblock the queue
         log.warning("faults now: %s", spec.model_dump_json())
         status = await respond(send, 200, spec.model_dump_json().encode())
         if self.app.faults.should_crash():

@@ -85,6 +85,10 @@ class Engine:
             except asyncio.CancelledError:
                 pass
 
+    def poke(self) -> None:
+        """Re-run the scheduler now (e.g. the KV cache grew and the queue head may fit)."""
+        self._wakeup.set()
+
     def submit(self, req: SimRequest) -> Stream:
         req.handle = Stream()
         self.scheduler.add(req, self.clock.now())

@@ -6,6 +6,7 @@ defines the typed schema and loads it. Every default lives here, once.
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from typing import Literal
@@ -51,8 +52,6 @@ class Dist(_Strict):
         elif self.kind == "normal":
             value = rng.gauss(self.mean, self.sd)
         else:  # lognormal parameterised by the value's own mean and sd (easier to cite than mu/sigma)
-            import math
-
             sigma2 = math.log(1.0 + (self.sd / self.mean) ** 2)
             mu = math.log(self.mean) - sigma2 / 2.0
             value = rng.lognormvariate(mu, math.sqrt(sigma2))
