@@ -67,11 +67,70 @@ def cpu_s(pid: int) -> float:
     return t.user + t.system
 
 
+def start_to_ready(h, starts: int) -> None:
+    """Process spawn to /readyz 200 (imports, Redis, /v1/models, MinerU loaded)."""
+    times, cpus = [], []
+    for _ in range(starts):
+        t0 = time.monotonic()
+        w = h.start_worker()
+        times.append(time.monotonic() - t0)
+        cpus.append(cpu_s(w.popen.pid))
+        w.stop()
+    print(f"start-to-ready: median {statistics.median(times):.2f} s wall, max {max(times):.2f} s, "
+          f"{statistics.median(cpus):.2f} CPU-s, over {starts} starts (target < 5 s); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def cpu_comparison(h, tmp: Path, docs: int) -> None:
+    """CPU-seconds per page: the worker vs MinerU's API in a loop, same PDFs, after a warm-up."""
+    from generate import make_pdf
+
+    from worker.testing import API_KEY
+
+    pool = h.spec.worker_pool
+    pdfs = [make_pdf(tmp / "cpu" / f"d{i}.pdf", 4, seed=i) for i in range(docs + 1)]
+    pages = 4 * docs
+    w = h.start_worker()
+    h.wait_terminal(h.submit(pdfs[:1]), 120)
+    c0 = cpu_s(w.popen.pid)
+    h.wait_terminal(h.submit(pdfs[1:]), 900)
+    worker_cpu = cpu_s(w.popen.pid) - c0
+    w.stop()
+    out = subprocess.run(
+        [sys.executable, __file__, "--direct-child", f"http://127.0.0.1:{h.server_port}", API_KEY,
+         str(pool.page_window), str(pool.concurrency_per_worker), *map(str, pdfs)],
+        capture_output=True, text=True, check=True, cwd=ROOT)
+    direct_cpu = json.loads(out.stdout.strip().splitlines()[-1])["cpu_s"]
+    overhead = (worker_cpu - direct_cpu) / direct_cpu * 100
+    print(f"CPU per page: worker {worker_cpu / pages:.3f} s, direct MinerU loop "
+          f"{direct_cpu / pages:.3f} s over {pages} pages: overhead {overhead:+.1f} % (target < 5 %)")
+
+
+def rss_growth(h, tmp: Path, rss_pages: int) -> None:
+    """Worker RSS after 100 and after ``rss_pages`` pages of 4-page documents."""
+    from generate import make_pdf
+
+    w = h.start_worker()
+    ids = h.submit([make_pdf(tmp / "rss" / f"d{i}.pdf", 4, seed=100 + i) for i in range(rss_pages // 4)])
+    marks: dict[int, float] = {}
+    proc = psutil.Process(w.popen.pid)
+    deadline = time.monotonic() + 1800
+    while len(marks) < 2 and time.monotonic() < deadline:
+        done = sum(r.get("state") == "done" for r in h.states(ids).values()) * 4
+        for mark in (100, rss_pages):
+            if done >= mark and mark not in marks:
+                marks[mark] = proc.memory_info().rss / 2**20
+        time.sleep(0.2)
+    growth = (marks[rss_pages] - marks[100]) / marks[100] * 100
+    print(f"RSS: {marks[100]:.0f} MiB after 100 pages, {marks[rss_pages]:.0f} MiB after "
+          f"{rss_pages} pages: growth {growth:+.1f} % (target < 5 %)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--starts", type=int, default=5, help="worker starts to time")
-    parser.add_argument("--docs", type=int, default=15, help="4-page documents for the CPU comparison")
-    parser.add_argument("--rss-pages", type=int, default=500, help="pages to run for the RSS check")
+    parser.add_argument("--starts", type=int, default=5, help="worker starts to time (0: skip)")
+    parser.add_argument("--docs", type=int, default=15, help="4-page documents for the CPU comparison (0: skip)")
+    parser.add_argument("--rss-pages", type=int, default=500, help="pages for the RSS check (0: skip)")
     parser.add_argument("--direct-child", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.direct_child is not None:
@@ -79,64 +138,19 @@ def main() -> None:
         direct_loop(url, key, pdfs, int(window), int(conc))
         return
 
-    from generate import make_pdf
-
-    from worker.testing import API_KEY, Harness
+    from worker.testing import Harness
 
     tmp = Path(tempfile.mkdtemp(prefix="worker-bench-"))
     h = Harness(tmp / "h")
-    pool = h.spec.worker_pool
     try:
         h.start_redis()
         h.start_sim()
-        # 1) start-to-ready: process spawn to /readyz 200.
-        times, cpus = [], []
-        for _ in range(args.starts):
-            t0 = time.monotonic()
-            w = h.start_worker()
-            times.append(time.monotonic() - t0)
-            cpus.append(cpu_s(w.popen.pid))
-            w.stop()
-        print(f"start-to-ready: median {statistics.median(times):.2f} s wall, max {max(times):.2f} s, "
-              f"{statistics.median(cpus):.2f} CPU-s, over {args.starts} starts (target < 5 s); "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-
-        # 2) CPU-seconds per page: worker vs MinerU's API in a loop, same PDFs, after a warm-up.
-        pdfs = [make_pdf(tmp / "cpu" / f"d{i}.pdf", 4, seed=i) for i in range(args.docs + 1)]
-        pages = 4 * args.docs
-        w = h.start_worker()
-        warm = h.submit(pdfs[:1])
-        h.wait_terminal(warm, 120)
-        c0 = cpu_s(w.popen.pid)
-        ids = h.submit(pdfs[1:])
-        h.wait_terminal(ids, 600)
-        worker_cpu = cpu_s(w.popen.pid) - c0
-        w.stop()
-        out = subprocess.run(
-            [sys.executable, __file__, "--direct-child", f"http://127.0.0.1:{h.server_port}", API_KEY,
-             str(pool.page_window), str(pool.concurrency_per_worker), *map(str, pdfs)],
-            capture_output=True, text=True, check=True, cwd=ROOT)
-        direct_cpu = json.loads(out.stdout.strip().splitlines()[-1])["cpu_s"]
-        overhead = (worker_cpu - direct_cpu) / direct_cpu * 100
-        print(f"CPU per page: worker {worker_cpu / pages:.3f} s, direct MinerU loop "
-              f"{direct_cpu / pages:.3f} s over {pages} pages: overhead {overhead:+.1f} % (target < 5 %)")
-
-        # 3) RSS after 100 and after N pages, one worker, 4-page documents.
-        w = h.start_worker()
-        rss_pdfs = [make_pdf(tmp / "rss" / f"d{i}.pdf", 4, seed=100 + i) for i in range(args.rss_pages // 4)]
-        ids = h.submit(rss_pdfs)
-        marks: dict[int, float] = {}
-        proc = psutil.Process(w.popen.pid)
-        deadline = time.monotonic() + 1800
-        while len(marks) < 2 and time.monotonic() < deadline:
-            done = sum(r.get("state") == "done" for r in h.states(ids).values()) * 4
-            for mark in (100, args.rss_pages):
-                if done >= mark and mark not in marks:
-                    marks[mark] = proc.memory_info().rss / 2**20
-            time.sleep(0.2)
-        growth = (marks[args.rss_pages] - marks[100]) / marks[100] * 100
-        print(f"RSS: {marks[100]:.0f} MiB after 100 pages, {marks[args.rss_pages]:.0f} MiB after "
-              f"{args.rss_pages} pages: growth {growth:+.1f} % (target < 5 %)")
+        if args.starts:
+            start_to_ready(h, args.starts)
+        if args.docs:
+            cpu_comparison(h, tmp, args.docs)
+        if args.rss_pages:
+            rss_growth(h, tmp, args.rss_pages)
     finally:
         h.close()
 

@@ -87,6 +87,7 @@ class InferenceClient:
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
         self.requests_sent = 0  # attempts, including retries; read into job metadata
+        self.last_success = 0.0  # monotonic time of the last 200: lets readiness skip a probe
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -162,6 +163,7 @@ class InferenceClient:
                 m.failures.labels(CHAT_PATH, "bad_body").inc()
                 raise ServerAnswerError(status, f"body is not JSON: {response.text[:200]}") from exc
             self.breaker.record_success()
+            self.last_success = time.monotonic()
             return data
         kind = "http_5xx" if status >= 500 else "http_4xx"
         m.failures.labels(CHAT_PATH, kind).inc()

@@ -32,6 +32,7 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         # the worker must not re-read a Pulumi file that says something else.
         ENV_SPEC_FILE: str(write_resolved_spec(spec, ctx.paths.config / "worker-spec.json")),
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
+        "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
     }
     ref = spec.worker_server.api_key
     if ref is not None and ctx.api_key:

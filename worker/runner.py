@@ -11,6 +11,7 @@ dead-lettered because the server was down. SIGTERM stops intake, lets in-flight 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import signal
 import time
@@ -35,6 +36,8 @@ from worker.store import DirectoryStore
 from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
+PROBE_INTERVAL_S = 2.0
+READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 EXIT_RECYCLE = 75  # EX_TEMPFAIL: supervisord (autorestart=unexpected) and Kubernetes restart us
 
 
@@ -57,8 +60,10 @@ class Worker:
         self._tasks: dict[str, asyncio.Task] = {}
         self._slots = asyncio.Semaphore(settings.pool.jobs_per_worker)
         self._stopping = asyncio.Event()
+        self._reading = False  # intake is inside a Redis read (see run: do not cancel it there)
+        self._server_back = asyncio.Event()  # set while the server answers; held jobs wake on it
         self._docs_since_recycle = 0
-        self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=30.0)
+        self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=10.0)
         self._proc = psutil.Process()
 
     # -- state ----------------------------------------------------------------------------------
@@ -84,11 +89,18 @@ class Worker:
         await self._until_redis()
         swept = self.store.sweep_staging(older_than_s=max(3600.0, 4 * self.s.spec.queue.visibility_timeout_s),
                                          now=time.time())
-        loops = [asyncio.create_task(c) for c in (
-            self._probe_loop(), self._intake_loop(), self._heartbeat_loop())]
+        intake = asyncio.create_task(self._intake_loop())
+        loops = [asyncio.create_task(c) for c in (self._probe_loop(), self._heartbeat_loop())]
         log(logger, logging.INFO, "worker started", consumer=self.s.consumer, swept_staging=swept)
         await self._stopping.wait()
-        await self._drain()
+        drain = asyncio.create_task(self._drain())  # the drain clock starts at the signal
+        if self._reading:
+            # A blocking read ends within READ_BLOCK_MS and gives back what it got: cancelling
+            # it mid-read could strand a delivered entry until the visibility timeout.
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(intake), READ_BLOCK_MS / 1000 + 3)
+        loops.append(intake)  # waiting for a slot or asleep: safe to cancel
+        await drain
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
@@ -112,6 +124,18 @@ class Worker:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
+    async def _hold(self, seconds: float) -> None:
+        """Wait before retrying a held job; wake early on stop or when the server is back."""
+        if self._server_back.is_set():  # the server answers (overload, not an outage): back off
+            await self._sleep(seconds)
+            return
+        waits = [asyncio.ensure_future(self._stopping.wait()), asyncio.ensure_future(self._server_back.wait())]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
     async def _sleep(self, seconds: float) -> None:
         with suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
@@ -127,8 +151,12 @@ class Worker:
                 await self._sleep(0.2)
                 continue
             await self._slots.acquire()
+            if self._stopping.is_set():  # stopped while waiting for a free slot
+                self._slots.release()
+                break
             delivery = None
             try:
+                self._reading = True
                 if time.monotonic() >= next_reclaim:
                     next_reclaim = time.monotonic() + max(0.5, vt / 4)
                     claimed = await self.queue.reclaim(vt, count=1)
@@ -139,14 +167,16 @@ class Worker:
                             deliveries=delivery.deliveries)
                         next_reclaim = 0.0  # there may be more
                 if delivery is None:
-                    read = await self.queue.read(count=1, block_ms=500)
+                    read = await self.queue.read(count=1, block_ms=READ_BLOCK_MS)
                     delivery = read[0] if read else None
             except (RedisError, OSError) as exc:
+                self._reading = False
                 self._slots.release()
                 self.redis_ok = False
                 log(logger, logging.WARNING, "reading the stream failed", error=repr(exc))
                 await self._sleep(1.0)
                 continue
+            self._reading = False
             if delivery is None:
                 self._slots.release()
                 continue
@@ -165,14 +195,21 @@ class Worker:
 
     async def _probe_loop(self) -> None:
         while True:
-            try:
-                models = await self.inference.list_models()
-                self.server_ok = self.s.model_name in models
-                self.probe_detail = "ok" if self.server_ok else (
-                    f"server lists {models}, not the spec's model {self.s.model_name!r}")
-            except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
-                self.server_ok = False
-                self.probe_detail = f"GET {self.s.server_url}/v1/models failed: {exc!r}"
+            # A chat answer in the last interval proves the server up: skip the probe request
+            # (it would only add CPU to every busy worker).
+            if not (self.server_ok and time.monotonic() - self.inference.last_success < PROBE_INTERVAL_S):
+                try:
+                    models = await self.inference.list_models()
+                    self.server_ok = self.s.model_name in models
+                    self.probe_detail = "ok" if self.server_ok else (
+                        f"server lists {models}, not the spec's model {self.s.model_name!r}")
+                except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
+                    self.server_ok = False
+                    self.probe_detail = f"GET {self.s.server_url}/v1/models failed: {exc!r}"
+            if self.server_ok:
+                self._server_back.set()
+            else:
+                self._server_back.clear()
             try:
                 await self.queue.r.ping()
                 self.redis_ok = True
@@ -184,7 +221,7 @@ class Worker:
                 self.probe_detail = f"redis: {exc!r}"
             self.metrics.breaker_state.set(int(self.breaker.state))
             self.last_probe = time.monotonic()
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(PROBE_INTERVAL_S if self.server_ok else 0.5)
 
     # -- one job ------------------------------------------------------------------------------------
     def _spawn(self, d: Delivery) -> None:
@@ -257,7 +294,7 @@ class Worker:
                 log(logger, logging.WARNING, "transient failure; job kept and retried",
                     error=str(exc), attempt=attempt, retry_in_s=round(wait, 2),
                     breaker=self.breaker.state.name)
-                await self._sleep(wait)
+                await self._hold(wait)
                 if self._stopping.is_set():
                     await self.queue.release(d)
                     return
@@ -361,6 +398,7 @@ class Worker:
         log(logger, logging.ERROR, "dead-lettered", kind=kind, reason=reason)
 
     def _after_document(self) -> None:
+        _malloc_trim()
         self._docs_since_recycle += 1
         if self._docs_since_recycle >= self.s.pool.recycle_after_documents and self.backend:
             self.backend.recycle()
@@ -371,6 +409,26 @@ class Worker:
         if rss_mib > limit:
             self.request_stop(f"RSS {rss_mib:.0f} MiB over {limit:.0f} MiB: recycling the process",
                               EXIT_RECYCLE)
+
+
+def _malloc_trim() -> None:
+    """Hand freed heap back to the OS after a document. Page images are large, short-lived
+    allocations made from several threads; glibc keeps the freed arenas, which reads as RSS
+    growth that is not a leak. A no-op where glibc is absent."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018 - raises AttributeError off glibc
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()
 
 
 class _Attempt:

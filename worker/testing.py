@@ -136,6 +136,7 @@ class Harness:
             "SPLITSTACK_WORKER_METRICS_PORT": str(port),
             spec.worker_server.api_key.env if spec.worker_server.api_key else "UNUSED": API_KEY,
             "OMP_NUM_THREADS": "1",
+            "MALLOC_ARENA_MAX": "2",
             **self.env_extra,
         }
 
