@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infra.spec import Spec, Target, WorkerBackend
+from infra.spec import DeploymentMode, Spec, Target, WorkerBackend
 
 ENV_SERVER_URL = "SPLITSTACK_SERVER_URL"
 ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"
@@ -59,14 +59,23 @@ class WorkerSettings(BaseModel):
 
 def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None) -> WorkerSettings:
     env = dict(os.environ if env is None else env)
+    if spec.deployment_mode is not DeploymentMode.split:
+        raise ConfigError(
+            f"deployment_mode {spec.deployment_mode.value!r}: this worker runs MinerU's HTTP-client "
+            "backend against a shared server (mode 'split'); the monolithic rollback needs MinerU's "
+            "vlm-vllm-engine backend and a GPU in every worker, which this worker does not build")
+    if spec.output_store.kind != "directory":
+        raise ConfigError(
+            f"output_store.kind {spec.output_store.kind!r} is not implemented by the worker; use "
+            "'directory' (a volume every worker mounts, SPLITSTACK_OUTPUT_DIR)")
     local = spec.target is Target.local
     server = spec.worker_server
     server_url = env.get(ENV_SERVER_URL) or (
         f"http://{spec.local.host}:{server.port}" if local
-        else f"http://{server.name}.{spec.namespace}.svc:{server.port}")
+        else f"http://{server.name}.{spec.namespace}.svc.cluster.local:{server.port}")
     redis_url = env.get(spec.queue.url_env) or (
         f"redis://{spec.local.host}:{spec.queue.port}/0" if local
-        else f"redis://queue.{spec.namespace}.svc:{spec.queue.port}/0")
+        else f"redis://redis.{spec.namespace}.svc.cluster.local:{spec.queue.port}/0")
     out = env.get(ENV_OUTPUT_DIR)
     if not out:
         if not local:

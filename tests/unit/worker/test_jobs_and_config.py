@@ -43,3 +43,12 @@ def test_parse_overrides_reads_yaml_scalars_and_rejects_bad_pairs() -> None:
         "queue.visibility_timeout_s": 5, "worker_pool.backend": "page-vlm"}
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
         parse_overrides(["novalue"])
+
+
+def test_unsupported_modes_are_refused_with_the_reason() -> None:
+    mono = load_stack("local", overrides={"deployment_mode": "monolithic"})
+    with pytest.raises(ConfigError, match="deployment_mode 'monolithic'"):
+        settings_from_env(mono, 0, env={"SPLITSTACK_API_KEY": "k"})
+    s3 = load_stack("local", overrides={"output_store.kind": "s3", "output_store.bucket": "b"})
+    with pytest.raises(ConfigError, match="output_store.kind 's3' is not implemented"):
+        settings_from_env(s3, 0, env={"SPLITSTACK_API_KEY": "k"})
