@@ -21,6 +21,9 @@ REDIS_NAME = "redis"
 WORKER_NAME = "worker"
 MONOLITHIC_NAME = "worker-gpu"
 OUTPUTS_MOUNT = "/data/outputs"
+# The resolved deployment spec (JSON, no secret values) the worker reads instead of Pulumi.<stack>.yaml.
+WORKER_SPEC_MOUNT = "/etc/splitstack"
+WORKER_SPEC_KEY = "spec.json"
 MODEL_CACHE_MOUNT = "/models"
 # The sidecar of the Grafana chart in kube-prometheus-stack loads ConfigMaps carrying this label.
 GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"
@@ -78,36 +81,30 @@ def prometheus_url(spec: Spec) -> str:
 def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
     """Environment of a worker container (snake_case dicts, as pulumi-kubernetes takes them).
 
-    Values come from the spec; secrets only as secretKeyRef, never as values.
+    The names are the worker's own (worker/config.py), so the pod runs the same code path as
+    the local stack: the resolved spec from a ConfigMap, URLs and the output mount from here,
+    secrets only as secretKeyRef, never as values.
     """
+    from worker.config import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_FILE
+
     w = spec.worker_pool
     q = spec.queue
     server = spec.worker_server
     env: list[dict] = [
-        {"name": "SPLITSTACK_STACK", "value": spec.stack},
-        {"name": "SPLITSTACK_DEPLOYMENT_MODE", "value": spec.deployment_mode.value},
-        {"name": "SPLITSTACK_BACKEND", "value": w.backend.value},
-        {"name": "SPLITSTACK_MODEL", "value": server.model.name},
-        {"name": "SPLITSTACK_CONCURRENCY_PER_WORKER", "value": str(w.concurrency_per_worker)},
-        {"name": "SPLITSTACK_JOBS_PER_WORKER", "value": str(w.jobs_per_worker)},
-        {"name": "SPLITSTACK_METRICS_PORT", "value": str(w.metrics_port)},
-        {"name": "SPLITSTACK_REQUEST_TIMEOUT_S", "value": f"{w.request_timeout_s:g}"},
-        {"name": "SPLITSTACK_MAX_RETRIES", "value": str(w.max_retries)},
-        {"name": "SPLITSTACK_QUEUE_STREAM", "value": q.stream},
-        {"name": "SPLITSTACK_QUEUE_GROUP", "value": q.group},
-        {"name": "SPLITSTACK_DEAD_LETTER_STREAM", "value": q.dead_letter_stream},
-        {"name": "SPLITSTACK_OUTPUT_DIR", "value": OUTPUTS_MOUNT},
+        {"name": ENV_SPEC_FILE, "value": f"{WORKER_SPEC_MOUNT}/{WORKER_SPEC_KEY}"},
+        {"name": ENV_METRICS_PORT, "value": str(w.metrics_port)},
+        {"name": ENV_OUTPUT_DIR, "value": OUTPUTS_MOUNT},
         {"name": "MINERU_VERSION", "value": w.mineru_version},
     ]
     if monolithic:
         env.append({"name": "SPLITSTACK_MODEL_SOURCE", "value": server.model.source})
         env.append({"name": "HF_HOME", "value": f"{MODEL_CACHE_MOUNT}/hf"})
         if server.hf_token:
-            env.append(secret_env("HF_TOKEN", server.hf_token))
+            env.append(secret_env(server.hf_token.env, server.hf_token))
     else:
-        env.append({"name": "SPLITSTACK_SERVER_URL", "value": server_url(spec, server)})
+        env.append({"name": ENV_SERVER_URL, "value": server_url(spec, server)})
         if server.api_key:
-            env.append(secret_env("SPLITSTACK_API_KEY", server.api_key))
+            env.append(secret_env(server.api_key.env, server.api_key))
     if spec.output_store.kind == "s3":
         env.append({"name": "SPLITSTACK_OUTPUT_URL", "value": f"s3://{spec.output_store.bucket}"})
     if q.kind == "external":

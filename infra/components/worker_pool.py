@@ -59,7 +59,8 @@ def container(spec: Spec) -> dict:
     if mono:
         resources["requests"][naming.GPU_RESOURCE] = "1"
         resources["limits"][naming.GPU_RESOURCE] = "1"
-    mounts = [{"name": "outputs", "mount_path": naming.OUTPUTS_MOUNT}]
+    mounts = [{"name": "outputs", "mount_path": naming.OUTPUTS_MOUNT},
+              {"name": "spec", "mount_path": naming.WORKER_SPEC_MOUNT, "read_only": True}]
     if mono:
         mounts += [{"name": "dshm", "mount_path": "/dev/shm"},
                    {"name": "model-cache", "mount_path": naming.MODEL_CACHE_MOUNT}]
@@ -67,23 +68,30 @@ def container(spec: Spec) -> dict:
     probes: dict = {}
     if mono:  # the model loads in-process: the same startup budget as the server's
         probes["startup_probe"] = {
-            "http_get": {**http, "path": "/health"}, "period_seconds": sizing.STARTUP_PERIOD_S,
+            "http_get": {**http, "path": "/healthz"}, "period_seconds": sizing.STARTUP_PERIOD_S,
             "timeout_seconds": 5,
             "failure_threshold": sizing.startup_failure_threshold(spec.worker_server)}
     return {
         **probes,
         "name": "worker",
         "image": f"{w.image}:{w.image_tag}",
+        "command": ["python", "-m", "worker", "--stack", spec.stack],
         "env": naming.worker_env(spec, mono),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
         "resources": resources,
         "volume_mounts": mounts,
-        "readiness_probe": {"http_get": {**http, "path": "/ready"}, "period_seconds": 5,
+        # /readyz is 200 only while the inference server lists the model and Redis answers
+        # (worker/health.py): readiness stays gated on the server after start-up too.
+        "readiness_probe": {"http_get": {**http, "path": "/readyz"}, "period_seconds": 5,
                             "failure_threshold": 3},
-        "liveness_probe": {"http_get": {**http, "path": "/health"}, "period_seconds": 15,
+        "liveness_probe": {"http_get": {**http, "path": "/healthz"}, "period_seconds": 15,
                            "timeout_seconds": 5, "failure_threshold": 4},
         "security_context": {"allow_privilege_escalation": False},
     }
+
+
+def spec_config_map_name(spec: Spec) -> str:
+    return f"{naming.MONOLITHIC_NAME if monolithic(spec) else naming.WORKER_NAME}-spec"
 
 
 def wait_for_server(spec: Spec) -> dict:
@@ -109,7 +117,8 @@ def pod_spec(spec: Spec, output_claim: str | None) -> dict:
         "enable_service_links": False,
         "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
         "containers": [container(spec)],
-        "volumes": [{"name": "outputs", **outputs}],
+        "volumes": [{"name": "outputs", **outputs},
+                    {"name": "spec", "config_map": {"name": spec_config_map_name(spec)}}],
     }
     if mono:
         pod["tolerations"] = naming.gpu_tolerations(spec)
@@ -164,6 +173,13 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         ns = spec.namespace
         sel = naming.worker_labels(mono)
         scales = args.autoscaler is not Autoscaler.none and (w.max_replicas or 0) > w.replicas
+        # The worker reads the resolved spec (SecretRefs only, no secret values) from here.
+        self.spec_config = k8s.core.v1.ConfigMap(
+            f"{name}-spec",
+            metadata=metadata(spec_config_map_name(spec), ns, sel),
+            data={naming.WORKER_SPEC_KEY: spec.model_dump_json(indent=2)},
+            opts=child(self),
+        )
         self.deployment = k8s.apps.v1.Deployment(
             name,
             metadata=metadata(dep_name, ns, sel),
@@ -177,7 +193,8 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 "template": {"metadata": {"labels": sel, **template_annotations(spec)},
                              "spec": pod_spec(spec, args.output_claim)},
             },
-            opts=child(self, custom_timeouts=custom_timeouts(spec.worker_server) if mono else None),
+            opts=child(self, depends_on=[self.spec_config],
+                       custom_timeouts=custom_timeouts(spec.worker_server) if mono else None),
         )
         self.service = k8s.core.v1.Service(
             f"{name}-metrics",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pulumi
 import pytest
 import yaml
@@ -204,7 +206,8 @@ def test_dashboards_become_sidecar_configmaps(tmp_path, mocks):
         build(make_spec("existing", "split"), root)
 
     run()
-    (cm,) = [o for o in mocks.kubernetes_objects if o["kind"] == "ConfigMap"]
+    (cm,) = [o for o in mocks.kubernetes_objects
+             if o["kind"] == "ConfigMap" and "grafana_dashboard" in o["metadata"]["labels"]]
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert cm["data"] == {"splitstack-dashboard-pipeline.json": '{"title": "Pipeline", "panels": []}'}
     (rule,) = [o for o in mocks.kubernetes_objects if o["kind"] == "PrometheusRule"]
@@ -252,3 +255,37 @@ def test_hpa_cannot_scale_from_zero():
     raw["worker_pool"].update(replicas=0, max_replicas=2)
     with pytest.raises(ValueError, match="an HPA cannot scale from zero"):
         validate_pool(WorkerPoolArgs(parse_spec(raw), autoscaler=Autoscaler.hpa))
+
+
+def test_worker_pod_runs_the_worker_with_its_own_contract(mocks):
+    """The pod runs `python -m worker` on the resolved spec, with the env names and health
+    endpoints the worker itself reads and serves (worker/config.py, worker/health.py)."""
+    from worker.config import ENV_METRICS_PORT, ENV_SERVER_URL, ENV_SPEC_FILE
+
+    spec = make_spec("existing", "split")
+
+    @pulumi.runtime.test
+    def run():
+        build(spec, ROOT)
+
+    run()
+    (dep,) = [o for o in mocks.kubernetes_objects
+              if o["kind"] == "Deployment" and o["metadata"]["name"] == "worker"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["python", "-m", "worker", "--stack", spec.stack]
+    env = {e["name"]: e for e in c["env"]}
+    assert env[ENV_METRICS_PORT]["value"] == str(spec.worker_pool.metrics_port)
+    assert env[ENV_SERVER_URL]["value"].endswith(f":{spec.worker_server.port}")
+    key = spec.worker_server.api_key
+    if key is not None:
+        assert env[key.env]["valueFrom"]["secretKeyRef"] == {"name": key.name, "key": key.key}
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    spec_path = env[ENV_SPEC_FILE]["value"]
+    (cm,) = [o for o in mocks.kubernetes_objects
+             if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "worker-spec"]
+    resolved = json.loads(cm["data"][spec_path.rsplit("/", 1)[1]])
+    assert resolved["stack"] == spec.stack and "secure" not in cm["data"][spec_path.rsplit("/", 1)[1]]
+    mounted = {m["mountPath"] for m in c["volumeMounts"]}
+    assert spec_path.rsplit("/", 1)[0] in mounted
