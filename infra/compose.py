@@ -146,9 +146,11 @@ def compose_document(spec: Spec) -> dict[str, Any]:
             services[server.name] = server_service(spec, server, gpus.get(server.name, []), i)
     worker: dict[str, Any] = {
         "image": f"{w.image}:{w.image_tag}",
+        "command": ["python", "-m", "worker", "--stack", spec.stack],
         "environment": worker_environment(spec),
-        "volumes": [f"outputs:{naming.OUTPUTS_MOUNT}"],
-        "healthcheck": {"test": _http_check(w.metrics_port, "/health"), "interval": "15s",
+        "volumes": [f"outputs:{naming.OUTPUTS_MOUNT}",
+                    f"./{WORKER_SPEC_FILE}:{naming.WORKER_SPEC_MOUNT}/{naming.WORKER_SPEC_KEY}:ro"],
+        "healthcheck": {"test": _http_check(w.metrics_port, "/readyz"), "interval": "15s",
                         "timeout": "5s", "retries": 4},
         "stop_grace_period": f"{int(w.request_timeout_s) + 30}s",
         "restart": "unless-stopped",
@@ -216,6 +218,9 @@ def validate_compose(document: dict[str, Any]) -> list[str]:
             for e in validator.iter_errors(document)]
 
 
+WORKER_SPEC_FILE = "splitstack-spec.json"
+
+
 def write_compose(spec: Spec, root: Path, out: Path) -> list[Path]:
     """compose file at ``out``; prometheus.yml and the alert rules beside it."""
     document = compose_document(spec)
@@ -235,4 +240,6 @@ def write_compose(spec: Spec, root: Path, out: Path) -> list[Path]:
         names.append(name)
     (prom / "prometheus.yml").write_text(
         header + yaml.safe_dump(prometheus_config(spec, names), sort_keys=False))
-    return [out, prom / "prometheus.yml", *(rules_dir / n for n in names)]
+    spec_file = out.parent / WORKER_SPEC_FILE  # the resolved spec the workers read (no secrets)
+    spec_file.write_text(spec.model_dump_json(indent=2) + "\n")
+    return [out, prom / "prometheus.yml", spec_file, *(rules_dir / n for n in names)]
