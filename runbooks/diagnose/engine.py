@@ -172,9 +172,10 @@ def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
     server = ctx.spec.worker_server
     waiting, running, kv = s["waiting"], s["running"], s["kv_usage"]
     if waiting is not None and waiting > th["queue_waiting_max"]:
-        findings.append(Finding("queue-backlog", [recommend_knob(ctx, running, kv, th)], [
+        peak = s.get("running_peak") if s.get("running_peak") is not None else running
+        findings.append(Finding("queue-backlog", [recommend_knob(ctx, peak, kv, th)], [
             f"vllm:num_requests_waiting = {waiting:g} > {th['queue_waiting_max']} "
-            f"(running {_fmt(running)} of max_num_seqs {server.max_num_seqs})"]))
+            f"(running {_fmt(running)}, peak {_fmt(peak)} of max_num_seqs {server.max_num_seqs})"]))
     if kv is not None and kv > th["kv_usage_max"]:
         findings.append(Finding("kv-fragmentation", ["runbook restart-server --force  # clears the KV cache"], [
             f"vllm:kv_cache_usage_perc = {kv:.2f} > {th['kv_usage_max']}"
@@ -208,7 +209,7 @@ def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,
     if kv is not None and kv > th["kv_usage_max"]:
         return (f"runbook scale --component server-{server.name} --replicas {server.replicas + 1}"
                 f"  # KV cache full ({kv:.2f}): more batch slots need more GPU memory")
-    if running is not None and running >= server.max_num_seqs:
+    if running is not None and running >= server.max_num_seqs:  # the peak over the window
         return (f"runbook tune --set max_num_seqs={server.max_num_seqs * 2}  # the batch is capped at "
                 f"max_num_seqs={server.max_num_seqs} while the KV cache has room ({_fmt(kv)})")
     return (f"runbook tune --set max_num_batched_tokens={server.max_num_batched_tokens * 2}  # prefill "

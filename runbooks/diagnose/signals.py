@@ -29,6 +29,8 @@ def queries(window: str) -> dict[str, str]:
         "server_up": f"max(up{{{s}}})",
         "waiting": f"sum(vllm:num_requests_waiting{{{s}}})",
         "running": f"sum(vllm:num_requests_running{{{s}}})",
+        # The peak over the window: an instant sample misses a full batch between two requests.
+        "running_peak": f"max_over_time(sum(vllm:num_requests_running{{{s}}})[{window}:])",
         "kv_usage": f"max(vllm:kv_cache_usage_perc{{{s}}})",
         "ttft_p95_s": f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{s}}}[{window}])))",
         "preemptions_per_s": f"sum(rate(vllm:num_preemptions_total{{{s}}}[{window}]))",
