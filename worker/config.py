@@ -16,6 +16,7 @@ ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"
 ENV_METRICS_PORT = "SPLITSTACK_WORKER_METRICS_PORT"
 ENV_URL_ALLOWLIST = "SPLITSTACK_WORKER_URL_ALLOWLIST"
 ENV_DRAIN_TIMEOUT = "SPLITSTACK_WORKER_DRAIN_TIMEOUT_S"
+ENV_RSS_FRACTION = "SPLITSTACK_WORKER_RSS_LIMIT_FRACTION"
 ENV_SPEC_FILE = "SPLITSTACK_SPEC_FILE"  # JSON of the resolved spec, written by the launcher
 
 
@@ -94,7 +95,11 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
                 f"variable {server.api_key.env} (the stack launcher passes it to the workers)")
     port = int(env.get(ENV_METRICS_PORT) or (spec.worker_pool.metrics_port + (index if local else 0)))
     allow = tuple(p.strip() for p in env.get(ENV_URL_ALLOWLIST, "").split(",") if p.strip())
-    extra = {"drain_timeout_s": float(env[ENV_DRAIN_TIMEOUT])} if env.get(ENV_DRAIN_TIMEOUT) else {}
+    extra: dict = {}
+    if env.get(ENV_DRAIN_TIMEOUT):
+        extra["drain_timeout_s"] = float(env[ENV_DRAIN_TIMEOUT])
+    if env.get(ENV_RSS_FRACTION):
+        extra["rss_limit_fraction"] = float(env[ENV_RSS_FRACTION])
     return WorkerSettings(
         **extra,
         spec=spec, index=index, server_url=server_url, redis_url=redis_url, output_dir=Path(out),
