@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=100)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
-    from generate import make_pdf
+    from pdf_fixtures import make_pdf
 
     from worker.testing import Harness
 

@@ -83,7 +83,7 @@ def start_to_ready(h, starts: int) -> None:
 
 def cpu_comparison(h, tmp: Path, docs: int) -> None:
     """CPU-seconds per page: the worker vs MinerU's API in a loop, same PDFs, after a warm-up."""
-    from generate import make_pdf
+    from pdf_fixtures import make_pdf
 
     from worker.testing import API_KEY
 
@@ -108,7 +108,7 @@ def cpu_comparison(h, tmp: Path, docs: int) -> None:
 
 def rss_growth(h, tmp: Path, rss_pages: int) -> None:
     """Worker RSS after 100 and after ``rss_pages`` pages of 4-page documents."""
-    from generate import make_pdf
+    from pdf_fixtures import make_pdf
 
     w = h.start_worker()
     ids = h.submit([make_pdf(tmp / "rss" / f"d{i}.pdf", 4, seed=100 + i) for i in range(rss_pages // 4)])

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from generate import make_corpus, make_pdf
+from pdf_fixtures import make_corpus, make_pdf
 
 from worker.store import METADATA
 from worker.testing import metric_value, wait_until

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from generate import make_pdf
+from pdf_fixtures import make_pdf
 
 from stack.demo import wait_for_series
 from stack.supervisor import stack_processes

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from generate import make_pdf
+from pdf_fixtures import make_pdf
 
 from worker.testing import wait_until
 

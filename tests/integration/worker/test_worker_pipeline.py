@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from generate import make_bad_pdfs, make_corpus, make_pdf
+from pdf_fixtures import make_bad_pdfs, make_corpus, make_pdf
 
 from worker.store import CONTENT_LIST, MARKDOWN, METADATA
 from worker.testing import metric_value

@@ -14,7 +14,7 @@ from worker.pdfcheck import check_range, extract_pages, inspect_pdf
 from worker.store import DirectoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "pdfs"))
-from generate import make_bad_pdfs, make_pdf  # noqa: E402
+from pdf_fixtures import make_bad_pdfs, make_pdf  # noqa: E402
 
 
 @pytest.fixture(scope="module")
