@@ -84,9 +84,11 @@ def main() -> int:
     ap.add_argument("--concurrency", default="16,64,256")
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--profile", default="instant", help="instant: the simulator's own ceiling; a paced profile "
+                                                         "(e.g. vllm-cpu-tiny) shows the cost of one write per token")
     args = ap.parse_args()
     port = free_port()
-    cmd = [sys.executable, "-m", "stack.sim", "serve", "--port", str(port), "--profile", "instant", "--seed", "1"]
+    cmd = [sys.executable, "-m", "stack.sim", "serve", "--port", str(port), "--profile", args.profile, "--seed", "1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, preexec_fn=lambda: os.sched_setaffinity(
         0, {args.server_cpu}))
     try:
@@ -102,7 +104,7 @@ def main() -> int:
                 time.sleep(0.1)
         server = psutil.Process(proc.pid)
         print(f"simulator pid {proc.pid} pinned to cpu {args.server_cpu}; client on cpu {args.client_cpu}; "
-              f"{TOKENS} tokens per streamed chat completion, profile instant")
+              f"{TOKENS} tokens per streamed chat completion, profile {args.profile}")
         results = []
         for c in [int(x) for x in args.concurrency.split(",")]:
             r = asyncio.run(run_level(port, c, args.seconds, server))
