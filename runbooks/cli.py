@@ -221,5 +221,13 @@ def wait_for_gpu_memory_cmd(
     raise typer.Exit({"ready": 0, "timeout": 1}.get(report.outcome, 2))
 
 
+def _register_actions() -> None:
+    from runbooks.actions_cli import register
+
+    register(app)
+
+
+_register_actions()
+
 if __name__ == "__main__":
     app()

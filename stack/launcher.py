@@ -120,6 +120,8 @@ class LocalStack:
             "started_at": time.time(),
             "startup_s": round(elapsed_s, 3),
             "supervisord_pid": self.supervisor.pid(),
+            # What was started (SecretRefs only): runbooks compare it with the spec they act on.
+            "spec": json.loads(self.spec.model_dump_json()),
             "components": {
                 c.name: {
                     "role": c.role,
