@@ -31,7 +31,8 @@ class Gate(BaseModel):
     source: str = Field(default="", description="Where the threshold comes from.")
 
     def _r(self, status: str, measured, threshold: str, reason: str) -> GateResult:
-        return GateResult(name=self.name or self.kind, kind=self.kind, status=status,  # type: ignore[attr-defined]
+        default = getattr(self, "slo", None) or self.kind  # type: ignore[attr-defined]
+        return GateResult(name=self.name or default, kind=self.kind, status=status,  # type: ignore[attr-defined]
                           measured=measured, threshold=threshold, reason=reason, required=self.required)
 
 
@@ -67,7 +68,7 @@ class HealthGate(Gate):
         urls = {"inference server": f"{ctx.target.base_url}/health"}
         for name, comp in ctx.target.components.items():
             h = comp.get("health") or {}
-            if h.get("kind") == "http" and h.get("url"):
+            if h.get("kind") == "http" and h.get("url") and h["url"] not in urls.values():
                 urls[name] = h["url"]
         bad = []
         for name, url in urls.items():

