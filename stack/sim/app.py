@@ -135,6 +135,11 @@ class SimApp:
         except HTTPError as err:
             status, size = err.status, len(err.body)
             await respond(send, err.status, err.body, err.headers)
+        except InjectedReset:
+            # Return with the response unfinished: uvicorn logs one line and closes the connection
+            # (the client sees a truncated body), without an application traceback in the log.
+            log.warning("injected connection reset on %s", path)
+            return
         if methods is not None and path not in UNINSTRUMENTED and not path.startswith("/sim"):
             req_size = int(header(scope, b"content-length") or 0)
             self.http_metrics.observe(path, method, status, req_size, size, time.perf_counter() - started)

@@ -103,6 +103,7 @@ def test_runtime_faults_reset_hang_latency_and_kv_exhaustion():
             with pytest.raises(httpx.RemoteProtocolError):
                 with c.stream("POST", "/v1/chat/completions", json=chat(max_tokens=8, stream=True)) as r:
                     list(r.iter_lines())
+            assert "injected connection reset" in server.log() and "Traceback" not in server.log()
             c.put("/sim/faults", json={"reset_rate": 0, "hang_rate": 1})
             with pytest.raises(httpx.ReadTimeout):
                 c.post("/v1/chat/completions", json=chat(max_tokens=8), timeout=1.0)
