@@ -99,3 +99,27 @@ def merge_parts(store: DirectoryStore, parent: Job, total: int, staging: Path) -
             shutil.copytree(images, staging / "images", dirs_exist_ok=True)
     return "\n\n".join(m.rstrip("\n") for m in markdown) + "\n", content, {
         "requests_sent": requests, "pages": pages, "parts": total}
+
+
+async def merge_parent(queue: JobQueue, store: DirectoryStore, part: PartOf, backend: str,
+                       version: str, model: str, consumer: str) -> tuple[bool, float]:
+    """Merge a parent whose parts are all stored; returns (committed by us, seconds since the
+    parent's intake). Idempotent: a second merge finds the output and commits nothing."""
+    import asyncio
+
+    record = await parent_record(queue, part.parent_id)
+    parent = Job.model_validate_json(record["job"])
+    staging = store.staging(parent.job_id)
+    try:
+        markdown, content, agg = await asyncio.to_thread(merge_parts, store, parent, part.total, staging)
+        elapsed = time.time() - float(record.get("started_at", time.time()))
+        metadata = {"job_id": parent.job_id, "correlation_id": parent.correlation_id,
+                    "source": parent.source, "language": parent.language, "backend": backend,
+                    "mineru_version": version, "model": model, "processing_s": round(elapsed, 3),
+                    "merged_by": consumer, "completed_at": time.time(), **agg}
+        committed = await asyncio.to_thread(store.commit, parent.job_id, staging, markdown, content, metadata)
+    except BaseException:
+        store.discard(staging)
+        raise
+    await queue.set_state(parent.job_id, state="done", pages=agg["pages"], processing_s=round(elapsed, 3))
+    return committed, elapsed

@@ -11,37 +11,31 @@ dead-lettered because the server was down. SIGTERM stops intake, lets in-flight 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import signal
 import time
 from contextlib import suppress
-from typing import Any
 
 import psutil
 from redis.exceptions import RedisError
 from tenacity.wait import wait_exponential_jitter
 
-from worker import fanout
 from worker.backends import Backend
 from worker.client import InferenceClient, request_counter
 from worker.config import WorkerSettings
-from worker.errors import PermanentError, ServerAnswerError, TransientError
 from worker.logs import correlation_id_var, job_id_var, log
 from worker.metrics import WorkerMetrics
-from worker.pdfcheck import check_range, extract_pages, inspect_pdf
+from worker.processing import JobSteps
 from worker.queue import Delivery, JobQueue
-from worker.sources import fetch
 from worker.store import DirectoryStore
 from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
 PROBE_INTERVAL_S = 2.0
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
-EXIT_RECYCLE = 75  # EX_TEMPFAIL: supervisord (autorestart=unexpected) and Kubernetes restart us
 
 
-class Worker:
+class Worker(JobSteps):
     def __init__(self, settings: WorkerSettings, queue: JobQueue, store: DirectoryStore,
                  inference: InferenceClient, metrics: WorkerMetrics) -> None:
         self.s = settings
@@ -258,181 +252,3 @@ class Worker:
             self._tasks.pop(d.message_id, None)
             self.metrics.in_flight.dec()
             self._slots.release()
-
-    async def _process(self, d: Delivery) -> None:
-        job = d.job
-        if job is None:
-            await self._dead_letter(d, "bad_job", "stream entry is not a valid job: "
-                                    f"{str(d.raw)[:300]}; enqueue with `splitstack submit`")
-            return
-        max_attempts = self.s.spec.queue.max_delivery_attempts
-        if d.deliveries > max_attempts:
-            await self._dead_letter(d, "poison", f"delivered {d.deliveries} times without finishing "
-                                    f"(queue.max_delivery_attempts={max_attempts}): the worker "
-                                    "died each time; check worker logs for OOM kills")
-            return
-        if self.store.exists(job.job_id):  # redelivered after its output was stored
-            await self._finish_part(job)
-            await self.queue.ack(d.message_id, job.job_id, "done")
-            log(logger, logging.INFO, "output already stored; acked duplicate delivery")
-            return
-        await self.queue.set_state(job.job_id, state="running", consumer=self.s.consumer,
-                                   started_at=time.time())
-        t0 = time.perf_counter()
-        attempt = 0
-        while True:
-            try:
-                await self._attempt(d, t0)
-                return
-            except (PermanentError, ServerAnswerError) as exc:
-                kind = exc.kind if isinstance(exc, PermanentError) else "server_rejected"
-                await self._dead_letter(d, kind, str(exc))
-                return
-            except TransientError as exc:
-                attempt += 1
-                wait = max(self.breaker.seconds_until_trial(), self._job_backoff.__call__(_Attempt(attempt)))
-                log(logger, logging.WARNING, "transient failure; job kept and retried",
-                    error=str(exc), attempt=attempt, retry_in_s=round(wait, 2),
-                    breaker=self.breaker.state.name)
-                await self._hold(wait)
-                if self._stopping.is_set():
-                    await self.queue.release(d)
-                    return
-
-    async def _attempt(self, d: Delivery, t0: float) -> None:
-        job = d.job
-        pool = self.s.pool
-        data = await fetch(job.source, self.s.url_allowlist)
-        page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_pages)
-        if job.pages is None and job.part_of is None and page_count > pool.split_pages_over:
-            trace = current_trace.get()
-            n = await fanout.fan_out(self.queue, d, page_count, pool.page_window,
-                                     trace.traceparent if trace else None)
-            log(logger, logging.INFO, "fanned out", pages=page_count, parts=n)
-            return
-        first = 0
-        if job.pages is not None:
-            check_range(job.pages, page_count, job.source)
-            data = await asyncio.to_thread(extract_pages, data, job.pages)
-            first = job.pages.first - 1
-        assert self.backend is not None
-        staging = self.store.staging(job.job_id)
-        try:
-            result = await self.backend.process(data, staging, first)
-            elapsed = time.perf_counter() - t0
-            trace = current_trace.get()
-            metadata: dict[str, Any] = {
-                "job_id": job.job_id, "correlation_id": job.correlation_id, "source": job.source,
-                "pages": result.pages, "page_range": job.pages.model_dump() if job.pages else None,
-                "language": job.language, "backend": self.backend.name,
-                "mineru_version": self.backend.version if self.backend.name == "vlm-http-client" else None,
-                "model": self.s.model_name, "server_url": self.s.server_url,
-                "requests_sent": request_counter.get()[0], "processing_s": round(elapsed, 3),
-                "queue_wait_s": round(max(0.0, time.time() - elapsed - job.submitted_at), 3),
-                "worker": self.s.consumer, "trace_id": trace.trace_id if trace else None,
-                "deliveries": d.deliveries, "part_of": job.part_of.model_dump() if job.part_of else None,
-                "completed_at": time.time(), **result.extra,
-            }
-            committed = await asyncio.to_thread(
-                self.store.commit, job.job_id, staging, result.markdown, result.content_list, metadata)
-        except BaseException:
-            self.store.discard(staging)
-            raise
-        await self._finish_part(job)
-        await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
-                             processing_s=round(elapsed, 3))
-        if job.part_of is None and committed:
-            self.metrics.pdfs_processed.labels(self.backend.name).inc()
-            self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
-        log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),
-            requests=metadata["requests_sent"], committed=committed)
-        self._after_document()
-
-    async def _finish_part(self, job) -> None:
-        """For a part: record it, and merge the parent if it was the last one."""
-        if job.part_of is None:
-            return
-        if await fanout.record_part_done(self.queue, job.part_of):
-            await self._merge(job.part_of)
-
-    async def _merge(self, part) -> None:
-        from worker.jobs import Job
-
-        record = await fanout.parent_record(self.queue, part.parent_id)
-        parent = Job.model_validate_json(record["job"])
-        staging = self.store.staging(parent.job_id)
-        try:
-            markdown, content, agg = await asyncio.to_thread(
-                fanout.merge_parts, self.store, parent, part.total, staging)
-            elapsed = time.time() - float(record.get("started_at", time.time()))
-            metadata = {"job_id": parent.job_id, "correlation_id": parent.correlation_id,
-                        "source": parent.source, "language": parent.language,
-                        "backend": self.backend.name, "mineru_version": self.backend.version,
-                        "model": self.s.model_name, "processing_s": round(elapsed, 3),
-                        "merged_by": self.s.consumer, "completed_at": time.time(), **agg}
-            committed = await asyncio.to_thread(self.store.commit, parent.job_id, staging, markdown,
-                                                content, metadata)
-        except BaseException:
-            self.store.discard(staging)
-            raise
-        await self.queue.set_state(parent.job_id, state="done", pages=agg["pages"],
-                                   processing_s=round(elapsed, 3))
-        if committed:
-            self.metrics.pdfs_processed.labels(self.backend.name).inc()
-            self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
-            log(logger, logging.INFO, "merged parts", parent=parent.job_id, parts=part.total,
-                seconds=round(elapsed, 3))
-
-    async def _dead_letter(self, d: Delivery, kind: str, reason: str) -> None:
-        await self.queue.dead_letter(d, kind, reason)
-        backend = self.s.backend.value
-        part = d.job.part_of if d.job else None
-        if part is None:
-            self.metrics.pdfs_failed.labels(backend, kind).inc()
-        else:
-            key = self.queue.parts_key(part.parent_id)
-            if await self.queue.r.hsetnx(key, "failed", reason):  # count the parent once
-                self.metrics.pdfs_failed.labels(backend, kind).inc()
-            await self.queue.set_state(part.parent_id, state="dead_lettered", kind=kind,
-                                       reason=f"part {part.index} failed: {reason}")
-        log(logger, logging.ERROR, "dead-lettered", kind=kind, reason=reason)
-
-    def _after_document(self) -> None:
-        _malloc_trim()
-        self._docs_since_recycle += 1
-        if self._docs_since_recycle >= self.s.pool.recycle_after_documents and self.backend:
-            self.backend.recycle()
-            self._docs_since_recycle = 0
-            log(logger, logging.INFO, "recycled the MinerU context")
-        rss_mib = self._proc.memory_info().rss / 2**20
-        limit = self.s.pool.memory_limit_mib * self.s.rss_limit_fraction
-        if rss_mib > limit:
-            self.request_stop(f"RSS {rss_mib:.0f} MiB over {limit:.0f} MiB: recycling the process",
-                              EXIT_RECYCLE)
-
-
-def _malloc_trim() -> None:
-    """Hand freed heap back to the OS after a document. Page images are large, short-lived
-    allocations made from several threads; glibc keeps the freed arenas, which reads as RSS
-    growth that is not a leak. A no-op where glibc is absent."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _load_libc():
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim  # noqa: B018 - raises AttributeError off glibc
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-_LIBC = _load_libc()
-
-
-class _Attempt:
-    """The bit of tenacity's RetryCallState that its wait strategies read."""
-
-    def __init__(self, number: int) -> None:
-        self.attempt_number = number

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 import redis.asyncio as aioredis
