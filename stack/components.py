@@ -74,6 +74,9 @@ def redis_component(ctx: BuildContext) -> Component:
         # Jobs must survive a Redis restart: append-only file, fsync every second.
         "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
         "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "notice",
+        # Keep argv/environ intact: a rewritten process title overwrites /proc/PID/environ,
+        # and with it the stack id that `down` uses to find strays.
+        "--set-proc-title", "no",
     ]
     url = f"redis://{host}:{port}/0"
     return Component("queue", "queue", argv, HealthCheck("redis", url), url, port, priority=100)

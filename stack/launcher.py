@@ -21,7 +21,7 @@ from stack.components import BuildContext, Component, SetupError, build_componen
 from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
-from stack.supervisor import FAILED_STATES, Supervisor, sweep_strays, tail
+from stack.supervisor import FAILED_STATES, Supervisor, stack_processes, sweep_strays, tail
 from stack.vllm_engine import OVERRIDING_ENV
 
 
@@ -42,6 +42,10 @@ class LocalStack:
     def supervisor(self) -> Supervisor:
         return Supervisor(self.paths)
 
+    @property
+    def supervisord_log(self) -> Path:
+        return self.paths.logs / "supervisord.log"
+
     # -- up ---------------------------------------------------------------------------------
     def up(self, on_progress: Callable[[str, str], None] | None = None) -> dict[str, Any]:
         progress = on_progress or (lambda component, message: None)
@@ -51,7 +55,8 @@ class LocalStack:
                 f"a local stack is already running from {paths.root}; "
                 "`splitstack status` shows it, `splitstack down` stops it"
             )
-        sweep_strays(paths.stack_id)  # leftovers of a crashed launcher would hold the ports
+        # Leftovers of a crashed launcher would hold the ports.
+        sweep_strays(paths.stack_id, supervisord_log=self.supervisord_log)
         paths.make()
         check_ports_free(self.spec)
         api_key = resolve_api_key(self.spec, paths)
@@ -135,11 +140,15 @@ class LocalStack:
             },
         }
 
+    def processes(self) -> list:
+        """Every live process that belongs to this stack (see `stack.supervisor.stack_processes`)."""
+        return stack_processes(self.paths.stack_id, self.supervisord_log)
+
     # -- down / status ----------------------------------------------------------------------
     def down(self) -> list[int]:
         """Stop everything; returns PIDs that had to be swept up outside supervisord."""
         self.supervisor.shutdown()
-        strays = sweep_strays(self.paths.stack_id)
+        strays = sweep_strays(self.paths.stack_id, supervisord_log=self.supervisord_log)
         sock = self.paths.socket
         if sock.exists() and not self.supervisor.running():
             sock.unlink(missing_ok=True)

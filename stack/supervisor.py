@@ -10,6 +10,7 @@ stack id in its environment and `sweep_strays` finds them by it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -168,24 +169,53 @@ def _is_supervisord(pid: int) -> bool:
         return False
 
 
-def stack_processes(stack_id: str) -> list[psutil.Process]:
-    """Every live process tagged with this stack id (children inherit the tag)."""
+_SPAWNED = re.compile(r"^(\S+ \S+),\d+ INFO spawned: '[^']+' with pid (\d+)$")
+
+
+def spawned_groups(supervisord_log: Path) -> dict[int, float]:
+    """Process groups supervisord started, from its own log: {pgid: spawn time (epoch s)}.
+
+    The log outlives a SIGKILLed supervisord, and every program is a process-group leader, so
+    this finds children whose environment can no longer be read (a process that rewrites its
+    title, like vLLM's engine core through setproctitle, overwrites /proc/PID/environ).
+    """
+    groups: dict[int, float] = {}
+    try:
+        lines = supervisord_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return groups
+    for line in lines:
+        match = _SPAWNED.match(line)
+        if match:
+            when = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
+            groups[int(match.group(2))] = when
+    return groups
+
+
+def stack_processes(stack_id: str, supervisord_log: Path | None = None) -> list[psutil.Process]:
+    """Every live process of this stack: tagged with its id (children inherit the tag), or in
+    a process group that its supervisord spawned (and not older than that spawn: PIDs recycle)."""
+    groups = spawned_groups(supervisord_log) if supervisord_log else {}
     found = []
     me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
+    for proc in psutil.process_iter(["pid", "create_time"]):
         if proc.pid == me:
             continue
         try:
             if proc.environ().get(STACK_ID_ENV) == stack_id:
+                found.append(proc)
+                continue
+            spawned_at = groups.get(os.getpgid(proc.pid))
+            if spawned_at is not None and proc.info["create_time"] >= spawned_at - 1:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
     return found
 
 
-def sweep_strays(stack_id: str, grace_s: float = 10) -> list[int]:
-    """Terminate, then kill, whatever still carries the stack id. Returns the PIDs it hit."""
-    procs = stack_processes(stack_id)
+def sweep_strays(stack_id: str, grace_s: float = 10, supervisord_log: Path | None = None) -> list[int]:
+    """Terminate, then kill, whatever still belongs to the stack. Returns the PIDs it hit."""
+    procs = stack_processes(stack_id, supervisord_log)
     for proc in procs:
         try:
             proc.terminate()

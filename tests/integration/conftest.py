@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from stack.launcher import LocalStack
-from stack.supervisor import stack_processes
 from stack.testing import local_stack
 
 
@@ -26,4 +25,4 @@ def make_stack(tmp_path: Path) -> Iterator:
     yield make
     for stack in made:
         stack.down()
-        assert stack_processes(stack.paths.stack_id) == [], "processes left behind"
+        assert stack.processes() == [], "processes left behind"

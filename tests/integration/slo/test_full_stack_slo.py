@@ -21,7 +21,6 @@ from typer.testing import CliRunner
 
 from dashboards.generate import DASHBOARD_DIR, panel_exprs
 from slo.cli import app
-from stack.supervisor import stack_processes
 from stack.testing import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
@@ -101,4 +100,4 @@ def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) ->
             assert rows[name]["status"] != "no-data", rows[name]
     finally:
         stack.down()
-    assert stack_processes(stack.paths.stack_id) == []
+    assert stack.processes() == []

@@ -12,7 +12,6 @@ import pytest
 from pdf_fixtures import make_pdf
 
 from stack.demo import wait_for_series
-from stack.supervisor import stack_processes
 from stack.testing import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
@@ -48,4 +47,4 @@ def test_stack_runs_workers_scraped_by_prometheus(tmp_path: Path) -> None:
         assert processed, "Prometheus did not see the workers' counters"
     finally:
         stack.down()
-    assert stack_processes(stack.paths.stack_id) == []
+    assert stack.processes() == []
