@@ -44,7 +44,7 @@ demo: setup
 	$(VENV)/bin/splitstack demo --engine $(ENGINE)
 
 test: setup
-	$(PY) -m pytest tests -q $(PYTEST_ARGS)
+	$(PY) -m pytest tests -q --durations=25 $(PYTEST_ARGS)
 
 test-unit: python
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
