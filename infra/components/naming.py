@@ -95,6 +95,8 @@ def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
         {"name": ENV_METRICS_PORT, "value": str(w.metrics_port)},
         {"name": ENV_OUTPUT_DIR, "value": OUTPUTS_MOUNT},
         {"name": "MINERU_VERSION", "value": w.mineru_version},
+        # As in the local stack (worker/launch.py): glibc arenas per thread let RSS creep.
+        {"name": "MALLOC_ARENA_MAX", "value": "2"},
     ]
     if monolithic:
         env.append({"name": "SPLITSTACK_MODEL_SOURCE", "value": server.model.source})
