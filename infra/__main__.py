@@ -1,7 +1,8 @@
 """The Pulumi program (`pulumi up` with Pulumi.yaml's ``main: infra/``).
 
 Reads the stack's ``splitstack:`` config into the same typed spec everything else uses, then
-builds the deployment. Secrets never pass through here: the spec holds SecretRefs only.
+builds the deployment. The spec holds SecretRefs only; secret values come from the encrypted
+``splitstack-secrets:`` config (infra/components/secrets.py) as secret Outputs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ if str(ROOT) not in sys.path:  # pulumi runs this folder as a script, not as the
 
 from infra.components.config import spec_from_pulumi_config  # noqa: E402
 from infra.components.program import build  # noqa: E402
+from infra.components.secrets import SecretsConfigError  # noqa: E402
 from infra.spec_loader import SpecError  # noqa: E402
 
 
@@ -25,7 +27,10 @@ def main() -> None:
         spec = spec_from_pulumi_config()
     except SpecError as exc:
         raise pulumi.RunError(str(exc)) from None
-    deployment = build(spec, ROOT)
+    try:
+        deployment = build(spec, ROOT)
+    except SecretsConfigError as exc:
+        raise pulumi.RunError(str(exc)) from None
     for key, value in deployment.outputs.items():
         pulumi.export(key, value)
 

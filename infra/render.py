@@ -76,7 +76,7 @@ class CaptureMocks(pulumi.runtime.Mocks):
         self.resources: list[Registered] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
-        inputs = normalize(args.inputs)
+        inputs = redact(normalize(args.inputs)) if args.typ == SECRET_TYPE else normalize(args.inputs)
         self.resources.append(Registered(args.typ, args.name, inputs, bool(args.custom)))
         if args.typ.startswith(("kubernetes:", "splitstack:")):
             return f"{args.name}-id", inputs
@@ -101,6 +101,19 @@ class CaptureMocks(pulumi.runtime.Mocks):
 
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_token]
+
+
+SECRET_TYPE = "kubernetes:core/v1:Secret"
+REDACTED = "<redacted: from the stack's encrypted splitstack-secrets: config>"
+
+
+def redact(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Secret's values never reach a rendered file (the mock wire hands them in plaintext)."""
+    out = dict(obj)
+    for field_name in ("data", "stringData"):
+        if isinstance(out.get(field_name), dict):
+            out[field_name] = {k: REDACTED for k in out[field_name]}
+    return out
 
 
 def normalize(value: Any) -> Any:

@@ -28,6 +28,7 @@ def check_cross_field(spec: Spec) -> None:
         _gpu_pool_present,
         _tensor_parallel_fits_node,
         _gpus_suffice,
+        _shared_gpu_budget,
         _oversubscription,
         _worker_needs_vision,
         _local_ports_distinct,
@@ -142,6 +143,76 @@ def _gpus_suffice(spec: Spec) -> None:
             + (f" x {pool.slices_per_gpu} slices" if pool.gpu_sharing != "none" else "")
             + "); add nodes, enable gpu_sharing, or need fewer GPUs",
         )
+
+
+# vLLM's gpu_memory_utilization is a fraction of the whole GPU, not of a slice: processes that
+# share one GPU can never reserve more than all of it together (the Pulumi program keeps a
+# further margin for each process's CUDA context: infra.components.sizing.check_gpu_sharing).
+SHARED_GPU_BUDGET = 1.0
+
+
+def shared_gpu_pods(spec: Spec) -> list[tuple[float, int, str]]:
+    """(gpu_memory_utilization, server index, who) of every GPU pod the spec asks for.
+
+    Servers count at their replicas, workers (monolithic: each loads the worker server's
+    model) at max_replicas, as infra.components.sizing.check_gpu_sharing counts them.
+    """
+    from infra.components.sizing import gpu_servers
+    from infra.spec import DeploymentMode
+
+    if spec.deployment_mode is DeploymentMode.monolithic:
+        i = spec.server_names.index(spec.worker_server.name)
+        count = spec.worker_pool.max_replicas or spec.worker_pool.replicas
+        return [(spec.worker_server.gpu_memory_utilization, i, "worker_pool (monolithic)")] * count
+    pods = []
+    for server in gpu_servers(spec):
+        i = spec.server_names.index(server.name)
+        pods += [(server.gpu_memory_utilization, i, f"inference_servers[{i}] {server.name!r}")
+                 ] * server.replicas
+    return pods
+
+
+def _shared_gpu_budget(spec: Spec) -> None:
+    """With GPU sharing, the pods that can land on one GPU must fit it together.
+
+    The device plugin advertises slices_per_gpu interchangeable nvidia.com/gpu per GPU, so the
+    scheduler may put ANY slices_per_gpu pods on one GPU: the worst case is the largest
+    fractions together. Each model must also fit its own fraction (capacity calculator).
+    """
+    pool = spec.gpu_node_pool
+    if pool is None or pool.gpu_sharing == "none" or pool.slices_per_gpu < 2 or not _needs_gpus(spec):
+        return
+    pods = shared_gpu_pods(spec)
+    if len(pods) < 2:
+        return
+    worst = sorted(pods, key=lambda p: -p[0])[: pool.slices_per_gpu]
+    total = sum(f for f, _, _ in worst)
+    if total > SHARED_GPU_BUDGET + 1e-9:
+        share = int(SHARED_GPU_BUDGET / len(worst) * 100) / 100
+        raise SpecRuleError(
+            f"inference_servers[{worst[0][1]}].gpu_memory_utilization",
+            f"gpu_node_pool.gpu_sharing={pool.gpu_sharing!r} with slices_per_gpu="
+            f"{pool.slices_per_gpu} lets Kubernetes put {len(worst)} of these pods on one "
+            f"{pool.accelerator}: {', '.join(f'{who} {f:g}' for f, _, who in worst)} add up to "
+            f"{total:.2f} of the GPU > {SHARED_GPU_BUDGET:g} (vLLM's gpu_memory_utilization is a "
+            f"fraction of the whole GPU, not of a slice); lower gpu_memory_utilization so any "
+            f"{len(worst)} add up to at most {SHARED_GPU_BUDGET:g} (e.g. {share:g} each), lower "
+            "slices_per_gpu, or set gpu_sharing to 'none'",
+        )
+    try:
+        from runbooks.capacity import check_server_fits
+    except ImportError:
+        return
+    for i in sorted({i for _, i, _ in pods}):
+        server = spec.inference_servers[i]
+        problem = check_server_fits(server, pool) if server.model.catalog_name else None
+        if problem:
+            raise SpecRuleError(
+                f"inference_servers[{i}].gpu_memory_utilization",
+                f"on a {pool.accelerator} shared {pool.slices_per_gpu} ways, {server.name!r} gets "
+                f"gpu_memory_utilization {server.gpu_memory_utilization:g} of it and its model "
+                f"must fit there: {problem}",
+            )
 
 
 def _oversubscription(spec: Spec) -> None:

@@ -22,6 +22,9 @@ from infra.components.observability import (
 from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
 from infra.components.platform_addons import PlatformAddonsArgs, PlatformAddonsComponent
 from infra.components.queue import QueueArgs, QueueComponent
+from infra.components.secrets import (
+    SecretsArgs, SecretsComponent, read_secret_values, server_refs, wait_for, worker_refs,
+)
 from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
 from infra.spec import Cloud, DeploymentMode, Spec, Target
 
@@ -35,6 +38,7 @@ class Deployment:
     spec: Spec
     servers: list[InferenceServerComponent] = field(default_factory=list)
     workers: WorkerPoolComponent | None = None
+    secrets: SecretsComponent | None = None
     outputs: dict[str, object] = field(default_factory=dict)
     roots: list[pulumi.Resource] = field(default_factory=list)
 
@@ -89,6 +93,16 @@ def build(spec: Spec, root: Path) -> Deployment:
     policies = NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
     queue = QueueComponent("queue", QueueArgs(spec), opts=opts)
     store = OutputStoreComponent("outputs", OutputStoreArgs(spec), opts=opts)
+    # Secrets whose values the stack holds (splitstack-secrets:, encrypted); the others must exist.
+    values = read_secret_values(spec)
+    secrets = SecretsComponent("secrets", SecretsArgs(spec, values), opts=opts) if values else None
+
+    def secret_opts(refs: list) -> pulumi.ResourceOptions:
+        if secrets is None or not secrets.needed_by(refs):
+            return workload_opts
+        return pulumi.ResourceOptions.merge(workload_opts, pulumi.ResourceOptions(
+            transformations=[wait_for(secrets.needed_by(refs))]))
+
     # ServiceMonitors need the operator's CRDs: wait for kube-prometheus-stack when we install it.
     workload_opts = pulumi.ResourceOptions.merge(
         opts, pulumi.ResourceOptions(depends_on=[observability]))
@@ -96,16 +110,21 @@ def build(spec: Spec, root: Path) -> Deployment:
         for i, server in enumerate(spec.inference_servers):
             out.servers.append(InferenceServerComponent(
                 f"server-{server.name}",
-                InferenceServerArgs(spec, server, f"inference_servers[{i}]"), opts=workload_opts))
+                InferenceServerArgs(spec, server, f"inference_servers[{i}]"),
+                opts=secret_opts(server_refs(server))))
     out.workers = WorkerPoolComponent(
-        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name), opts=workload_opts)
-    out.outputs = stack_outputs(spec, observability.prometheus_url)
-    out.roots = [pool, addons, namespace, observability, policies, queue, store, *out.servers,
-                 out.workers]
+        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name),
+        opts=secret_opts(worker_refs(spec)))
+    out.secrets = secrets
+    out.outputs = stack_outputs(spec, observability.prometheus_url,
+                                managed={name for name, _ in values})
+    out.roots = [pool, addons, namespace, observability, policies, queue, store,
+                 *([secrets] if secrets else []), *out.servers, out.workers]
     return out
 
 
-def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, object]:
+def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
+                  managed: set[str] | None = None) -> dict[str, object]:
     ns = spec.namespace
     server = spec.worker_server
     mono = spec.deployment_mode is DeploymentMode.monolithic
@@ -139,8 +158,8 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, o
                 f" --gpu-memory-utilization {server.gpu_memory_utilization:g}"
                 f" --max-model-len {server.max_model_len}"
                 f" --tensor-parallel-size {server.tensor_parallel_size}"),
-            # The program only references Secrets; create them from the environment, out of band.
-            "create_secrets": secret_commands(spec),
+            # Secrets without a splitstack-secrets: value: create them out of band, from the env.
+            "create_secrets": secret_commands(spec, managed),
             "logs_server": f"kubectl -n {ns} logs deploy/{server.name} -f",
             "logs_workers": (f"kubectl -n {ns} logs deploy/"
                              f"{naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME} -f"),
@@ -148,7 +167,8 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str]) -> dict[str, o
     }
 
 
-def secret_commands(spec: Spec) -> list[str]:
+def secret_commands(spec: Spec, managed: set[str] | None = None) -> list[str]:
+    """`kubectl create secret` for each Secret the program does not create (``managed``)."""
     refs: dict[tuple[str, str], str] = {}
     for s in spec.inference_servers:
         for ref in (s.api_key, s.hf_token):
@@ -161,7 +181,7 @@ def secret_commands(spec: Spec) -> list[str]:
     for (name, key), env in sorted(refs.items()):
         by_name.setdefault(name, []).append(f'--from-literal={key}="${env}"')
     return [f"kubectl -n {spec.namespace} create secret generic {name} {' '.join(args)}"
-            for name, args in by_name.items()]
+            for name, args in by_name.items() if name not in (managed or set())]
 
 
 def prometheus_service(spec: Spec) -> str:
