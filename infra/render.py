@@ -16,6 +16,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import resource_pb2
 
@@ -104,15 +105,18 @@ class CaptureMocks(pulumi.runtime.Mocks):
 
 
 SECRET_TYPE = "kubernetes:core/v1:Secret"
-REDACTED = "<redacted: from the stack's encrypted splitstack-secrets: config>"
+REDACTED = "<redacted: value from the encrypted splitstack-secrets config>"
 
 
 def redact(obj: dict[str, Any]) -> dict[str, Any]:
     """A Secret's values never reach a rendered file (the mock wire hands them in plaintext)."""
     out = dict(obj)
     for field_name in ("data", "stringData"):
-        if isinstance(out.get(field_name), dict):
-            out[field_name] = {k: REDACTED for k in out[field_name]}
+        value = out.get(field_name)
+        if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            value = value.get("value")  # the mock keeps a secret's wire wrapper: unwrap it
+        if isinstance(value, dict):
+            out[field_name] = {k: REDACTED for k in value}
     return out
 
 
