@@ -19,6 +19,7 @@ from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.records import AnyRecord
+from bench.sampler import GaugeSampler
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.target import Target
 from bench.validity import ValidityLimits, check
@@ -47,12 +48,17 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
             workload = PipelineWorkload.build(scn, target)
         before = server_metrics.scrape(target.base_url, http, target.headers)
         t_start = time.time()
-        result = engine.run(workload, scn.load, progress)
+        with GaugeSampler(target.base_url, target.headers) as sampler:
+            result = engine.run(workload, scn.load, progress)
         after = server_metrics.scrape(target.base_url, http, target.headers)
     finally:
         if own:
             http.close()
-    summary = summarize(scn, target, result, limits, t_start, server_metrics.diff(before, after))
+    server = server_metrics.diff(before, after)
+    if server is not None:
+        server["sampled"] = sampler.summary()  # max/mean of gauges scraped every second
+        server["samples"] = sampler.samples
+    summary = summarize(scn, target, result, limits, t_start, server)
     return RunOutput(result.records, summary, result)
 
 

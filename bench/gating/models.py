@@ -204,6 +204,7 @@ class SLOGate(Gate):
     slo: str = Field(description="SLO name in slo/objectives.yaml.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
+        from slo.records import Record as SLORecord
         from slo.records import RecordError, from_bench, sli_counts
         from slo.spec import SpecError, load_spec
 
@@ -214,6 +215,9 @@ class SLOGate(Gate):
         target = float(slo.target)
         thr = f">= {target:.1%} good ({slo.title})"
         recs = [x for x in (from_bench(r.model_dump()) for r in ctx.records) if x is not None]
+        # gauges sampled during the run (bench/sampler.py) are slo.records' 'gauge' records
+        for smp in ((ctx.summary.get("server") or {}).get("samples") or []):
+            recs.append(SLORecord(kind="gauge", t_s=smp["t_s"], metric=smp["metric"], value=smp["value"]))
         try:
             counts = sli_counts(slo, recs)
         except RecordError as exc:

@@ -158,3 +158,14 @@ def test_gate_cli_exit_codes_go_and_no_go(instant_target, tmp_path):
                        "  - {kind: memory_growth, min_requests: 1000}\n")
     r = _bench("gate", "--gate", str(unknown), *common, "--out", str(tmp_path / "unknown"), env=env)
     assert r.returncode == 2 and "could not be evaluated: memory_growth" in r.stdout, r.stdout + r.stderr
+
+
+def test_gauges_are_sampled_during_the_run_and_feed_the_queue_depth_slo(sim_target):
+    from bench.gating.context import GateContext
+    from bench.gating.models import SLOGate
+
+    out = run_scenario(chat({"rate_rps": 5, "duration_s": 4}), sim_target)
+    sampled = out.summary["server"]["sampled"]
+    assert sampled["vllm:num_requests_waiting"]["n"] >= 3 and "vllm:kv_cache_usage_perc" in sampled
+    r = SLOGate(kind="slo", slo="inference-queue-depth").evaluate(GateContext(out.summary, out.records))
+    assert r.status == "pass" and r.name == "inference-queue-depth", r
