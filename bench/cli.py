@@ -134,7 +134,7 @@ def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] 
         target = target or _target(stack, url, model, api_key_env, None)
         res = _run(scn, target, gf.validity, quiet)
     except (ValueError, RuntimeError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
     base_sum = base_rec = None
     if baseline is not None:

@@ -21,7 +21,7 @@ from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.records import AnyRecord
 from bench.sampler import GaugeSampler
 from bench.scenario import ChatScenario, PipelineScenario
-from bench.target import Target
+from bench.target import Target, TargetError
 from bench.validity import ValidityLimits, check
 
 
@@ -39,6 +39,7 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     own = http is None
     http = http or httpx.Client(timeout=30.0)
     try:
+        preflight(scn, target, http)
         if isinstance(scn, ChatScenario):
             workload: Any = ChatWorkload(target, prepare(scn, target, http, max_model_len),
                                          keep_output=scn.keep_output)
@@ -60,6 +61,28 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         server["samples"] = sampler.samples
     summary = summarize(scn, target, result, limits, t_start, server)
     return RunOutput(result.records, summary, result)
+
+
+def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.Client) -> None:
+    """Refuse to start against a target that is down: a run of errors is not a measurement."""
+    try:
+        r = http.get(f"{target.base_url}/health", timeout=5.0)
+        healthy = r.status_code == 200
+        detail = f"/health returned {r.status_code}"
+    except httpx.HTTPError as exc:
+        healthy, detail = False, f"{type(exc).__name__}: {exc}"
+    if not healthy:
+        where = f"stack {target.stack!r}" if target.stack else target.base_url
+        raise TargetError(f"the inference server of {where} at {target.base_url} is not healthy ({detail}); "
+                          "start it (`splitstack up`) or check `splitstack status`. Nothing was sent.")
+    if isinstance(scn, PipelineScenario) and target.queue_url:
+        import redis
+
+        try:
+            redis.Redis.from_url(target.queue_url, socket_connect_timeout=3).ping()
+        except redis.RedisError as exc:
+            raise TargetError(f"the queue at {target.queue_url} does not answer ({exc}); start the stack "
+                              "(`splitstack up`). Nothing was sent.") from None
 
 
 def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunResult, limits: ValidityLimits,

@@ -99,3 +99,16 @@ def test_histogram_quantile_matches_prometheus_interpolation():
     assert histogram_quantile(0.5, b) == pytest.approx(0.3)    # rank 20: halfway through (0.1, 0.5]
     assert histogram_quantile(0.25, b) == pytest.approx(0.1)
     assert histogram_quantile(1.0, b) == pytest.approx(1.0)
+
+
+def test_gate_against_a_server_that_is_down_exits_2_before_sending(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = CliRunner().invoke(app, ["gate", "--gate", "chat-local", "--url", f"http://127.0.0.1:{port}",
+                                 "--model", "tiny", "--out", str(tmp_path / "g")])
+    assert r.exit_code == 2
+    assert "is not healthy" in r.output and "Nothing was sent" in r.output
+    assert not (tmp_path / "g").exists()
