@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 EXTRAS ?= dev,vllm,sim,worker,bench,runbooks,infra,infra-eks,infra-gke,infra-aks
-ENGINE ?= vllm
+ENGINE ?= sim
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=

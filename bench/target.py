@@ -63,7 +63,14 @@ def from_stack(stack: str, root: Path | None = None) -> Target:
         raise TargetError(
             f"stack {stack!r} is a {spec.target.value} stack: pass its server with --url (the "
             "bench reaches deployed stacks through their service URL or a port-forward)")
-    return from_local(LocalStack(spec, root))
+    local = LocalStack(spec, root)
+    state = local.read_state()
+    if state and "spec" in state:
+        # The stack as it was started (`--engine sim` and other overrides), not the bare file.
+        from infra.spec_loader import parse_spec
+
+        local = LocalStack(parse_spec(state["spec"], str(local.paths.state_file)), root)
+    return from_local(local)
 
 
 def from_local(local) -> Target:  # local: stack.launcher.LocalStack

@@ -125,17 +125,22 @@ def logs(
 @app.command()
 def demo(
     stack: StackOpt = "local",
-    engine: Annotated[Optional[Engine], typer.Option(help="Engine of the first server.")] = None,
+    engine: Annotated[Engine, typer.Option(help="sim: pipeline gate with 2 MinerU workers; vllm: chat gate.")] = Engine.sim,
+    gate: Annotated[Optional[str], typer.Option(help="Gate file name in bench/gates (default per engine).")] = None,
 ) -> None:
-    """Up, one real request through the server, Prometheus scraping it, down."""
-    from stack.demo import run_demo
+    """Up, a real request, Prometheus scraping it, the go/no-go gate and its report, down.
 
-    local = _local(stack, engine)
+    Exits with the gate's code: 0 go, 1 no-go, 2 invalid run (or the stack failed to start).
+    """
+    from stack.demo import DEMO_WORKERS, run_demo
+
+    local = _local(stack, engine, DEMO_WORKERS[engine])
     try:
-        run_demo(local, console.print)
+        code = run_demo(local, console.print, gate)
     except (SetupError, StackError) as exc:
         err.print(f"[red]demo failed:[/red] {exc}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
 
 
 @spec_app.command("show")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from infra.spec import Engine
+
 from bench.cli import gate_run
 from bench.report.writer import load_summary
 from bench.target import Target
@@ -74,18 +76,22 @@ gates:
 
 
 def test_demo_path_on_the_real_local_stack(make_stack, tmp_path):
-    """What `make demo` does: `splitstack up --engine sim --workers 2`, then
-    `bench gate --stack local --gate ...` (here through from_local on a private stack)."""
+    """What `make demo` runs (stack.demo.run_demo): up with the simulator and 2 workers, a real
+    request, Prometheus scraping it, the gate and its report, down (here with a short gate)."""
     pytest.importorskip("mineru", reason="the worker extra (mineru) is not installed")
-    from bench.target import from_local
+    from stack.demo import DEMO_WORKERS, run_demo
+    from stack.presets import engine_overrides
 
-    stack = make_stack(**{"inference_servers.0.engine": "sim", "worker_pool.replicas": 2})
-    stack.up()
+    stack = make_stack(**engine_overrides("sim"), **{"worker_pool.replicas": DEMO_WORKERS[Engine.sim]})
     gate_file = tmp_path / "demo-short.yaml"
     gate_file.write_text(DEMO_SHORT)
-    code = gate_run(str(gate_file), target=from_local(stack), out_dir=tmp_path / "demo", quiet=True)
+    said: list[str] = []
+    code = run_demo(stack, said.append, gate=str(gate_file), out_dir=tmp_path / "demo")
     s = load_summary(tmp_path / "demo")
     assert code == 0, s["gates"]
+    assert any(line.startswith("Prometheus scraped vllm:request_success_total") for line in said)
+    assert said[-1] == "stack down" and stack.processes() == []
+    assert (tmp_path / "demo" / "report.html").is_file()
     assert s["requests"]["sent"] == 15 and s["requests"]["errors"] == 0
     assert {r["name"] for r in s["gates"]["results"] if r["status"] == "pass"} >= {"health", "error_rate", "pdf-latency-p95"}
     assert len(s["gates"]["results"][0]["reason"].split(",")) >= 4  # server, prometheus, 2 workers
