@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from generate import make_pdf
+from pdf_fixtures import make_pdf
 
 from runbooks.actions.registry import invoke
 from worker.jobs_view import connect, list_jobs, submit
