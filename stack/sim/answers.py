@@ -34,8 +34,14 @@ class Answerer:
         self.plans: deque[dict] = deque(maxlen=plan_log_size)
         self.kind_counts: Counter[str] = Counter()
 
-    def answer(self, prompt_text: str, image: bytes | None, max_tokens: int | None) -> Answer:
+    def answer(self, prompt_text: str, image: bytes | None, max_tokens: int | None,
+               key: str | None = None) -> Answer:
+        """``key`` (see ``_Common.deterministic_key``) makes a chat answer a function of it."""
         kind = detect_kind(prompt_text) if image is not None else None
+        rng_chat = self.rng
+        if key is not None:
+            digest = hashlib.sha256(f"{self.seed}|{key}".encode()).digest()
+            rng_chat = random.Random(int.from_bytes(digest[:8], "big"))
         if kind is not None:
             self.kind_counts[kind] += 1
             rng = request_rng(self.seed, kind, image)
@@ -52,13 +58,13 @@ class Answerer:
             wanted = len(pieces) + 1
         else:
             self.kind_counts["chat"] += 1
-            wanted = max(1, round(self.profile.chat_output_tokens.sample(self.rng)))
+            wanted = max(1, round(self.profile.chat_output_tokens.sample(rng_chat)))
             pieces = None
         if max_tokens is not None and wanted > max_tokens:
-            pieces = pieces[:max_tokens] if pieces is not None else filler_pieces(self.rng, max_tokens)
+            pieces = pieces[:max_tokens] if pieces is not None else filler_pieces(rng_chat, max_tokens)
             if len(pieces) < max_tokens:
                 pieces += ["."] * (max_tokens - len(pieces))
             return Answer(pieces, "length")
         if pieces is None:
-            pieces = filler_pieces(self.rng, wanted - 1) if wanted > 1 else []
+            pieces = filler_pieces(rng_chat, wanted - 1) if wanted > 1 else []
         return Answer(pieces, "stop")

@@ -45,6 +45,16 @@ class _Common(_Allow):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: int | None = 1
+    temperature: float | None = None
+    seed: int | None = None
+
+    def deterministic_key(self, prompt: object) -> str | None:
+        """Greedy (temperature 0) or seeded sampling gives the same text for the same prompt on
+        vLLM; the simulator then draws from a generator keyed by prompt and seed, not by
+        arrival order. None: sampled text, different per request."""
+        if self.temperature == 0 or self.seed is not None:
+            return f"{self.seed}|{self.temperature}|{prompt!r}"
+        return None
 
 
 class ChatRequest(_Common):
