@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,34 +33,12 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
 from stack.vllm_engine import build_vllm_command, explain_startup_failure  # noqa: E402
+from stack.health import listens_on  # noqa: E402
+from stack.testing import free_port  # noqa: E402
 
 API_KEY = "bench"
 CHAT = {"model": SERVED_MODEL_NAME, "max_tokens": 64, "ignore_eos": True,
         "messages": [{"role": "user", "content": "Summarize the page."}]}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listens_on(pid: int, port: int) -> bool:
-    """True when the process tree of ``pid`` owns the listening socket on ``port``: a 200
-    from /health proves nothing if another process grabbed the port first."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return False
-    for proc in procs:
-        try:
-            conns = proc.net_connections(kind="tcp")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
-            return True
-    return False
 
 
 VARIANTS = ("default", "multiproc", "compile")
@@ -101,7 +78,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> float:
 
 
 def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> dict[str, float]:
-    port = _free_port()
+    port = free_port()
     argv, env = build_vllm_command(
         python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME,
         host="127.0.0.1", port=port, api_key=API_KEY, max_model_len=4096, max_num_seqs=8,
@@ -121,7 +98,7 @@ def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> d
                 raise SystemExit(f"vLLM exited with {proc.returncode}: {why}; log {log_path}")
             try:
                 if (httpx.get(f"{base}/health", timeout=2).status_code == 200
-                        and _listens_on(proc.pid, port)):
+                        and listens_on(proc.pid, port)):
                     break
             except httpx.TransportError:
                 pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import psutil
 import redis
 
 from stack.components import HealthCheck
@@ -25,3 +26,21 @@ def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
     return response.status_code == 200, f"HTTP {response.status_code}"
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """True when the process tree of ``pid`` owns the listening socket on ``port``: a 200
+    from /health proves nothing if another process grabbed the port first."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
+            return True
+    return False

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ import pytest
 
 from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 from stack.vllm_engine import build_vllm_command, explain_startup_failure
+from stack.health import listens_on
+from stack.testing import free_port
 
 pytest.importorskip("vllm", reason="needs the vllm extra: pip install -e '.[vllm]'")
 
@@ -42,30 +43,6 @@ MESSAGE_KEYS = {"role", "content", "refusal", "annotations", "audio", "function_
 USAGE_KEYS = {"prompt_tokens", "total_tokens", "completion_tokens", "prompt_tokens_details",
               "completion_tokens_details"}
 MODEL_KEYS = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len", "permission"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listens_on(pid: int, port: int) -> bool:
-    """True when the process tree of ``pid`` owns the listening socket on ``port``: a 200
-    from /health proves nothing if another process grabbed the port first."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return False
-    for proc in procs:
-        try:
-            conns = proc.net_connections(kind="tcp")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
-            return True
-    return False
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -89,7 +66,7 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model_dir = ensure_tiny_model()
-    port = _free_port()
+    port = free_port()
     argv, env = build_vllm_command(
         python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME,
         host="127.0.0.1", port=port, api_key=API_KEY, max_model_len=MAX_MODEL_LEN,
@@ -111,7 +88,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                             f"log {log_path}:\n{text[-3000:]}")
             try:
                 if (httpx.get(f"{base}/health", timeout=2).status_code == 200
-                        and _listens_on(proc.pid, port)):
+                        and listens_on(proc.pid, port)):
                     break
             except httpx.TransportError:
                 pass
