@@ -14,10 +14,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
 from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
