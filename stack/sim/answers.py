@@ -35,7 +35,7 @@ class Answerer:
         self.kind_counts: Counter[str] = Counter()
 
     def answer(self, prompt_text: str, image: bytes | None, max_tokens: int | None,
-               key: str | None = None) -> Answer:
+               key: str | None = None, ignore_eos: bool = False) -> Answer:
         """``key`` (see ``_Common.deterministic_key``) makes a chat answer a function of it."""
         kind = detect_kind(prompt_text) if image is not None else None
         rng_chat = self.rng
@@ -60,6 +60,8 @@ class Answerer:
             self.kind_counts["chat"] += 1
             wanted = max(1, round(self.profile.chat_output_tokens.sample(rng_chat)))
             pieces = None
+        if ignore_eos and max_tokens is not None:  # as vLLM: no EOS, so the cap is reached
+            wanted = max(wanted, max_tokens + 1)
         if max_tokens is not None and wanted > max_tokens:
             pieces = pieces[:max_tokens] if pieces is not None else filler_pieces(rng_chat, max_tokens)
             if len(pieces) < max_tokens:

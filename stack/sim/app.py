@@ -191,7 +191,7 @@ class SimApp:
         self.checks.check_length(prompt, max_tokens)
         answer = self.answerer.answer(content.last_user_text, images[0].data if images else None,
                                       self.checks.output_cap(prompt, max_tokens),
-                                      req.deterministic_key(content.texts))
+                                      req.deterministic_key(content.texts), bool(req.ignore_eos))
         opts = req.stream_options
         stream = wire.ChatStream(self.model, prompt, bool(opts and opts.include_usage),
                                  bool(opts and opts.continuous_usage_stats)) if req.stream else None
@@ -214,7 +214,7 @@ class SimApp:
             raise bad_request("The decoder prompt cannot be empty")
         self.checks.check_length(prompt, req.max_tokens)
         answer = self.answerer.answer("", None, self.checks.output_cap(prompt, req.max_tokens),
-                                      req.deterministic_key(p))
+                                      req.deterministic_key(p), bool(req.ignore_eos))
         opts = req.stream_options
         stream = wire.CompletionStream(self.model, prompt, bool(opts and opts.include_usage),
                                        bool(opts and opts.continuous_usage_stats)) if req.stream else None

@@ -47,6 +47,7 @@ class _Common(_Allow):
     n: int | None = 1
     temperature: float | None = None
     seed: int | None = None
+    ignore_eos: bool | None = False  # vLLM's extension: generate exactly max_tokens tokens
 
     def deterministic_key(self, prompt: object) -> str | None:
         """Greedy (temperature 0) or seeded sampling gives the same text for the same prompt on

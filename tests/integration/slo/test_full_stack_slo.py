@@ -42,7 +42,7 @@ def _alert_state(prom: str, name: str) -> str | None:
 
 def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "pdfs"))
-    from generate import make_pdf
+    from pdf_fixtures import make_pdf
 
     # max_model_len 8192: MinerU's layout request (~2,600 prompt tokens) exceeds the local default.
     stack = local_stack(tmp_path / "state", **{"inference_servers.0.engine": "sim",
