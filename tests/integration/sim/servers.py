@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,14 +15,10 @@ from pathlib import Path
 
 import httpx
 
+from stack.testing import free_port  # noqa: F401  (re-exported for callers)
+
 ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "sekret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
