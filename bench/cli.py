@@ -53,6 +53,11 @@ def print_summary(s: dict) -> None:
     for a in s.get("agreement", []):
         out.print(f"server agreement {a['metric']}: client {a['client_ms']:.2f} ms vs server {a['server_ms']:.2f} ms "
                   f"(tolerance {a['tolerance_ms']:.2f} ms): {'agrees' if a['agrees'] else 'DIFFERS'}")
+    if s.get("tokenizer_crosscheck"):
+        from bench.tokcheck import summary_lines
+
+        for line in summary_lines(s["tokenizer_crosscheck"]):
+            out.print(line, markup=False, highlight=False)
     v = s["validity"]
     out.print(f"run validity: {'[green]valid[/green]' if v['valid'] else '[red]INVALID[/red]'}")
     for c in v["checks"]:
@@ -73,12 +78,12 @@ def print_gates(g: dict) -> None:
     out.print(f"verdict: [bold {color}]{g['verdict'].upper()}[/] (exit {g['exit_code']}): {g['reason']}")
 
 
-def _run(scn, target, limits=None, quiet=False):
+def _run(scn, target, limits=None, quiet=False, tokenizer=None):
     from bench.progress import live_progress
     from bench.runner import run_scenario
 
     with live_progress(scn.load, console, enabled=not quiet and sys.stderr.isatty()) as cb:
-        return run_scenario(scn, target, limits=limits, progress=cb)
+        return run_scenario(scn, target, limits=limits, progress=cb, tokenizer=tokenizer)
 
 
 @app.command()
@@ -96,6 +101,9 @@ def run(
     processes: Optional[int] = typer.Option(None, help="Client processes."),
     seed: Optional[int] = typer.Option(None, help="Seed."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
+    tokenizer: Optional[str] = typer.Option(
+        None, help="Hugging Face tokenizer directory: cross-check the server's token counts client-side "
+        "(a warning only; overrides the scenario's tokenizer)."),
 ) -> None:
     """Run a scenario; write records.jsonl, summary.json and report.html. Exit 2 if the run is invalid."""
     from bench.report.writer import write_run
@@ -105,7 +113,7 @@ def run(
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
                                        "count": count, "processes": processes, "seed": seed})
         target = _target(stack, url, model, api_key_env, max_model_len)
-        res = _run(scn, target)
+        res = _run(scn, target, tokenizer=tokenizer)
     except (ValueError, RuntimeError) as exc:
         _fail(str(exc))
     paths = write_run(_out_dir(out_dir, scn.name), res.records, res.summary)

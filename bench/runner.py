@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from bench import engine, server_metrics
+from bench import engine, server_metrics, tokcheck
 from bench.agreement import agreement
 from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
@@ -34,8 +34,12 @@ class RunOutput:
 
 def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
                  limits: ValidityLimits | None = None, progress: ProgressFn | None = None,
-                 http: httpx.Client | None = None, max_model_len: int | None = None) -> RunOutput:
+                 http: httpx.Client | None = None, max_model_len: int | None = None,
+                 tokenizer: str | None = None) -> RunOutput:
+    """``tokenizer``: the ``--tokenizer`` flag (overrides the scenario's) for the cross-check."""
     limits = limits or ValidityLimits()
+    tok = tokcheck.for_run(scn, tokenizer)  # a bad path fails here, before anything is sent
+    prompts = None
     own = http is None
     http = http or httpx.Client(timeout=30.0)
     try:
@@ -43,6 +47,8 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         if isinstance(scn, ChatScenario):
             workload: Any = ChatWorkload(target, prepare(scn, target, http, max_model_len),
                                          keep_output=scn.keep_output)
+            if tok is not None:  # counted now, before the clock starts: never in the send path
+                prompts = tokcheck.count_prompts(tok[0], workload.prepared)
         else:
             from bench.pipeline import PipelineWorkload
 
@@ -60,6 +66,8 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         server["sampled"] = sampler.summary()  # max/mean of gauges scraped every second
         server["samples"] = sampler.samples
     summary = summarize(scn, target, result, limits, t_start, server)
+    if tok is not None and prompts is not None:  # outputs counted after the run, from the records
+        summary["tokenizer_crosscheck"] = tokcheck.crosscheck(tok[0], prompts, result.records, tok[1])
     return RunOutput(result.records, summary, result)
 
 

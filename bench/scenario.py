@@ -77,6 +77,12 @@ class ChatScenario(Strict):
     images: Images = Field(default_factory=Images)
     prompt_pool: int = Field(default=128, ge=1, le=100_000, description="Distinct prepared requests.")
     keep_output: bool = Field(default=False, description="Keep generated text in the records.")
+    tokenizer: str | None = Field(
+        default=None,
+        description="Hugging Face tokenizer directory (or locally cached name) for the client-side "
+        "token-count cross-check (bench/tokcheck.py); a warning only, the server's counts stay "
+        "authoritative. `bench run --tokenizer` overrides it. Outputs are checked with keep_output.",
+    )
     slo: RequestSLO = Field(default_factory=RequestSLO)
     load: LoadSpec
 
