@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -56,6 +57,27 @@ class AdminAPI:
         self.app.answerer.plans.clear()
         self.app.answerer.kind_counts.clear()
         return await respond(send, 200, b"{}")
+
+    async def get_timings(self, scope, receive, send):
+        """Per-request server timestamps (stack/sim/timings.py); ``?since=N`` = entries after the one
+        numbered N (the previous answer's ``last_seq``), ``?clear=true`` empties the log after answering."""
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        since_s = query.get("since", ["0"])[-1]
+        try:
+            since = int(since_s)
+        except ValueError:
+            raise bad_request(f"since={since_s!r} is not an integer: pass the last_seq of a previous "
+                              "GET /sim/timings answer (or 0 for everything kept)", "since") from None
+        clear = query.get("clear", ["false"])[-1].lower()
+        if clear not in ("true", "false", "1", "0"):
+            raise bad_request(f"clear={clear!r}: use clear=true or clear=false", "clear")
+        body = orjson.dumps(self.app.timings.body(since))
+        if clear in ("true", "1"):
+            self.app.timings.clear()
+        return await respond(send, 200, body)
+
+    async def delete_timings(self, scope, receive, send):
+        return await respond(send, 200, orjson.dumps({"cleared": self.app.timings.clear()}))
 
     async def state(self, scope, receive, send):
         s = self.app.scheduler

@@ -29,6 +29,7 @@ from .profile import Profile
 from .scheduler import Scheduler, SimRequest
 from .schemas import BadImage, ChatRequest, CompletionRequest, TokenizeRequest, decode_image, split_messages
 from .textgen import chat_prompt_tokens, count_tokens
+from .timings import TIMED_PATHS, TIMING_KEY, RequestTiming, TimingLog, stamp_tokens
 from .validation import RequestChecks, max_tokens_of
 
 log = logging.getLogger("stack.sim")
@@ -74,6 +75,7 @@ class SimApp:
         self.registry = build_registry(self.engine_metrics, self.http_metrics, registry)
         self.created = int(time.time())
         self.checks = RequestChecks(self.model, self.limits.max_model_len)
+        self.timings = TimingLog(config.timings_max_entries)
         admin = AdminAPI(self)
         self.routes: dict[str, dict[str, Handler]] = {
             "/health": {"GET": self.health},
@@ -87,6 +89,7 @@ class SimApp:
             "/sim/faults": {"GET": admin.get_faults, "PUT": admin.put_faults, "POST": admin.put_faults},
             "/sim/plans": {"GET": admin.get_plans, "DELETE": admin.delete_plans},
             "/sim/state": {"GET": admin.state},
+            "/sim/timings": {"GET": admin.get_timings, "DELETE": admin.delete_timings},
         }
         self._auth = f"Bearer {config.api_key}".encode() if config.api_key else None
 
@@ -121,6 +124,9 @@ class SimApp:
     async def _http(self, scope: dict, receive: Callable, send: Callable) -> None:
         started = time.perf_counter()
         path, method = scope["path"], scope["method"]
+        timing = self.timings.start(scope) if path in TIMED_PATHS and self.timings.enabled else None
+        if timing is not None:
+            scope[TIMING_KEY] = timing
         methods = self.routes.get(path)
         try:
             if methods is None:
@@ -139,7 +145,11 @@ class SimApp:
             # Return with the response unfinished: uvicorn logs one line and closes the connection
             # (the client sees a truncated body), without an application traceback in the log.
             log.warning("injected connection reset on %s", path)
+            if timing is not None:
+                self.timings.finish(timing, 0)
             return
+        if timing is not None:
+            self.timings.finish(timing, status)
         if methods is not None and path not in UNINSTRUMENTED and not path.startswith("/sim"):
             req_size = int(header(scope, b"content-length") or 0)
             self.http_metrics.observe(path, method, status, req_size, size, time.perf_counter() - started)
@@ -196,7 +206,7 @@ class SimApp:
         stream = wire.ChatStream(self.model, prompt, bool(opts and opts.include_usage),
                                  bool(opts and opts.continuous_usage_stats)) if req.stream else None
         return await self._generate(receive, send, answer, prompt, len(images), max_tokens, stream,
-                                    wire.chat_response)
+                                    wire.chat_response, "chatcmpl", scope.get(TIMING_KEY))
 
     async def completions(self, scope, receive, send):
         req = self.checks.parse(await read_body(receive), CompletionRequest)
@@ -219,10 +229,11 @@ class SimApp:
         stream = wire.CompletionStream(self.model, prompt, bool(opts and opts.include_usage),
                                        bool(opts and opts.continuous_usage_stats)) if req.stream else None
         return await self._generate(receive, send, answer, prompt, 0, req.max_tokens, stream,
-                                    wire.completion_response)
+                                    wire.completion_response, "cmpl", scope.get(TIMING_KEY))
 
     async def _generate(self, receive, send, answer: Answer, prompt: int, num_images: int,
-                        max_tokens_param: int | None, stream, build_body) -> tuple[int, int]:
+                        max_tokens_param: int | None, stream, build_body, id_prefix: str,
+                        timing: RequestTiming | None) -> tuple[int, int]:
         action = self.faults.decide()
         if self.faults.should_crash():
             crash()
@@ -249,22 +260,31 @@ class SimApp:
                     handle.event.clear()
                     if handle.aborted:
                         return 499, 0
-                body = build_body(self.model, answer.text, prompt, req.generated, answer.finish_reason)
+                rid = wire.new_id(id_prefix)
+                body = build_body(self.model, answer.text, prompt, req.generated, answer.finish_reason, rid=rid)
+                if timing is not None:
+                    timing.response_id = rid
+                    stamp_tokens(timing, bool(answer.text))
                 if action is Action.RESET:
                     await send({"type": "http.response.start", "status": 200,
                                 "headers": [(b"content-length", str(len(body)).encode())] + JSON})
                     await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
                     raise InjectedReset()
                 return await respond(send, 200, body)
-            return await self._stream(send, req, handle, answer, stream, action)
+            return await self._stream(send, req, handle, answer, stream, action, timing)
         finally:
             watcher.cancel()
 
-    async def _stream(self, send, req: SimRequest, handle, answer: Answer, stream, action: Action):
+    async def _stream(self, send, req: SimRequest, handle, answer: Answer, stream, action: Action,
+                      timing: RequestTiming | None):
+        if timing is not None:
+            timing.response_id = stream.rid
         await send({"type": "http.response.start", "status": 200, "headers": SSE})
         first = stream.role()
         size = len(first)
         if first:
+            if timing is not None:
+                timing.first_chunk_ns = time.monotonic_ns()
             await send({"type": "http.response.body", "body": first, "more_body": True})
         pieces, total, sent = answer.pieces, req.output_tokens, 0
         while True:
@@ -278,6 +298,8 @@ class SimApp:
                 text = pieces[i] if i < len(pieces) else ""
                 chunks.append(stream.last(text, i + 1, answer.finish_reason) if i == total - 1
                               else stream.token(text, i + 1))
+            if chunks and timing is not None and not timing.first_content_ns:  # until the first text
+                stamp_tokens(timing, any(pieces[sent:ready]))
             sent = ready
             if action is Action.RESET and sent * 2 >= total:
                 await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})

@@ -29,6 +29,8 @@ def serve(
     max_num_seqs: Annotated[Optional[int], typer.Option(help="override the profile's max_num_seqs")] = None,
     max_model_len: Annotated[Optional[int], typer.Option(help="override the profile's max_model_len")] = None,
     text_only: Annotated[bool, typer.Option(help="reject images like a text-only model")] = False,
+    timings_max_entries: Annotated[Optional[int], typer.Option(help="per-request timestamps kept for GET "
+                                                                    "/sim/timings (0: none)")] = None,
     fault: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE fault active from start (repeatable), "
                                                              "e.g. error_rate=0.1")] = None,
 ) -> None:
@@ -44,7 +46,8 @@ def serve(
     try:
         cfg = SimConfig(host=host, port=port, api_key=api_key, profile=profile, seed=seed, model_name=model_name,
                         model_root=model_root, max_num_seqs=max_num_seqs, max_model_len=max_model_len,
-                        multimodal=not text_only, faults=parse_fault_args(fault or []))
+                        multimodal=not text_only, faults=parse_fault_args(fault or []),
+                        **({} if timings_max_entries is None else {"timings_max_entries": timings_max_entries}))
         run(cfg)
     except (ProfileError, FaultError) as exc:
         _fail(str(exc))

@@ -21,4 +21,6 @@ class SimConfig(BaseModel):
     max_model_len: int | None = Field(None, ge=16, description="override the profile's max_model_len (tokens)")
     multimodal: bool = Field(True, description="accept images (MinerU's VLM); False answers like a text-only model")
     plan_log_size: int = Field(10_000, ge=0, description="MinerU layout plans kept for GET /sim/plans")
+    timings_max_entries: int = Field(50_000, ge=0, description="per-request timestamps kept for GET /sim/timings "
+                                                               "(a ring: the newest; 0 = record none)")
     faults: FaultSpec = Field(default_factory=FaultSpec, description="faults active from start")

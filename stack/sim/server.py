@@ -53,7 +53,10 @@ def serve(config: SimConfig) -> None:
     host, port = sock.getsockname()[:2]
     log.warning("simulator serving model '%s' (profile %s, seed %d) on http://%s:%d", config.model_name,
                 profile.name, config.seed, host, port)
-    uv = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", log_level="warning",
+    from .arrival import ArrivalStampingProtocol
+
+    # httptools with an arrival stamp per request (GET /sim/timings); the wire is unchanged
+    uv = uvicorn.Config(app, loop="uvloop", http=ArrivalStampingProtocol, lifespan="on", log_level="warning",
                         access_log=False, timeout_keep_alive=30, backlog=4096)
     uvicorn.Server(uv).run(sockets=[sock])
 

@@ -129,9 +129,10 @@ def chat_response(model: str, content: str, prompt: int, completion: int, finish
     })
 
 
-def completion_response(model: str, text: str, prompt: int, completion: int, finish_reason: str) -> bytes:
+def completion_response(model: str, text: str, prompt: int, completion: int, finish_reason: str,
+                        rid: str | None = None) -> bytes:
     return orjson.dumps({
-        "id": new_id("cmpl"), "object": "text_completion", "created": int(time.time()), "model": model,
+        "id": rid or new_id("cmpl"), "object": "text_completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None,
                      "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None, "routed_experts": None}],
         "service_tier": None, "system_fingerprint": SYSTEM_FINGERPRINT, "usage": _usage_full(prompt, completion),
