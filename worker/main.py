@@ -17,6 +17,7 @@ from infra.spec_loader import load_stack, parse_spec, set_path
 from worker.backends import Backend
 from worker.breaker import CircuitBreaker
 from worker.client import InferenceClient
+from worker.cpu import cpu_budget, pin_local_worker, size_render_pool
 from worker.config import ENV_SPEC_FILE, ConfigError, WorkerSettings, settings_from_env
 from worker.health import serve
 from worker.logs import log, setup_logging
@@ -51,7 +52,7 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
         return PageVlmBackend(inference, settings.model_name, pool.page_vlm_prompt, pool.page_window)
     from worker.mineru_backend import MinerUBackend, configure_mineru_env
 
-    configure_mineru_env(pool.page_window)
+    configure_mineru_env(pool.page_window)  # render processes: sized in main() from the CPU budget
     backend = MinerUBackend(inference, settings.model_name, pool.concurrency_per_worker,
                             pool.request_timeout_s)
     # Import MinerU's whole analysis path now (seconds of imports), not on the first job.
@@ -123,4 +124,9 @@ def main(stack: str, index: int, overrides: list[str], log_level: str = "INFO") 
     setup_logging(f"worker-{index}", log_level)
     spec = load_spec(stack, parse_overrides(overrides))
     settings = settings_from_env(spec, index)
+    pinned = pin_local_worker(index, spec.worker_pool.cpu_limit_millicores) if spec.target is Target.local else None
+    budget = cpu_budget()
+    render = size_render_pool(budget)
+    log(logger, logging.INFO, "cpu budget", cpus=round(budget.cpus, 2), limited_by=budget.source,
+        pinned_to=sorted(pinned) if pinned else None, render_processes=render)
     return asyncio.run(run(settings, t_start))
