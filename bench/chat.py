@@ -175,7 +175,8 @@ class ChatSender:
             intended_ns=intended_ns, sent_ns=0, wall_sent_s=time.time(), headers_ns=None,
             event_ns=[], event_tokens=[], event_content=[], end_ns=None, status=None, error=None,
             error_detail=None, prompt_tokens=req.prompt_tokens, server_prompt_tokens=None,
-            output_tokens=None, max_tokens=req.max_tokens, output_text=None, finish_reason=None)
+            output_tokens=None, max_tokens=req.max_tokens, output_text=None, finish_reason=None,
+            response_id=None)
         splitter = SSESplitter()
         rec.sent_ns = time.monotonic_ns() - t0
         try:
@@ -196,7 +197,7 @@ class ChatSender:
             res = decode_chat_events(splitter.events)
         rec.event_ns, rec.event_tokens, rec.event_content = res.event_ns, res.event_tokens, res.event_content
         rec.server_prompt_tokens, rec.output_tokens = res.prompt_tokens, res.output_tokens
-        rec.finish_reason = res.finish_reason
+        rec.finish_reason, rec.response_id = res.finish_reason, res.response_id
         if self.keep_output:
             rec.output_text = res.text
         if res.error:
@@ -211,6 +212,7 @@ class ChatSender:
             rec.error, rec.error_detail = "bad_json", body[:200].decode(errors="replace")
             return
         usage = obj.get("usage") or {}
+        rec.response_id = obj.get("id")
         rec.server_prompt_tokens = usage.get("prompt_tokens")
         rec.output_tokens = usage.get("completion_tokens")
         choice = (obj.get("choices") or [{}])[0]

@@ -57,6 +57,7 @@ class RunResult:
     wall_s: float
     processes: list[ProcessStats] = field(default_factory=list)
     scheduled: int = 0
+    t0_ns: int = 0  # time.monotonic_ns() of the run's t0: record stamps + t0_ns = the server's clock
 
 
 def _cpu_s() -> float:
@@ -216,7 +217,7 @@ def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
         finally:
             loop.close()
         return RunResult(records, spec, start_ns, end_ns, wall_start, stats.wall_s, [stats],
-                         scheduled=len(records))
+                         scheduled=len(records), t0_ns=t0)
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         pipes, procs = [], []
@@ -254,4 +255,4 @@ def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
                     proc.terminate()
         wall = max(s.wall_s for s in stats_all)
         return RunResult(records, spec, start_ns, end_ns, wall_start, wall, stats_all,
-                         scheduled=len(records))
+                         scheduled=len(records), t0_ns=t0)

@@ -50,6 +50,9 @@ class RequestRecord(BaseModel):
     max_tokens: int | None = Field(default=None, description="Requested max_tokens.")
     output_text: str | None = Field(default=None, description="Generated text when kept (--keep-output).")
     finish_reason: str | None = None
+    response_id: str | None = Field(
+        default=None, description="The server's response id (\"id\" of the first SSE event or of the body): "
+        "joins the record with the server's logs and the simulator's GET /sim/timings.")
 
     @property
     def ok(self) -> bool:

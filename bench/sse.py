@@ -62,11 +62,20 @@ class ChatStreamResult:
     finish_reason: str | None
     text: str
     error: str | None = None
+    response_id: str | None = None  # the server's id of the response (first event's "id")
 
 
 _DIGITS = re.compile(rb"\d+")
 _PT = re.compile(rb'"prompt_tokens":(\d+)')
 _FINISH = re.compile(rb'"finish_reason":"(\w+)"')
+
+
+def response_id(payload: bytes) -> str | None:
+    """The ``"id"`` of an OpenAI chunk/body (vLLM puts it first): joins a record with the server's
+    per-request timings and logs. A find, not a JSON parse: it runs once per request."""
+    i = payload.find(b'"id":"')
+    j = payload.find(b'"', i + 6) if i >= 0 else -1
+    return payload[i + 6:j].decode("utf-8", "replace") if j >= 0 else None
 
 
 def fast_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult | None:
@@ -118,7 +127,7 @@ def fast_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult | None
             finish = fm.group(1).decode()
             break
     return ChatStreamResult(ns, toks, content, int(pm.group(1)) if pm else None, last, finish, "",
-                            error=None if done else "stream_truncated")
+                            error=None if done else "stream_truncated", response_id=response_id(payloads[0]))
 
 
 def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
@@ -136,6 +145,7 @@ def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
     prompt = output = None
     finish = None
     saw_done = False
+    rid = response_id(events[0][1]) if events else None
     for t_ns, payload in events:
         if payload == b"[DONE]":
             saw_done = True
@@ -144,10 +154,10 @@ def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
             return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts),
-                                    error="bad_sse_json")
+                                    error="bad_sse_json", response_id=rid)
         if "error" in obj and not obj.get("choices"):
             return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts),
-                                    error="stream_error")
+                                    error="stream_error", response_id=rid)
         usage = obj.get("usage") or {}
         text = ""
         for choice in obj.get("choices") or ():
@@ -175,4 +185,5 @@ def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
     if output is None and toks:
         output = sum(toks)
     err = None if saw_done else "stream_truncated"
-    return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts), error=err)
+    return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts), error=err,
+                            response_id=rid)

@@ -75,7 +75,7 @@ def test_fast_path_agrees_with_the_full_decoder_on_the_vllm_capture():
     fast, full = fast_chat_events(s.events), decode_chat_events(s.events)
     assert fast is not None
     for field in ("event_ns", "event_tokens", "event_content", "prompt_tokens", "output_tokens",
-                  "finish_reason", "error"):
+                  "finish_reason", "error", "response_id"):
         assert getattr(fast, field) == getattr(full, field), field
 
 
@@ -84,3 +84,16 @@ def test_fast_path_declines_what_it_cannot_read():
 
     assert fast_chat_events([(0, b'{"choices":[{"delta":{"content":"a"}}]}'), (1, b"[DONE]")]) is None  # no usage
     assert fast_chat_events([(0, b'{"error":{"message":"x"},"usage":{"completion_tokens":0}}')]) is None
+
+
+def test_response_id_is_the_first_events_id():
+    from bench.sse import fast_chat_events, response_id
+
+    s = SSESplitter()
+    s.feed(_capture(), 0)
+    first = s.events[0][1]
+    assert decode_chat_events(s.events).response_id == first[7:first.index(b'"', 7)].decode()
+    assert decode_chat_events(s.events).response_id.startswith("chatcmpl-")
+    assert fast_chat_events(s.events).response_id == decode_chat_events(s.events).response_id
+    assert response_id(b'{"object":"x"}') is None and response_id(b'{"id":"cut') is None
+    assert decode_chat_events([]).response_id is None
