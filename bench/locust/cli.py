@@ -1,110 +1,191 @@
-"""`bench locust run|ingest`: Locust headless or distributed, then the bench's report and gates."""
+"""`bench locust run|master|worker|ingest`: Locust headless or distributed, then the bench's
+report and gates. The process plumbing lives in launch.py; this module only wires options."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
+from bench.locust.settings import DEFAULT_MASTER_PORT, LocustSettings, default
+
 locust_app = typer.Typer(help="Load from many machines with Locust; results feed the same reports and gates.",
                          no_args_is_help=True)
 out = Console()
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+err = Console(stderr=True)
+
+# options shared by the commands (typer needs them spelled per command; defaults come from settings.py)
+_SCENARIO = typer.Argument(..., help="A chat scenario (name or path).")
+_STACK = typer.Option("local", help="Target stack (its spec and state give URL, model and key).")
+_URL = typer.Option(None, help="Server URL instead of a stack (needs --model).")
+_MODEL = typer.Option(None, help="Served model name (with --url).")
+_KEY_ENV = typer.Option(None, help="Environment variable holding the server's API key (with --url).")
 
 
-def _env(scenario: str, target, api_key_env: Optional[str], records: Path, users: int,
-         rate_rps: Optional[float]) -> dict[str, str]:
-    env = dict(os.environ)
-    key_env = api_key_env
-    if target.api_key and not key_env:  # a stack's generated key travels as an env var, never argv
-        key_env = "BENCH_LOCUST_API_KEY"
-        env[key_env] = target.api_key
-    env.update(BENCH_SCENARIO=scenario, BENCH_RECORDS_DIR=str(records), BENCH_USERS=str(users),
-               BENCH_TARGET_JSON=json.dumps({"base_url": target.base_url, "model": target.model,
-                                             "api_key_env": key_env, "max_model_len": target.max_model_len}))
-    if rate_rps:
-        env["BENCH_RATE_RPS"] = str(rate_rps)
-    return env
-
-
-@locust_app.command("run")
-def run(
-    scenario: str = typer.Argument(..., help="A chat scenario (name or path)."),
-    users: int = typer.Option(8, help="Locust users (concurrency)."),
-    spawn_rate: float = typer.Option(8.0, help="Users started per second."),
-    run_time_s: int = typer.Option(60, "--run-time", help="Seconds of load."),
-    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
-    warmup_s: float = typer.Option(5.0, help="Excluded from metrics at the start."),
-    cooldown_s: float = typer.Option(2.0, help="Excluded from metrics at the end."),
-    processes: int = typer.Option(1, help="Locust --processes (forked workers on this machine)."),
-    master: bool = typer.Option(False, help="Run as master (headless); workers join with --worker."),
-    expect_workers: int = typer.Option(1, help="With --master: wait for this many workers."),
-    worker: bool = typer.Option(False, help="Run as a worker of --master-host."),
-    master_host: str = typer.Option("127.0.0.1"),
-    stack: Optional[str] = typer.Option("local"),
-    url: Optional[str] = typer.Option(None),
-    model: Optional[str] = typer.Option(None),
-    api_key_env: Optional[str] = typer.Option(None),
-    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
-) -> None:
-    """Run Locust with the bench's locustfile; then ingest its records (not on --worker)."""
-    from bench.cli import _target, print_summary
-    from bench.report.writer import write_run
+def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
+    from bench.cli import _target
     from bench.scenario import ChatScenario, load_scenario
-
-    from bench.locust.ingest import ingest
 
     scn = load_scenario(scenario)
     if not isinstance(scn, ChatScenario):
         raise typer.BadParameter("the locustfile drives chat scenarios; run pipeline scenarios with `bench run`")
-    target = _target(stack, url, model, api_key_env, None)
-    records = out_dir / "locust-records"
-    records.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target.base_url,
-            "--only-summary", "--csv", str(out_dir / "locust")]
-    if worker:
-        argv += ["--worker", "--master-host", master_host]
-    else:
-        argv += ["--headless", "-u", str(users), "-r", str(spawn_rate), "-t", f"{run_time_s}s"]
-        if master:
-            argv += ["--master", "--expect-workers", str(expect_workers)]
-        elif processes > 1:
-            argv += ["--processes", str(processes)]
-    proc = subprocess.run(argv, env=_env(scenario, target, api_key_env, records, users, rate_rps),
-                          capture_output=True, text=True)
-    log = proc.stdout + proc.stderr
-    (out_dir / "locust.log").write_text(log)
-    if worker:
-        raise typer.Exit(proc.returncode)
-    if proc.returncode not in (0, 1):  # Locust exits 1 when any request failed: still ingest
-        out.print(log[-3000:])
-        raise typer.Exit(2)
-    recs, summary = ingest(records, scn, target, users, warmup_s, cooldown_s, log)
-    paths = write_run(out_dir, recs, summary)
+    return scn, _target(stack, url, model, api_key_env, None)
+
+
+def _settings(**kw) -> LocustSettings:
+    from pydantic import ValidationError
+
+    try:
+        return LocustSettings(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _finish(paths, scn, target, settings: LocustSettings) -> None:
+    """Ingest the records folder into records.jsonl, summary.json and report.html; exit 0 valid / 2 invalid."""
+    from bench.cli import print_summary
+    from bench.locust.ingest import ingest
+    from bench.locust.launch import all_logs
+    from bench.report.writer import write_run
+
+    recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
+                           all_logs(paths))
+    written = write_run(paths.out_dir, recs, summary)
     print_summary(summary)
-    out.print(f"report: {paths['report']}  (Locust CSVs: {out_dir}/locust_*.csv)")
+    out.print(f"report: {written['report']}  (Locust CSVs: {paths.out_dir}/locust_*.csv, logs: {paths.logs})")
     raise typer.Exit(0 if summary["validity"]["valid"] else 2)
+
+
+def _guarded(fn, paths) -> int:
+    """Run a launch function; Locust failures and Ctrl-C become clear messages (every process is stopped)."""
+    from rich.markup import escape
+
+    from bench.locust.procs import LocustRunError, raise_on_sigterm
+
+    raise_on_sigterm()
+    try:
+        return fn()
+    except LocustRunError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err.print(f"interrupted: every Locust process was stopped; records so far: {paths.records} "
+                  "(`bench locust ingest` builds a report from them)")
+        raise typer.Exit(130) from None
+
+
+@locust_app.command("run")
+def run(
+    scenario: str = _SCENARIO,
+    workers: int = typer.Option(0, min=0, help="0: one headless process; N: a master and N worker processes "
+                                "on this machine (Locust's distributed mode over loopback)."),
+    users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
+    spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
+    run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
+    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
+    warmup_s: float = typer.Option(default("warmup_s"), help="Excluded from metrics at the start."),
+    cooldown_s: float = typer.Option(default("cooldown_s"), help="Excluded from metrics at the end."),
+    expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
+                                                  help="With --workers: fail if they are not all connected by then."),
+    drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
+    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
+    api_key_env: Optional[str] = _KEY_ENV,
+    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
+) -> None:
+    """Run Locust with the bench's locustfile on this machine; then ingest its records."""
+    from bench.locust.launch import RunPaths, locust_env, run_distributed, run_headless
+    from bench.locust.procs import free_port
+
+    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
+                  expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
+    paths = RunPaths(out_dir)
+    env = locust_env(scenario, target, api_key_env, s, paths.records)
+    if workers == 0:
+        _guarded(lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths)
+    else:
+        port = free_port()
+        _guarded(lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
+                                         local_workers=workers, bind_host="127.0.0.1", port=port), paths)
+    _finish(paths, scn, target, s)
+
+
+@locust_app.command("master")
+def master(
+    scenario: str = _SCENARIO,
+    expect_workers: int = typer.Option(..., min=1, help="Workers (on any machines) to wait for before starting."),
+    bind_host: str = typer.Option("*", help="Interface for workers to connect to ('*' = all)."),
+    bind_port: int = typer.Option(DEFAULT_MASTER_PORT, help="TCP port workers connect to (--master-port)."),
+    users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
+    spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
+    run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
+    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
+    warmup_s: float = typer.Option(default("warmup_s")),
+    cooldown_s: float = typer.Option(default("cooldown_s")),
+    expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
+                                                  help="Fail if fewer workers have connected by then."),
+    drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
+    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
+    api_key_env: Optional[str] = _KEY_ENV,
+    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
+) -> None:
+    """Headless master for workers on other machines (`bench locust worker --master-host THIS_HOST`);
+    their records are shipped here and ingested into one report."""
+    from bench.locust.launch import RunPaths, locust_env, run_distributed
+
+    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
+                  expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
+    paths = RunPaths(out_dir)
+    env = locust_env(scenario, target, api_key_env, s, paths.records)
+    out.print(f"locust master on {bind_host}:{bind_port}: waiting up to {s.expect_workers_max_wait_s} s for "
+              f"{expect_workers} workers: bench locust worker {scenario} --master-host <this host> "
+              f"--master-port {bind_port} --url {target.base_url} --model {target.model}")
+    _guarded(lambda: run_distributed(paths, env, None, target.base_url, s, rate_rps, expect_workers=expect_workers,
+                                     local_workers=0, bind_host=bind_host, port=bind_port), paths)
+    _finish(paths, scn, target, s)
+
+
+@locust_app.command("worker")
+def worker(
+    scenario: str = _SCENARIO,
+    master_host: str = typer.Option(..., help="Host of `bench locust master`."),
+    master_port: int = typer.Option(DEFAULT_MASTER_PORT, help="Its --bind-port."),
+    connect_timeout_s: float = typer.Option(default("connect_timeout_s"), help="Fail if the master does not answer."),
+    drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
+    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
+    api_key_env: Optional[str] = _KEY_ENV,
+    out_dir: Path = typer.Option(Path(".state/bench/locust-worker"), "--out", help="Worker log folder."),
+) -> None:
+    """A worker of a remote `bench locust master`: sends the scenario's requests and ships every
+    per-request record to the master. Load settings (users, rate, run time) come from the master."""
+    from bench.locust.launch import RunPaths, locust_env, run_worker
+
+    _, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    s = _settings(connect_timeout_s=connect_timeout_s, drain_timeout_s=drain_timeout_s)
+    paths = RunPaths(out_dir)
+    env = locust_env(scenario, target, api_key_env, s, None)
+    rc = _guarded(lambda: run_worker(paths, env, target.base_url, s, master_host=master_host, port=master_port),
+                  paths)
+    out.print(f"locust worker finished (exit {rc}); its records went to the master (log: {paths.logs})")
+    raise typer.Exit(0 if rc in (0, 1) else 2)
 
 
 @locust_app.command("ingest")
 def ingest_cmd(
-    records_dir: Path = typer.Argument(..., help="Folder with records-*.jsonl from every Locust process."),
+    records_dir: Path = typer.Argument(..., help="The master's (or headless process's) locust-records folder."),
     scenario: str = typer.Option(..., help="The chat scenario the users ran."),
     users: int = typer.Option(..., help="Users of the run."),
-    warmup_s: float = typer.Option(5.0),
-    cooldown_s: float = typer.Option(2.0),
+    warmup_s: float = typer.Option(default("warmup_s")),
+    cooldown_s: float = typer.Option(default("cooldown_s")),
     url: str = typer.Option("", help="Server URL (for the report)."),
     model: str = typer.Option("", help="Served model name (for the report)."),
     log: Optional[Path] = typer.Option(None, help="Locust's output, to check its CPU warnings."),
     out_dir: Path = typer.Option(..., "--out"),
 ) -> None:
-    """Build records.jsonl, summary.json and report.html from collected Locust record files."""
+    """Build records.jsonl, summary.json and report.html from a Locust records folder."""
     from bench.cli import print_summary
     from bench.locust.ingest import ingest
     from bench.report.writer import write_run

@@ -1,17 +1,20 @@
 """Locust users that send a bench ``chat`` scenario's prepared requests.
 
-Configured through the environment by ``bench locust`` (or by hand on worker machines):
-  BENCH_SCENARIO      scenario name or YAML path
-  BENCH_TARGET_JSON   {"base_url", "model", "api_key_env", "max_model_len"}
-  BENCH_RECORDS_DIR   folder for this process's per-request JSONL (bench RequestRecord format)
-  BENCH_RATE_RPS      optional: total arrival rate shared by all users (constant throughput);
-                      without it the users form a closed loop (each sends when the last finished)
-  BENCH_USERS         number of users (to split BENCH_RATE_RPS), default 1
+Started by ``bench locust run|master|worker`` (bench/locust/cli.py), which set:
+  BENCH_SCENARIO      scenario name or YAML path (processes that run users)
+  BENCH_TARGET_JSON   {"base_url", "model", "api_key_env", "max_model_len"} (processes that run users)
+  BENCH_RECORDS_DIR   headless process or master: folder for the per-request JSONL (bench
+                      RequestRecord format); workers ship their records to the master (collect.py)
+  BENCH_DRAIN_TIMEOUT_S, BENCH_FLUSH_INTERVAL_S   see bench/locust/settings.py
+  BENCH_READY_FILE    worker: written once connected to the master and prepared
+and two Locust options, ``--bench-rate-rps`` (total arrival rate shared by all users; without it
+the users form a closed loop) and ``--bench-users``; given to the master, Locust forwards them to
+every worker, so worker machines need no load settings of their own.
 
 Besides the normal request statistic ("chat"), TTFT, TPOT and ITL are fired as custom request
-events, so Locust's own tables and CSVs show them. Timestamps: wall-clock ns at send (so records
-from several machines share a time base, up to clock sync) plus monotonic deltas for every
-latency (so no latency depends on clock sync).
+events, so Locust's own tables and CSVs show them (a master aggregates its workers' events).
+Timestamps: wall-clock ns at send (so records from several machines share a time base, up to
+clock sync) plus monotonic deltas for every latency (so no latency depends on clock sync).
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ import socket
 import time
 from pathlib import Path
 
+import gevent.event
 import orjson
-from locust import HttpUser, constant, constant_throughput, events, task
+from locust import HttpUser, constant_throughput, events, task
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
 
 from bench.chat import prepare
+from bench.locust.collect import READY_MARK, Collector
+from bench.locust.settings import LocustSettings
 from bench.metrics import derive, itl_gaps_ms
 from bench.records import RequestRecord
 from bench.scenario import load_scenario
@@ -35,21 +43,37 @@ from bench.target import from_url
 
 _CFG = json.loads(os.environ.get("BENCH_TARGET_JSON", "{}"))
 _STATE: dict = {}
+# a worker's message loop runs while init prepares: users that a spawn message starts early wait here
+_PREPARED = gevent.event.Event()
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser) -> None:
+    parser.add_argument("--bench-rate-rps", type=float, default=0.0,
+                        help="bench: total requests/s over all users and workers (0 = closed loop)")
+    parser.add_argument("--bench-users", type=int, default=1, help="bench: users over all workers (splits the rate)")
 
 
 @events.init.add_listener
 def _prepare(environment, **_kw) -> None:
+    settings = LocustSettings.from_env(dict(os.environ))
+    worker = isinstance(environment.runner, WorkerRunner)
+    records = None if worker else Path(os.environ.get("BENCH_RECORDS_DIR", "locust-records"))
+    _STATE["collector"] = Collector(environment, records, settings.drain_timeout_s, settings.flush_interval_s)
+    if isinstance(environment.runner, MasterRunner):
+        return  # the master sends nothing: no scenario, no /tokenize
     if not _CFG:
-        raise RuntimeError("BENCH_TARGET_JSON is not set: run this file through `bench locust run`")
+        raise RuntimeError("BENCH_TARGET_JSON is not set: run this file through `bench locust run` "
+                           "(or `bench locust worker` on a worker machine)")
     scn = load_scenario(os.environ["BENCH_SCENARIO"])
     target = from_url(_CFG["base_url"], _CFG["model"], _CFG.get("api_key_env"), _CFG.get("max_model_len"))
     _STATE["prepared"] = prepare(scn, target)  # exact prompt lengths via /tokenize, context guard
     _STATE["headers"] = target.headers
     _STATE["counter"] = itertools.count()
-    folder = Path(os.environ.get("BENCH_RECORDS_DIR", "locust-records"))
-    folder.mkdir(parents=True, exist_ok=True)
-    _STATE["out"] = open(folder / f"records-{socket.gethostname()}-{os.getpid()}.jsonl", "ab")
     _STATE["tag"] = f"{socket.gethostname()}-{os.getpid()}"
+    _PREPARED.set()
+    if worker and os.environ.get("BENCH_READY_FILE"):  # init fires only once the master answered
+        Path(os.environ["BENCH_READY_FILE"]).write_text(READY_MARK + "\n")
 
 
 def _fire(environment, name: str, ms: float | None, exc: Exception | None = None) -> None:
@@ -58,23 +82,37 @@ def _fire(environment, name: str, ms: float | None, exc: Exception | None = None
                                          response_length=0, exception=exc, context={})
 
 
-def _wait_time():
-    rate = float(os.environ.get("BENCH_RATE_RPS", "0") or 0)
-    users = max(1, int(os.environ.get("BENCH_USERS", "1")))
-    return constant_throughput(rate / users) if rate > 0 else constant(0)
-
-
 class ChatUser(HttpUser):
-    wait_time = _wait_time()
+    def wait_time(self) -> float:
+        opts = self.environment.parsed_options
+        rate = getattr(opts, "bench_rate_rps", 0.0) or 0.0
+        if rate <= 0:
+            return 0.0
+        # constant_throughput keeps its pacing state on the user, so a fresh function each call is fine
+        return constant_throughput(rate / max(1, opts.bench_users))(self)
+
+    def on_start(self) -> None:
+        _PREPARED.wait()
 
     @task
     def chat(self) -> None:
+        col: Collector = _STATE["collector"]
+        if col.draining:  # end of run: nothing new, so every request the server sees gets recorded
+            raise StopUser()
+        col.in_flight += 1
+        try:
+            self._send(col)
+        finally:
+            col.in_flight -= 1
+
+    def _send(self, col: Collector) -> None:
         i = next(_STATE["counter"])
         req = _STATE["prepared"][i % len(_STATE["prepared"])]
         wall0 = time.time_ns()
         m0 = time.monotonic_ns()
         rec = RequestRecord(request_id=f"{_STATE['tag']}-{i}", phase="measure", intended_ns=wall0, sent_ns=wall0,
-                            wall_sent_s=wall0 / 1e9, prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens)
+                            wall_sent_s=wall0 / 1e9, prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens,
+                            process=col.process)
         splitter = SSESplitter()
         try:
             with self.client.post("/v1/chat/completions", data=req.body, headers=_STATE["headers"], stream=True,
@@ -98,8 +136,7 @@ class ChatUser(HttpUser):
         except Exception as exc:  # transport errors: recorded by class name, like the asyncio engine
             rec.end_ns = wall0 + time.monotonic_ns() - m0
             rec.error, rec.error_detail = type(exc).__name__, str(exc)[:300]
-        _STATE["out"].write(orjson.dumps(rec.model_dump(mode="json")) + b"\n")
-        _STATE["out"].flush()
+        col.add(orjson.dumps(rec.model_dump(mode="json")) + b"\n")
         if rec.ok:
             d = derive(rec)
             _fire(self.environment, "TTFT", d.ttft_ms)
