@@ -3,6 +3,7 @@
 
     python benchmarks/bench_client_overhead.py [--tools ours,vllm,guidellm,aiperf,inference-perf]
                                                [--rate 50] [--requests 1000] [--skip-install]
+                                               [--only ours|ttft] [--capacity RPS] [--no-pin]
 
 For every tool, measured the same way:
   * CPU-seconds per 1,000 requests: the tool runs as a child process twice, with N/4 and N
@@ -13,8 +14,16 @@ For every tool, measured the same way:
     tool's self-report is trusted).
 For this bench additionally:
   * maximum sustained rate with schedule-lag p99 < 2 ms (rates doubled, then bisected);
-  * TTFT error at half that rate: p99 of (client TTFT - server mean TTFT); the instant profile's
-    server TTFT is ~0.2 ms, so the client's TTFT is almost entirely client + loopback overhead.
+  * TTFT accuracy at half that rate, per request (docs/bench-metrics.md, "TTFT accuracy"): the
+    simulator stamps each request's arrival and first-token write on CLOCK_MONOTONIC
+    (GET /sim/timings), the bench's records are joined to them by response id, and
+    error = client TTFT - server TTFT = send-side delay + receive-side delay (p50/p99/max).
+    By default this part runs with the client pinned to CPU 0 and the simulator to CPU 1
+    (--client-cpu/--sim-cpu, --no-pin): on two shared cores the "error" is otherwise mostly the two
+    processes preempting each other. The same rate is then measured unpinned, side by side.
+    The tools table above is measured unpinned, as before.
+  * --only ours: only this bench in the CPU table; --only ttft: no CPU table, only the max-rate
+    search and TTFT accuracy; --capacity RPS skips the search (development runs).
 Third-party tools are installed into their own virtualenvs under .cache/venvs/ (inference-perf
 needs Python >= 3.12: found via pyenv or PATH, else skipped with the reason). inference-perf's
 random data only drives /v1/completions (its chat API needs a dataset), so it streams
@@ -24,6 +33,7 @@ completions of the same lengths; everything else streams chat completions.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -36,7 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._bench_servers import ROOT, sim  # noqa: E402
+from benchmarks._bench_servers import ROOT, pinned, sim_process  # noqa: E402
+from benchmarks._ttft_accuracy import fetch_timings, join, summary, timings_mark  # noqa: E402
 
 VENVS = ROOT / ".cache" / "venvs"
 MODEL_DIR = ROOT / ".cache" / "models" / "tiny"  # tokenizer for tools that need one (stack/tinymodel.py)
@@ -190,25 +201,29 @@ def measure(tool: str, url: str, rate: float, n: int, skip_install: bool) -> dic
             "startup_cpu_s": c1 - (c2 - c1) * s1 / max(1.0, s2 - s1), "served": s2, "wall_s": w2}
 
 
-def our_capacity(url: str, start: float) -> dict:
-    """Highest rate with lag p99 < 2 ms (and a valid run), then TTFT error at half of it."""
-    from bench.runner import run_scenario
+def _chat(rate: float, seconds: float):
     from bench.scenario import parse_scenario
+
+    return parse_scenario({"kind": "chat", "name": "cap", "prompt_tokens": {"mean": IN_TOK},
+                           "output_tokens": {"mean": OUT_TOK}, "prompt_pool": 64,
+                           "load": {"rate_rps": rate, "duration_s": seconds, "warmup_s": 1, "seed": 0}}, "cap")
+
+
+def _target(url: str):
     from bench.target import Target
+
+    return Target(url, "tiny", None, 16384)
+
+
+def max_rate(url: str, start: float) -> dict:
+    """Highest rate with lag p99 < 2 ms and a valid run (doubled, then bisected 3 times)."""
+    from bench.runner import run_scenario
     from bench.validity import ValidityLimits
-
-    t = Target(url, "tiny", None, 16384)
-
-    def at(rate: float, seconds: float = 5.0) -> dict:
-        scn = parse_scenario({"kind": "chat", "name": "cap", "prompt_tokens": {"mean": IN_TOK},
-                              "output_tokens": {"mean": OUT_TOK}, "prompt_pool": 64,
-                              "load": {"rate_rps": rate, "duration_s": seconds, "warmup_s": 1, "seed": 0}}, "cap")
-        return run_scenario(scn, t, limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
 
     seen: list[dict] = []
 
     def ok_at(rate: float) -> bool:
-        s = at(rate)
+        s = run_scenario(_chat(rate, 5.0), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
         cpu = max((c["measured"] for c in s["validity"]["checks"] if c["check"].startswith("client CPU")), default=None)
         seen.append({"rate": rate, "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3), "cpu": cpu,
                      "valid": s["validity"]["valid"]})
@@ -226,20 +241,75 @@ def our_capacity(url: str, start: float) -> dict:
             break
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok_at(mid) else (lo, mid)
-    if lo is None:  # still report the TTFT error, at the start rate
-        s = at(start, 10.0)
-        ttft = s["latency"]["ttft_ms"]
-        server = s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["mean_s"] * 1000
-        return {"max_rate_rps": None, "points": seen,
-                "why": f"lag p99 >= 2 ms already at {start:g} req/s (other processes preempt the client)",
-                f"ttft_error_p99_ms_at_{start:g}": ttft["p99"] - server, f"ttft_error_p50_ms_at_{start:g}": ttft["p50"] - server}
-    s = at(lo / 2, 10.0)
-    server_ttft_ms = s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["mean_s"] * 1000
-    client = s["latency"]["ttft_ms"]
-    return {"max_rate_rps": lo, "half_rate_rps": lo / 2, "server_ttft_mean_ms": server_ttft_ms,
-            "ttft_error_p99_ms": client["p99"] - server_ttft_ms, "ttft_error_p50_ms": client["p50"] - server_ttft_ms,
-            "lag_p99_ms_at_half": s["latency"]["lag_ms"]["p99"], "valid_at_half": s["validity"]["valid"],
-            "points": seen}
+    return {"max_rate_rps": lo, "points": seen,
+            **({} if lo else {"why": f"lag p99 >= 2 ms already at {start:g} req/s (other processes preempt "
+                                     "the client)"})}
+
+
+def ttft_accuracy(url: str, rate: float, seconds: float) -> dict:
+    """One run at ``rate``; per-request TTFT error against the simulator's stamps (_ttft_accuracy)."""
+    from bench.runner import run_scenario
+    from bench.validity import ValidityLimits
+
+    mark = timings_mark(url)
+    load0 = os.getloadavg()
+    out = run_scenario(_chat(rate, seconds), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0))
+    server = fetch_timings(url, mark)
+    s = out.summary
+    res = summary(join(out.records, out.result.t0_ns, server["timings"]))
+    hist_mean_ms = s["server"]["histograms"]["vllm:time_to_first_token_seconds"]["mean_s"] * 1000
+    res.update({"rate_rps": rate, "valid": s["validity"]["valid"], "lag_p99_ms": s["latency"]["lag_ms"]["p99"],
+                "server_entries_dropped": server["dropped"], "loadavg_1m_before_after": [load0[0], os.getloadavg()[0]],
+                # the previous definition, for comparison with older notes: not a per-request figure
+                "client_p99_minus_server_hist_mean_ms": s["latency"]["ttft_ms"]["p99"] - hist_mean_ms})
+    return res
+
+
+PCT = "linear percentiles"
+
+
+def _fmt(d: dict) -> str:
+    return " / ".join("—" if d[k] is None else f"{d[k]:.3f}" for k in ("p50", "p99", "max"))
+
+
+def print_accuracy(columns: list[tuple[str, dict]]) -> None:
+    print(f"\nTTFT accuracy at {columns[0][1]['rate_rps']:g} req/s (ms, p50 / p99 / max; {PCT}):")
+    print("| | " + " | ".join(name for name, _ in columns) + " |\n|---|" + "---:|" * len(columns))
+    rows = [("error = client TTFT - server TTFT", lambda r: _fmt(r["error_ms"])),
+            ("send-side delay (server arrival - client send)", lambda r: _fmt(r["send_delay_ms"])),
+            ("receive-side delay (client read - server write)", lambda r: _fmt(r["recv_delay_ms"])),
+            ("client TTFT", lambda r: _fmt(r["client_ttft_ms"])),
+            ("server TTFT (first-token write - arrival)", lambda r: _fmt(r["server_ttft_ms"])),
+            ("requests joined / measured", lambda r: f"{r['joined']} / {r['requests']}"),
+            ("schedule lag p99, run valid", lambda r: f"{r['lag_p99_ms']:.3f}, {r['valid']}"),
+            ("load average (1 min) before, after", lambda r: "{:.2f}, {:.2f}".format(*r["loadavg_1m_before_after"]))]
+    for label, cell in rows:
+        print(f"| {label} | " + " | ".join(cell(r) for _, r in columns) + " |")
+
+
+def ours_part(url: str, sim_pid: int, a: argparse.Namespace) -> dict:
+    """Max sustained rate (pinned by default), then TTFT accuracy at half of it, pinned and not."""
+    placement = None if a.no_pin else {os.getpid(): {a.client_cpu}, sim_pid: {a.sim_cpu}}
+    pin = pinned(placement) if placement else contextlib.nullcontext(None)
+    result: dict = {"pinning": "off (--no-pin)"}
+    with pin as now:
+        if now:
+            result["pinning"] = f"client pid {os.getpid()} on CPU {sorted(now[os.getpid()])}, simulator pid {sim_pid} " \
+                                f"on CPU {sorted(now[sim_pid])}"
+        print(f"\nthis bench, max rate and TTFT accuracy: {result['pinning']}", flush=True)
+        if a.capacity:
+            result.update({"max_rate_rps": a.capacity, "points": [], "note": "--capacity given: no search"})
+        else:
+            result.update(max_rate(url, a.capacity_start))
+        half = (result["max_rate_rps"] or a.capacity_start * 2) / 2
+        result["half_rate_rps"] = half
+        columns = [(f"pinned: client CPU {a.client_cpu}, sim CPU {a.sim_cpu}" if now else "not pinned",
+                    ttft_accuracy(url, half, a.ttft_seconds))]
+    if now:  # the same rate with the scheduler free to put both anywhere
+        columns.append(("not pinned", ttft_accuracy(url, half, a.ttft_seconds)))
+    result["ttft_accuracy"] = {name: col for name, col in columns}
+    print_accuracy(columns)
+    return result
 
 
 def main() -> None:
@@ -250,16 +320,29 @@ def main() -> None:
     ap.add_argument("--skip-install", action="store_true", help="use .cache/venvs as they are")
     ap.add_argument("--no-capacity", action="store_true", help="skip this bench's max-rate search")
     ap.add_argument("--capacity-start", type=float, default=25.0, help="first rate of the max-rate search, req/s")
+    ap.add_argument("--only", choices=("ours", "ttft"), help="ours: only this bench in the CPU table; "
+                    "ttft: no CPU table, only the max-rate search and TTFT accuracy")
+    ap.add_argument("--capacity", type=float, help="take this max sustained rate (req/s) instead of searching")
+    ap.add_argument("--ttft-seconds", type=float, default=10.0, help="measured window of each TTFT-accuracy run, s")
+    ap.add_argument("--client-cpu", type=int, default=0, help="CPU of this bench during max rate + TTFT accuracy")
+    ap.add_argument("--sim-cpu", type=int, default=1, help="CPU of the simulator during max rate + TTFT accuracy")
+    ap.add_argument("--no-pin", action="store_true", help="measure max rate and TTFT accuracy unpinned only")
     a = ap.parse_args()
+    if a.only:
+        a.tools = "ours" if a.only == "ours" else ""
+    if not a.no_pin and a.client_cpu == a.sim_cpu:
+        ap.error(f"--client-cpu and --sim-cpu are both {a.sim_cpu}: give them separate CPUs or pass --no-pin")
     rows = []
-    with sim("instant", api_key=None) as url:
+    # --timings-max-entries: room for one TTFT-accuracy run at any rate reached here (the ring keeps the newest)
+    with sim_process("instant", "--timings-max-entries", "200000", api_key=None) as (url, sim_pid):
         print(f"simulator (instant) at {url}; {a.requests} requests at {a.rate:g} req/s, {IN_TOK} in / {OUT_TOK} out")
         for tool in [t for t in a.tools.split(",") if t]:
             row = measure(tool, url, a.rate, a.requests, a.skip_install)
             print(json.dumps(row), flush=True)
             rows.append(row)
-        cap = None if a.no_capacity else our_capacity(url, start=a.capacity_start)
-    print("\n| tool | CPU-s per 1,000 requests | start-up CPU-s | note |\n|---|---:|---:|---|")
+        cap = None if a.no_capacity else ours_part(url, sim_pid, a)
+    if rows:
+        print("\n| tool | CPU-s per 1,000 requests | start-up CPU-s | note |\n|---|---:|---:|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['tool']} | — | — | {r['error'].splitlines()[-1][:120]} |")
