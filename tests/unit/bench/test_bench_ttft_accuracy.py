@@ -49,3 +49,18 @@ def test_a_server_without_timings_is_named():
     with pytest.raises(RuntimeError, match="http://vllm:8000 has no /sim/timings: TTFT accuracy needs the "
                                            "splitstack simulator"):
         fetch_timings("http://vllm:8000", 0, http=http)
+
+
+def test_pinned_sets_and_restores_affinity_and_names_unavailable_cpus():
+    import os
+
+    from benchmarks._bench_servers import pinned
+
+    me, before = os.getpid(), os.sched_getaffinity(0)
+    cpu = min(before)
+    with pinned({me: {cpu}}) as now:
+        assert now == {me: {cpu}} and os.sched_getaffinity(0) == {cpu}
+    assert os.sched_getaffinity(0) == before
+    with pytest.raises(ValueError, match=r"CPU\(s\) \[4096\] for pid \d+ are not available to this process"):
+        with pinned({me: {4096}}):
+            pass
