@@ -67,3 +67,43 @@ def test_vllm_is_deterministic_at_temperature_0(vllm_target):
         r = DeterminismGate(kind="determinism", repeats=5).evaluate(
             GateContext({}, [], vllm_target, http))
     assert r.status == "pass", r
+
+
+def _tokcheck_scenario(**extra):
+    return parse_scenario({"kind": "chat", "name": "vllm-tokcheck", "prompt_tokens": {"kind": "uniform", "mean": 40,
+                                                                                        "min": 8, "max": 80},
+                           "output_tokens": {"mean": 16}, "prompt_pool": 8, "keep_output": True,
+                           "load": {"rate_rps": 2, "count": 8, "seed": 3}, **extra}, "test")
+
+
+def test_client_tokenizer_agrees_with_vllm_on_prompts(vllm_target):
+    """The served model's own tokenizer, counted client-side the way vLLM's /tokenize counts chat
+    messages (template with generation prompt, no extra special tokens): no prompt mismatch."""
+    from stack.tinymodel import ensure_tiny_model
+
+    model_dir = ensure_tiny_model(Path(__file__).resolve().parents[3] / ".cache" / "models" / "tiny-sim-contract")
+    s = run_scenario(_tokcheck_scenario(tokenizer=str(model_dir)), vllm_target).summary
+    x = s["tokenizer_crosscheck"]
+    assert s["requests"]["errors"] == 0 and s["validity"]["valid"], s["validity"]
+    assert (x["prompts_checked"], x["prompt_mismatches"], x["max_abs_diff_tokens"]) == (8, 0, 0), x
+    assert x["source"] == "scenario" and x["tokenizer"] == str(model_dir)
+    # outputs: every request kept its text; re-encoding a random model's decoded output need not
+    # give back usage.completion_tokens (docs/bench-metrics.md), so only the bookkeeping is exact
+    assert x["output_checked"] == s["requests"]["all_phases"] and x["output_note"] is None
+    assert 0 <= x["output_mismatches"] <= x["output_checked"]
+
+
+def test_other_tokenizer_is_reported_and_run_stays_valid(vllm_target, tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "tokenizers"))
+    from tok_fixtures import make_tokenizer_dir
+
+    other = make_tokenizer_dir(tmp_path / "bpe600", vocab_size=600)
+    # temperature 1 (seeded): varied output text; at 0 the random-weight model repeats "\n",
+    # which every byte-level BPE counts as one token each
+    s = run_scenario(_tokcheck_scenario(temperature=1.0), vllm_target, tokenizer=str(other)).summary
+    x = s["tokenizer_crosscheck"]
+    assert s["requests"]["errors"] == 0 and s["validity"]["valid"], s["validity"]  # a warning, not invalid
+    assert x["source"] == "--tokenizer" and x["prompts_checked"] == 8
+    assert x["prompt_mismatches"] > 0 and x["max_abs_diff_tokens"] > 0 and not x["agrees"]
+    assert any("counted differently" in w for w in x["warnings"]), x["warnings"]
+    assert x["output_checked"] == 8 and x["output_mismatches"] > 0, x
