@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import time
+
 import orjson
 
 from bench.records import AnyRecord, RequestRecord
@@ -131,10 +133,12 @@ class PromptCounts:
     server: list[int]
     ids: list[int]
     skipped: int  # prompts with images: their length is not a text tokenizer's to count
+    count_s: float = 0.0  # time spent counting, before the run
 
 
 def count_prompts(tok: ClientTokenizer, prepared: Sequence[Any]) -> PromptCounts:
     """``prepared``: bench.chat.PreparedRequest (body bytes + the /tokenize count)."""
+    t0 = time.perf_counter()
     convs, server, ids = [], [], []
     for i, req in enumerate(prepared):
         if req.prompt_tokens is None:
@@ -142,17 +146,20 @@ def count_prompts(tok: ClientTokenizer, prepared: Sequence[Any]) -> PromptCounts
         convs.append(orjson.loads(req.body)["messages"])
         server.append(req.prompt_tokens)
         ids.append(i)
-    return PromptCounts(tok.count_chats(convs), server, ids, len(prepared) - len(convs))
+    client = tok.count_chats(convs)
+    return PromptCounts(client, server, ids, len(prepared) - len(convs), time.perf_counter() - t0)
 
 
 def crosscheck(tok: ClientTokenizer, prompts: PromptCounts, records: Sequence[AnyRecord],
                source: str) -> dict[str, Any]:
     """The summary's ``tokenizer_crosscheck`` block. Outputs: every successful record of the
     run (all phases: counting does not depend on the measured window) that kept its text."""
+    t0 = time.perf_counter()
     p = compare_counts(prompts.client, prompts.server, prompts.ids)
     chats = [r for r in records if isinstance(r, RequestRecord) and r.ok and r.output_tokens is not None]
     kept = [r for r in chats if r.output_text is not None]
     o = compare_counts(tok.count_texts([r.output_text or "" for r in kept]), [r.output_tokens or 0 for r in kept])
+    output_count_s = time.perf_counter() - t0
     o_examples = [{"request_id": kept[e["index"]].request_id, "client": e["client"], "server": e["server"]}
                   for e in o.examples]
     warnings = []
@@ -175,6 +182,8 @@ def crosscheck(tok: ClientTokenizer, prompts: PromptCounts, records: Sequence[An
         "output_mean_diff": o.mean_diff_tokens, "output_examples": o_examples,
         "output_note": OUTPUT_NOT_KEPT if chats and not kept else None,
         "warnings": warnings,
+        # outside the measured run: prompts counted before the clock starts, outputs after it stops
+        "count_s": {"prompts_before_run": round(prompts.count_s, 4), "outputs_after_run": round(output_count_s, 4)},
     }
 
 
