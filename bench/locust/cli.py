@@ -54,7 +54,8 @@ def _finish(paths, scn, target, settings: LocustSettings) -> None:
                            all_logs(paths))
     written = write_run(paths.out_dir, recs, summary)
     print_summary(summary)
-    out.print(f"report: {written['report']}  (Locust CSVs: {paths.out_dir}/locust_*.csv, logs: {paths.logs})")
+    out.print(f"report: {written['report']}  (Locust's own: {paths.out_dir}/locust_final_stats.json and "
+              f"locust_*.csv; logs: {paths.logs})")
     raise typer.Exit(0 if summary["validity"]["valid"] else 2)
 
 

@@ -66,9 +66,11 @@ def base_argv(host_url: str | None) -> list[str]:
 
 
 def load_argv(s: LocustSettings, rate_rps: float | None, csv_prefix: Path) -> list[str]:
-    """What the headless process or master runs; Locust forwards the --bench-* options to workers."""
+    """What the headless process or master runs; Locust forwards the --bench-* options to workers.
+    Its CSVs are rewritten every second and can miss the last one; the JSON file holds the final stats."""
     return ["--headless", "-u", str(s.users), "-r", str(s.spawn_rate), "-t", f"{s.run_time_s}s",
-            "--bench-users", str(s.users), "--bench-rate-rps", str(rate_rps or 0), "--csv", str(csv_prefix)]
+            "--bench-users", str(s.users), "--bench-rate-rps", str(rate_rps or 0), "--csv", str(csv_prefix),
+            "--json-file", f"{csv_prefix}_final_stats"]
 
 
 def master_argv(bind_host: str, port: int, expect_workers: int, s: LocustSettings) -> list[str]:

@@ -128,7 +128,7 @@ class ChatUser(HttpUser):
                     res = decode_chat_events(splitter.events)
                     rec.event_ns, rec.event_tokens, rec.event_content = res.event_ns, res.event_tokens, res.event_content
                     rec.output_tokens, rec.server_prompt_tokens = res.output_tokens, res.prompt_tokens
-                    rec.finish_reason = res.finish_reason
+                    rec.finish_reason, rec.response_id = res.finish_reason, res.response_id
                     if res.error:
                         rec.error = res.error
                         resp.failure(res.error)
