@@ -19,14 +19,45 @@ out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: no wra
 
 
 def _target(stack: Optional[str], url: Optional[str], model: Optional[str], api_key_env: Optional[str],
-            max_model_len: Optional[int]):
-    from bench.target import from_stack, from_url
+            max_model_len: Optional[int], queue=None, pipeline: bool = False):
+    from bench.target import QueueOptions, from_stack, from_url
 
-    if url:
+    queue = queue or QueueOptions()
+    # A pipeline run on a deployed stack (or on an explicit queue) takes its names from the stack's
+    # spec; --url then only serves readiness probes and /metrics.
+    deployed = pipeline and (queue.explicit_queue or (stack not in (None, "local")))
+    if url and not deployed:
         if not model:
             raise typer.BadParameter("--url needs --model (the served model name)")
         return from_url(url, model, api_key_env, max_model_len)
-    return from_stack(stack or "local")
+    return from_stack(stack or "local", queue=queue, url=url, model=model, api_key_env=api_key_env,
+                      pipeline=pipeline)
+
+
+# Pipeline runs on a queue the local stack launcher did not start (a deployed stack): see
+# docs/bench-pipeline.md. Shared by `run` and `gate`.
+QUEUE_URL = typer.Option(None, "--queue-url", help="Redis URL of the stack's queue (pipeline; a password here "
+                         "shows in `ps`: prefer --queue-url-env). Default for a deployed stack: $<queue.url_env>.")
+QUEUE_URL_ENV = typer.Option(None, "--queue-url-env", help="Env var holding the queue's Redis URL.")
+STREAM = typer.Option(None, "--stream", help="Job stream (default: the stack spec's queue.stream).")
+GROUP = typer.Option(None, "--group", help="Workers' consumer group (default: queue.group).")
+DLQ = typer.Option(None, "--dead-letter-stream", help="Dead-letter stream (default: queue.dead_letter_stream).")
+OUTPUT_DIR = typer.Option(None, "--output-dir", help="The workers' output store as mounted here: outputs "
+                          "verified; without it completion comes from the job records in Redis.")
+PROM_URL = typer.Option(None, "--prometheus-url", help="Prometheus scraping the server: the server-metric "
+                        "diff when its /metrics is not reachable from here.")
+DOCS_AT = typer.Option(None, "--documents-at", help="Where the workers read the bench's PDFs: a path every "
+                       "worker mounts or an allow-listed http(s) URL prefix (same file names).")
+
+
+def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url, documents_at):
+    from bench.target import QueueOptions, mask_url
+
+    if queue_url and mask_url(queue_url) != queue_url:
+        console.print("[yellow]warning:[/] --queue-url carries a password, visible in shell history and `ps`; "
+                      "prefer --queue-url-env VAR", soft_wrap=True)
+    return QueueOptions(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir,
+                        prometheus_url, documents_at)
 
 
 def _out_dir(out_dir: Optional[Path], name: str) -> Path:
@@ -50,6 +81,11 @@ def print_summary(s: dict) -> None:
     out.print("throughput: " + ", ".join(f"{k}={v:.2f}" for k, v in s["throughput"].items()))
     if s.get("errors_by_reason"):
         out.print(f"errors: {s['errors_by_reason']}")
+    if s.get("pipeline"):
+        from bench.pipeline import summary_lines as pipeline_lines
+
+        for line in pipeline_lines(s["pipeline"]):
+            out.print(line, soft_wrap=True)
     for a in s.get("agreement", []):
         out.print(f"server agreement {a['metric']}: client {a['client_ms']:.2f} ms vs server {a['server_ms']:.2f} ms "
                   f"(tolerance {a['tolerance_ms']:.2f} ms): {'agrees' if a['agrees'] else 'DIFFERS'}")
@@ -104,6 +140,10 @@ def run(
     tokenizer: Optional[str] = typer.Option(
         None, help="Hugging Face tokenizer directory: cross-check the server's token counts client-side "
         "(a warning only; overrides the scenario's tokenizer)."),
+    queue_url: Optional[str] = QUEUE_URL, queue_url_env: Optional[str] = QUEUE_URL_ENV,
+    stream: Optional[str] = STREAM, group: Optional[str] = GROUP, dead_letter_stream: Optional[str] = DLQ,
+    output_dir: Optional[Path] = OUTPUT_DIR, prometheus_url: Optional[str] = PROM_URL,
+    documents_at: Optional[str] = DOCS_AT,
 ) -> None:
     """Run a scenario; write records.jsonl, summary.json and report.html. Exit 2 if the run is invalid."""
     from bench.report.writer import write_run
@@ -112,7 +152,9 @@ def run(
     try:
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
                                        "count": count, "processes": processes, "seed": seed})
-        target = _target(stack, url, model, api_key_env, max_model_len)
+        queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
+                       documents_at)
+        target = _target(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline")
         res = _run(scn, target, tokenizer=tokenizer)
     except (ValueError, RuntimeError) as exc:
         _fail(str(exc))
@@ -124,7 +166,7 @@ def run(
 
 def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] = None, model: Optional[str] = None,
              api_key_env: Optional[str] = None, baseline: Optional[Path] = None, out_dir: Optional[Path] = None,
-             quiet: bool = False, target=None) -> int:
+             quiet: bool = False, target=None, queue=None) -> int:
     """Run a gate file's scenario against the target, evaluate its gates, print the verdict and
     write the report. Returns the exit code (0 go, 1 no-go, 2 invalid). ``make demo`` calls this."""
     import httpx
@@ -139,7 +181,7 @@ def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] 
     try:
         gf = load_gate_file(gate_file)
         scn = load_scenario(gf.scenario, gf.load)
-        target = target or _target(stack, url, model, api_key_env, None)
+        target = target or _target(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline")
         res = _run(scn, target, gf.validity, quiet)
     except (ValueError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
@@ -170,9 +212,15 @@ def gate(
     api_key_env: Optional[str] = typer.Option(None),
     baseline: Optional[Path] = typer.Option(None, help="Baseline run folder for *_vs_baseline / equivalence gates."),
     out_dir: Optional[Path] = typer.Option(None, "--out"),
+    queue_url: Optional[str] = QUEUE_URL, queue_url_env: Optional[str] = QUEUE_URL_ENV,
+    stream: Optional[str] = STREAM, group: Optional[str] = GROUP, dead_letter_stream: Optional[str] = DLQ,
+    output_dir: Optional[Path] = OUTPUT_DIR, prometheus_url: Optional[str] = PROM_URL,
+    documents_at: Optional[str] = DOCS_AT,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated)."""
-    raise typer.Exit(gate_run(gate_file, stack, url, model, api_key_env, baseline, out_dir))
+    queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
+                   documents_at)
+    raise typer.Exit(gate_run(gate_file, stack, url, model, api_key_env, baseline, out_dir, queue=queue))
 
 
 @app.command()

@@ -79,6 +79,10 @@ class PipelineRecord(BaseModel):
     error_detail: str | None = None
     server_requests: int | None = Field(default=None, description="Inference requests the job made.")
     output_sha256: str | None = Field(default=None, description="Hash of the markdown output.")
+    processing_s: float | None = Field(default=None, description="Worker-reported processing time (job record), s.")
+    worker_pages: int | None = Field(default=None, description="Pages the worker reported (job record).")
+    output_verified: bool | None = Field(
+        default=None, description="Output read from the store (True), missing there (False), not checked (None).")
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,7 @@ from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.records import AnyRecord
-from bench.sampler import GaugeSampler
+from bench.server_view import ServerView
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.target import Target, TargetError
 from bench.validity import ValidityLimits, check
@@ -53,11 +53,13 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
             from bench.pipeline import PipelineWorkload
 
             workload = PipelineWorkload.build(scn, target)
-        before = server_metrics.scrape(target.base_url, http, target.headers)
+            canary = pipeline_preflight(workload, target)  # stream, group, live workers; canary if deployed
+        view = ServerView(target, http)  # the server's /metrics, or Prometheus for a deployed stack
+        before = view.before()
         t_start = time.time()
-        with GaugeSampler(target.base_url, target.headers) as sampler:
+        with view.sampler() as sampler:
             result = engine.run(workload, scn.load, progress)
-        after = server_metrics.scrape(target.base_url, http, target.headers)
+        after = view.after()
     finally:
         if own:
             http.close()
@@ -65,7 +67,16 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     if server is not None:
         server["sampled"] = sampler.summary()  # max/mean of gauges scraped every second
         server["samples"] = sampler.samples
-    summary = summarize(scn, target, result, limits, t_start, server)
+        server["source"] = view.source
+    extra = None
+    if isinstance(scn, PipelineScenario):
+        from bench.pipeline import outputs_summary, pipeline_checks
+
+        extra = pipeline_checks(result.records)  # type: ignore[arg-type]
+    summary = summarize(scn, target, result, limits, t_start, server, extra)
+    if isinstance(scn, PipelineScenario):
+        summary["pipeline"] = {**outputs_summary(result.records, workload), **canary}  # type: ignore[arg-type]
+    summary["server_source"] = view.source
     if tok is not None and prompts is not None:  # outputs counted after the run, from the records
         summary["tokenizer_crosscheck"] = tokcheck.crosscheck(tok[0], prompts, result.records, tok[1])
     return RunOutput(result.records, summary, result)
@@ -73,6 +84,11 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
 
 def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.Client) -> None:
     """Refuse to start against a target that is down: a run of errors is not a measurement."""
+    if target.base_url is None:  # a deployed stack's queue: the workers, not the bench, call the server
+        if isinstance(scn, ChatScenario):
+            raise TargetError(f"the chat scenario sends to the inference server: pass its URL with --url "
+                              f"(stack {target.deployment!r} is reached only through its queue). Nothing was sent.")
+        return
     try:
         r = http.get(f"{target.base_url}/health", timeout=5.0)
         healthy = r.status_code == 200
@@ -83,14 +99,46 @@ def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.
         where = f"stack {target.stack!r}" if target.stack else target.base_url
         raise TargetError(f"the inference server of {where} at {target.base_url} is not healthy ({detail}); "
                           "start it (`splitstack up`) or check `splitstack status`. Nothing was sent.")
-    if isinstance(scn, PipelineScenario) and target.queue_url:
-        import redis
 
+
+def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
+    """The queue's checks (bench/queue_checks.py); on a deployed stack also one canary document,
+    which proves the workers can read the bench's PDFs and, with --output-dir, that the bench
+    can read their outputs. Returns facts for the summary."""
+    import asyncio
+
+    import redis
+    import redis.asyncio as aioredis
+
+    from bench import queue_checks
+
+    spec = target.stack_spec()
+    client = redis.Redis.from_url(target.queue_url, decode_responses=True, socket_connect_timeout=5,
+                                  socket_timeout=10)
+    try:
+        state = queue_checks.inspect_queue(client, spec, target.queue_label, workload.stream, workload.group)
+    finally:
+        client.close()
+    facts: dict[str, Any] = {"queue_at_start": state.as_dict()}
+    if target.deployment is None:
+        return facts
+    from worker.queue import JobQueue
+
+    doc = workload.documents[0]
+
+    async def canary() -> dict[str, Any]:
+        ac = aioredis.Redis.from_url(target.queue_url, decode_responses=True)
         try:
-            redis.Redis.from_url(target.queue_url, socket_connect_timeout=3).ping()
-        except redis.RedisError as exc:
-            raise TargetError(f"the queue at {target.queue_url} does not answer ({exc}); start the stack "
-                              "(`splitstack up`). Nothing was sent.") from None
+            q = JobQueue(ac, workload.stream, workload.group, workload.dead_letter_stream, "bench-canary")
+            return await queue_checks.run_canary(q, ac, doc.source, workload.stall_timeout_s,
+                                                 workload.job_timeout_s, state.describe())
+        finally:
+            await ac.aclose()
+
+    rec = asyncio.run(canary())
+    queue_checks.judge_canary(rec, doc.source, workload.folder, workload.output_dir, target.documents_at)
+    facts["canary"] = {"job_id": rec["job_id"], "state": rec.get("state"), "latency_s": rec["latency_s"]}
+    return facts
 
 
 def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunResult, limits: ValidityLimits,
@@ -111,6 +159,7 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
     summary["agreement"] = agreement(result.records, server)
     summary["run"] = {
         "scenario": scn.name, "scenario_kind": scn.kind, "target": target.base_url,
+        "queue": target.queue_label, "deployment": target.deployment,
         "model": target.model, "stack": target.stack, "load": result.load.model_dump(),
         "load_label": result.load.target_label, "started_at_unix_s": t_start,
         "wall_s": result.wall_s, "measure_start_ns": result.measure_start_ns, "measure_end_ns": end_ns,

@@ -107,6 +107,10 @@ class PipelineScenario(Strict):
     documents: Documents
     job_timeout_s: float = Field(default=300.0, gt=0, description="A document not done by then fails.")
     poll_interval_s: float = Field(default=0.05, gt=0, description="How often completion is checked, s.")
+    stall_timeout_s: float = Field(
+        default=60.0, gt=0,
+        description="The run is stalled (and invalid) when no outstanding document changes state (picked "
+        "up, part done, done) for this long, s; keep it above the longest single-document processing time.")
     load: LoadSpec
 
 

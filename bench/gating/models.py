@@ -65,11 +65,14 @@ class HealthGate(Gate):
     def evaluate(self, ctx: GateContext) -> GateResult:
         if ctx.target is None or ctx.http is None:
             return self._r("not_evaluable", None, "all healthy", "no target to probe")
-        urls = {"inference server": f"{ctx.target.base_url}/health"}
+        urls = {"inference server": f"{ctx.target.base_url}/health"} if ctx.target.base_url else {}
         for name, comp in ctx.target.components.items():
             h = comp.get("health") or {}
             if h.get("kind") == "http" and h.get("url") and h["url"] not in urls.values():
                 urls[name] = h["url"]
+        if not urls:  # a deployed stack reached through its queue only
+            return self._r("not_evaluable", None, "all healthy", "no HTTP endpoint of the stack is reachable "
+                           "from the bench (pass the server with --url, e.g. through a port-forward)")
         bad = []
         for name, url in urls.items():
             try:
@@ -271,8 +274,8 @@ class DeterminismGate(Gate):
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f">= {self.min_identical_fraction:.0%} identical"
-        if ctx.target is None or ctx.http is None:
-            return self._r("not_evaluable", None, thr, "no target to probe")
+        if ctx.target is None or ctx.http is None or not ctx.target.base_url:
+            return self._r("not_evaluable", None, thr, "no inference server to probe (--url)")
         body = {"model": ctx.target.model, "messages": [{"role": "user", "content": self.prompt}],
                 "max_tokens": self.max_tokens, "temperature": 0.0, "seed": 1234}
         outs = []
