@@ -87,18 +87,22 @@ class Fleet:
                 pass
 
     def close(self) -> None:
+        # the whole tree first: once a process dies, its children are orphans no parent lists any more
+        tree = [psutil.Process(pid) for pid in self.pids() if psutil.pid_exists(pid)]
         for p in self.procs:  # master (started first) first: it tells its workers to drain and quit
             self.terminate(p, self.grace_s)
-        leftovers = [psutil.Process(pid) for pid in self.pids() if psutil.pid_exists(pid)]
         for p in self.procs:
             if p.proc.poll() is None:
                 _signal_group(p.proc.pid, signal.SIGKILL)
-        for ps in leftovers:
-            try:
-                ps.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(leftovers, timeout=5)
+        for ps in tree:
+            if _alive(ps):
+                try:
+                    ps.kill()
+                except psutil.NoSuchProcess:
+                    pass
+        end = time.monotonic() + 5
+        while any(_alive(ps) for ps in tree) and time.monotonic() < end:
+            time.sleep(0.05)
         for p in self.procs:
             try:
                 p.proc.wait(5)
@@ -110,6 +114,14 @@ class Fleet:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _alive(ps: psutil.Process) -> bool:
+    """Running and not a zombie (an orphan's zombie waits for pid 1 to reap it: it is dead)."""
+    try:
+        return ps.is_running() and ps.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _signal_group(pid: int, sig: int) -> None:

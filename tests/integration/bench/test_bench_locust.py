@@ -77,8 +77,15 @@ class Bench:
         return self.watch(self.start(*args), timeout_s)
 
     def leftovers(self) -> list[psutil.Process]:
-        alive = [psutil.Process(pid) for pid in self.seen if psutil.pid_exists(pid)]
-        alive = [p for p in alive if _status(p) not in (None, psutil.STATUS_ZOMBIE)]
+        """Descendants seen during the run, or processes with this run's marker, still alive."""
+        alive = []
+        for pid in self.seen:
+            try:
+                p = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                continue
+            if _status(p) not in (None, psutil.STATUS_ZOMBIE):  # an orphan's zombie waits for pid 1
+                alive.append(p)
         return alive + [p for p in _procs_with(self.mark) if p.pid not in self.seen]
 
     def cleanup(self) -> None:
