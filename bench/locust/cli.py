@@ -43,7 +43,27 @@ def _settings(**kw) -> LocustSettings:
         raise typer.BadParameter(str(exc)) from None
 
 
-def _finish(paths, scn, target, settings: LocustSettings) -> None:
+def _watching_server(target, launch):
+    """Run ``launch`` while the server's own metrics are scraped (before, every second, after), as
+    `bench run` does, so Locust runs get the same server diff, gauges and client/server agreement."""
+    import httpx
+
+    from bench import server_metrics
+    from bench.server_view import ServerView
+
+    with httpx.Client(timeout=30.0) as http:
+        view = ServerView(target, http)
+        before = view.before()
+        with view.sampler() as sampler:
+            launch()
+        after = view.after()
+    server = server_metrics.diff(before, after)
+    if server is not None:
+        server.update(sampled=sampler.summary(), samples=sampler.samples, source=view.source)
+    return server, view.source
+
+
+def _finish(paths, scn, target, settings: LocustSettings, server, source: str) -> None:
     """Ingest the records folder into records.jsonl, summary.json and report.html; exit 0 valid / 2 invalid."""
     from bench.cli import print_summary
     from bench.locust.ingest import ingest
@@ -51,7 +71,8 @@ def _finish(paths, scn, target, settings: LocustSettings) -> None:
     from bench.report.writer import write_run
 
     recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
-                           all_logs(paths))
+                           all_logs(paths), server=server)
+    summary["server_source"] = source
     written = write_run(paths.out_dir, recs, summary)
     print_summary(summary)
     out.print(f"report: {written['report']}  (Locust's own: {paths.out_dir}/locust_final_stats.json and "
@@ -105,12 +126,14 @@ def run(
     paths = RunPaths(out_dir)
     env = locust_env(scenario, target, api_key_env, s, paths.records)
     if workers == 0:
-        _guarded(lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths)
+        server = _watching_server(target, lambda: _guarded(
+            lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths))
     else:
         port = free_port()
-        _guarded(lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
-                                         local_workers=workers, bind_host="127.0.0.1", port=port), paths)
-    _finish(paths, scn, target, s)
+        server = _watching_server(target, lambda: _guarded(
+            lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
+                                    local_workers=workers, bind_host="127.0.0.1", port=port), paths))
+    _finish(paths, scn, target, s, *server)
 
 
 @locust_app.command("master")
@@ -144,9 +167,10 @@ def master(
     out.print(f"locust master on {bind_host}:{bind_port}: waiting up to {s.expect_workers_max_wait_s} s for "
               f"{expect_workers} workers: bench locust worker {scenario} --master-host <this host> "
               f"--master-port {bind_port} --url {target.base_url} --model {target.model}")
-    _guarded(lambda: run_distributed(paths, env, None, target.base_url, s, rate_rps, expect_workers=expect_workers,
-                                     local_workers=0, bind_host=bind_host, port=bind_port), paths)
-    _finish(paths, scn, target, s)
+    server = _watching_server(target, lambda: _guarded(
+        lambda: run_distributed(paths, env, None, target.base_url, s, rate_rps, expect_workers=expect_workers,
+                                local_workers=0, bind_host=bind_host, port=bind_port), paths))
+    _finish(paths, scn, target, s, *server)
 
 
 @locust_app.command("worker")

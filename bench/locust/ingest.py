@@ -57,7 +57,9 @@ def collection_check(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, warmup_s: float,
-           cooldown_s: float, locust_log: str = "", limits: ValidityLimits | None = None):
+           cooldown_s: float, locust_log: str = "", limits: ValidityLimits | None = None,
+           server: dict[str, Any] | None = None):
+    """``server``: the server's /metrics diffed across the run (bench/locust/cli.py scrapes it)."""
     files = sorted(records_dir.glob(RECORD_GLOB))
     if not files:
         raise FileNotFoundError(f"{records_dir}: no Locust record files ({RECORD_GLOB}): pass the folder of the "
@@ -86,7 +88,7 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
     manifest = read_manifest(records_dir)
     if manifest is not None:
         extra.append(collection_check(manifest))
-    summary = summarize(scn, target, result, limits or ValidityLimits(), t0 / NS, None, extra)
+    summary = summarize(scn, target, result, limits or ValidityLimits(), t0 / NS, server, extra)
     summary["run"]["client"]["tool"] = "locust"
     summary["run"]["client"]["locust"] = manifest  # mode and per-worker counts (None: collected by hand)
     return recs, summary

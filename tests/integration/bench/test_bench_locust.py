@@ -192,6 +192,9 @@ def test_locust_distributed_two_workers_on_loopback(bench, tmp_path):
     ttft_from = {r.process for r in recs if r.ok and derive(r).ttft_ms is not None}
     assert ttft_from == {0, 1}
     assert len({r.request_id for r in recs}) == len(recs)
+    # the server's own view, scraped around the run as `bench run` does
+    assert s["server"]["histograms"]["vllm:e2e_request_latency_seconds"]["count"] == len(recs)
+    assert s["server_source"] == f"{bench.target.base_url}/metrics"
 
     # the custom events fired on the workers reached the master's statistics
     stats = _locust_stats(out)
