@@ -161,13 +161,18 @@ class Collector:
     def _master_start(self, **_kw) -> None:
         self.connected_at_start = sorted(c.id for c in self.runner.clients.all)
 
+    def _undrained(self) -> list[str]:
+        # re-read every time: a worker that dies meanwhile goes "missing" after Locust's heartbeat
+        # liveness (about 3 s) and is not waited for any longer
+        return [c.id for c in self.runner.clients.all
+                if c.state != STATE_MISSING and not self.workers.get(c.id, {}).get("drained")]
+
     def _master_drain(self, **_kw) -> None:
-        ids = [c.id for c in self.runner.clients.all if c.state != STATE_MISSING]
         self.runner.send_message("bench_drain", {"timeout_s": self.drain_timeout_s})
         deadline = time.monotonic() + self.drain_timeout_s + 10  # + shipping and a final stats report
-        while time.monotonic() < deadline and not all(self.workers.get(i, {}).get("drained") for i in ids):
+        while time.monotonic() < deadline and self._undrained():
             gevent.sleep(0.05)
-        missing = [i for i in ids if not self.workers.get(i, {}).get("drained")]
+        missing = self._undrained()
         if missing:
             log.error("bench: workers %s did not finish draining: their last records may be missing", missing)
         self.write_manifest()

@@ -246,21 +246,26 @@ def test_master_missing_a_worker_fails_clearly(bench, tmp_path):
     assert bench.leftovers() == []
 
 
+def _wait_until_loaded(bench: Bench, proc: subprocess.Popen, out: Path) -> None:
+    """Until the master reports all users spawned (and one more second of load)."""
+    end = time.monotonic() + 90
+    master_log = out / "logs" / "master.log"
+    while "All users spawned" not in (master_log.read_text() if master_log.exists() else ""):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, "the distributed run never started"
+        bench.seen |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        time.sleep(0.2)
+    time.sleep(1.0)
+    bench.seen |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+    assert len(bench.seen) >= 3  # master and 2 workers
+
+
 def test_ctrl_c_stops_master_and_workers(bench, tmp_path):
     out = tmp_path / "int"
     proc = bench.start("locust", "run", "chat-smoke", "--workers", "2", *bench.target_args(), "--users", "2",
                        "--run-time", "120", "--out", str(out))
     try:
-        end = time.monotonic() + 90
-        master_log = out / "logs" / "master.log"
-        while time.monotonic() < end and "All users spawned" not in (master_log.read_text() if master_log.exists()
-                                                                      else ""):
-            assert proc.poll() is None, proc.communicate()
-            bench.seen |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
-            time.sleep(0.2)
-        time.sleep(1.0)
-        bench.seen |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
-        assert len(bench.seen) >= 3  # master and 2 workers
+        _wait_until_loaded(bench, proc, out)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         rc, so, se = bench.watch(proc, 60)
@@ -273,4 +278,24 @@ def test_ctrl_c_stops_master_and_workers(bench, tmp_path):
     # a Ctrl-C still drains: the master's shutdown asks its workers for their last records
     man = json.loads((out / "locust-records" / "collection.json").read_text())
     assert len(man["workers"]) == 2 and all(w["drained"] for w in man["workers"]), man
+    assert bench.leftovers() == []
+
+
+def test_a_worker_dying_mid_run_fails_the_run(bench, tmp_path):
+    out = tmp_path / "die"
+    proc = bench.start("locust", "run", "chat-smoke", "--workers", "2", *bench.target_args(), "--users", "2",
+                       "--run-time", "120", "--out", str(out))
+    try:
+        _wait_until_loaded(bench, proc, out)
+        worker = next(c for c in psutil.Process(proc.pid).children() if "--worker" in c.cmdline())
+        t0 = time.monotonic()
+        worker.kill()
+        rc, so, se = bench.watch(proc, 90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 2, so + se
+    assert "exited with code -9 while the run was going on" in se and "worker-" in se
+    assert time.monotonic() - t0 < 30  # the master no longer waits for a dead worker's drain
+    assert not (out / "summary.json").exists()
     assert bench.leftovers() == []
