@@ -101,16 +101,17 @@ class Collector:
     def _reset(self, **_kw) -> None:
         self.draining = False
 
-    def _drain_users(self) -> int:
+    def _drain_users(self, timeout_s: float | None = None) -> int:
         """Stop new sends; wait (bounded) for requests in flight. Returns how many never finished."""
         self.draining = True
-        deadline = time.monotonic() + self.drain_timeout_s
+        timeout_s = self.drain_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         while self.in_flight > 0 and time.monotonic() < deadline:
             gevent.sleep(0.05)
         self.abandoned = self.in_flight
         if self.abandoned:
             log.warning("bench: %d requests still in flight after the %.0f s drain: they are not recorded",
-                        self.abandoned, self.drain_timeout_s)
+                        self.abandoned, timeout_s)
         return self.abandoned
 
     # ---- worker --------------------------------------------------------------------------
@@ -131,7 +132,7 @@ class Collector:
                 log.error("bench: could not ship records to the master (will retry): %s", exc)
 
     def _on_drain(self, environment, msg, **_kw) -> None:
-        abandoned = self._drain_users()
+        abandoned = self._drain_users((msg.data or {}).get("timeout_s"))  # the master's setting wins
         self._ship()
         with self._lock:
             # a final stats report before the answer, so the master's TTFT/TPOT tables are complete

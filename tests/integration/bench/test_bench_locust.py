@@ -208,6 +208,35 @@ def test_locust_distributed_two_workers_on_loopback(bench, tmp_path):
     assert bench.leftovers() == []
 
 
+def test_master_with_workers_started_separately(bench, tmp_path):
+    """The many-machines commands (`bench locust master` + `bench locust worker`), here on loopback."""
+    from stack.testing import free_port
+
+    port = free_port()
+    out = tmp_path / "m"
+    master = bench.start("locust", "master", "chat-smoke", "--expect-workers", "2", "--bind-host", "127.0.0.1",
+                         "--bind-port", str(port), "--users", "2", "--run-time", "6", "--warmup-s", "1",
+                         "--cooldown-s", "1", *bench.target_args(), "--out", str(out))
+    workers = [bench.start("locust", "worker", "chat-smoke", "--master-host", "127.0.0.1", "--master-port", str(port),
+                           *bench.target_args(), "--out", str(tmp_path / f"w{i}")) for i in range(2)]
+    try:
+        rc, so, se = bench.watch(master, 120)
+        ends = [bench.watch(w, 60) for w in workers]
+    finally:
+        for p in (master, *workers):
+            if p.poll() is None:
+                p.kill()
+    assert rc in (0, 2), so + se
+    assert all(w[0] == 0 and "its records went to the master" in w[1] for w in ends), ends
+    s = json.loads((out / "summary.json").read_text())
+    assert _failed_checks(s) <= {"locust CPU warnings"}, s["validity"]
+    recs = [r for r in read_jsonl(out / "records.jsonl") if isinstance(r, RequestRecord)]
+    assert len(recs) == sum(_sim_requests(bench.target).values())
+    assert {r.process for r in recs if r.ok and derive(r).ttft_ms is not None} == {0, 1}
+    assert (out / "report.html").is_file()
+    assert bench.leftovers() == []
+
+
 def test_worker_without_master_fails_clearly(bench, tmp_path):
     from stack.testing import free_port
 
