@@ -63,7 +63,7 @@ def _watching_server(target, launch):
     return server, view.source
 
 
-def _finish(paths, scn, target, settings: LocustSettings, server, source: str) -> None:
+def _finish(paths, scn, target, settings: LocustSettings, rate_rps, server, source: str) -> None:
     """Ingest the records folder into records.jsonl, summary.json and report.html; exit 0 valid / 2 invalid."""
     from bench.cli import print_summary
     from bench.locust.ingest import ingest
@@ -71,7 +71,7 @@ def _finish(paths, scn, target, settings: LocustSettings, server, source: str) -
     from bench.report.writer import write_run
 
     recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
-                           all_logs(paths), server=server)
+                           all_logs(paths), server=server, rate_rps=rate_rps)
     summary["server_source"] = source
     written = write_run(paths.out_dir, recs, summary)
     print_summary(summary)
@@ -133,7 +133,7 @@ def run(
         server = _watching_server(target, lambda: _guarded(
             lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
                                     local_workers=workers, bind_host="127.0.0.1", port=port), paths))
-    _finish(paths, scn, target, s, *server)
+    _finish(paths, scn, target, s, rate_rps, *server)
 
 
 @locust_app.command("master")
@@ -170,7 +170,7 @@ def master(
     server = _watching_server(target, lambda: _guarded(
         lambda: run_distributed(paths, env, None, target.base_url, s, rate_rps, expect_workers=expect_workers,
                                 local_workers=0, bind_host=bind_host, port=bind_port), paths))
-    _finish(paths, scn, target, s, *server)
+    _finish(paths, scn, target, s, rate_rps, *server)
 
 
 @locust_app.command("worker")
@@ -207,6 +207,7 @@ def ingest_cmd(
     cooldown_s: float = typer.Option(default("cooldown_s")),
     url: str = typer.Option("", help="Server URL (for the report)."),
     model: str = typer.Option("", help="Served model name (for the report)."),
+    rate_rps: Optional[float] = typer.Option(None, "--rate", help="The run's --rate, if it had one."),
     log: Optional[Path] = typer.Option(None, help="Locust's output, to check its CPU warnings."),
     out_dir: Path = typer.Option(..., "--out"),
 ) -> None:
@@ -218,7 +219,7 @@ def ingest_cmd(
     from bench.target import Target
 
     recs, summary = ingest(records_dir, load_scenario(scenario), Target(url, model), users, warmup_s, cooldown_s,
-                           log.read_text() if log else "")
+                           log.read_text() if log else "", rate_rps=rate_rps)
     paths = write_run(out_dir, recs, summary)
     print_summary(summary)
     out.print(f"report: {paths['report']}")

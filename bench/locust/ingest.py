@@ -58,8 +58,10 @@ def collection_check(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, warmup_s: float,
            cooldown_s: float, locust_log: str = "", limits: ValidityLimits | None = None,
-           server: dict[str, Any] | None = None):
-    """``server``: the server's /metrics diffed across the run (bench/locust/cli.py scrapes it)."""
+           server: dict[str, Any] | None = None, rate_rps: float | None = None):
+    """``server``: the server's /metrics diffed across the run (bench/locust/cli.py scrapes it).
+    ``rate_rps``: the run's --rate; the load is then a constant-rate open loop, and validity checks
+    that Locust achieved it (its users pace themselves and fall short when responses are slow)."""
     files = sorted(records_dir.glob(RECORD_GLOB))
     if not files:
         raise FileNotFoundError(f"{records_dir}: no Locust record files ({RECORD_GLOB}): pass the folder of the "
@@ -78,8 +80,10 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
         r.event_ns = [t - t0 for t in r.event_ns]
         r.phase = "warmup" if r.sent_ns < start else ("cooldown" if r.sent_ns >= end else "measure")
     recs.sort(key=lambda r: r.sent_ns)
-    load = LoadSpec(mode="closed", concurrency=users, duration_s=max(1e-3, (end - start) / NS),
-                    warmup_s=warmup_s, cooldown_s=cooldown_s, seed=scn.load.seed)
+    window = dict(duration_s=max(1e-3, (end - start) / NS), warmup_s=warmup_s, cooldown_s=cooldown_s,
+                  seed=scn.load.seed)
+    load = (LoadSpec(mode="open", arrival="constant", rate_rps=rate_rps, **window) if rate_rps
+            else LoadSpec(mode="closed", concurrency=users, **window))
     result = RunResult(recs, load, start, end, t0 / NS, last / NS, [], len(recs))  # type: ignore[arg-type]
     warnings = len(CPU_WARNING.findall(locust_log))
     extra = [{"check": "locust CPU warnings", "measured": warnings, "threshold": "== 0", "passed": warnings == 0,

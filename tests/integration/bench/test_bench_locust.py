@@ -216,7 +216,7 @@ def test_master_with_workers_started_separately(bench, tmp_path):
     out = tmp_path / "m"
     master = bench.start("locust", "master", "chat-smoke", "--expect-workers", "2", "--bind-host", "127.0.0.1",
                          "--bind-port", str(port), "--users", "2", "--run-time", "6", "--warmup-s", "1",
-                         "--cooldown-s", "1", *bench.target_args(), "--out", str(out))
+                         "--cooldown-s", "1", "--rate", "40", *bench.target_args(), "--out", str(out))
     workers = [bench.start("locust", "worker", "chat-smoke", "--master-host", "127.0.0.1", "--master-port", str(port),
                            *bench.target_args(), "--out", str(tmp_path / f"w{i}")) for i in range(2)]
     try:
@@ -233,6 +233,11 @@ def test_master_with_workers_started_separately(bench, tmp_path):
     recs = [r for r in read_jsonl(out / "records.jsonl") if isinstance(r, RequestRecord)]
     assert len(recs) == sum(_sim_requests(bench.target).values())
     assert {r.process for r in recs if r.ok and derive(r).ttft_ms is not None} == {0, 1}
+    # --rate reached the workers (Locust forwards --bench-rate-rps): paced at 40/s in total, where a
+    # closed loop against the instant simulator sends hundreds per second
+    assert s["run"]["load_label"] == "constant 40 req/s"
+    assert 40 * 6 * 0.75 <= len(recs) <= 40 * 6 * 1.25, len(recs)
+    assert "achieved / target rate" in {c["check"] for c in s["validity"]["checks"]}
     assert (out / "report.html").is_file()
     assert bench.leftovers() == []
 

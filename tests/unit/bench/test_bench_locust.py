@@ -124,6 +124,15 @@ def test_ingest_merges_workers_and_adds_the_collection_check(tmp_path):
     assert s["run"]["client"]["tool"] == "locust" and len(s["run"]["client"]["locust"]["workers"]) == 2
 
 
+def test_ingest_with_a_rate_checks_that_locust_achieved_it(tmp_path):
+    write_jsonl(tmp_path / "records-a.jsonl", _records(0, 100, 10**18))  # 10 req/s
+    _, s = ingest(tmp_path, load_scenario("chat-smoke"), Target("http://h:1", "m"), 2, 1, 1, rate_rps=20.0)
+    achieved = next(c for c in s["validity"]["checks"] if c["check"] == "achieved / target rate")
+    assert s["run"]["load_label"] == "constant 20 req/s" and not achieved["passed"]
+    _, s = ingest(tmp_path, load_scenario("chat-smoke"), Target("http://h:1", "m"), 2, 1, 1, rate_rps=10.0)
+    assert next(c for c in s["validity"]["checks"] if c["check"] == "achieved / target rate")["passed"]
+
+
 def test_ingest_counts_worker_cpu_warnings_from_the_master_log(tmp_path):
     write_jsonl(tmp_path / "records-a.jsonl", _records(0, 40, 10**18))
     log = "Worker host_1 (index 1) exceeded cpu threshold (will only log this once per worker)\n"
