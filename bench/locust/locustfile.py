@@ -7,8 +7,8 @@ Started by ``bench locust run|master|worker`` (bench/locust/cli.py), which set:
                       RequestRecord format); workers ship their records to the master (collect.py)
   BENCH_DRAIN_TIMEOUT_S, BENCH_FLUSH_INTERVAL_S   see bench/locust/settings.py
   BENCH_READY_FILE    worker: written once connected to the master and prepared
-and two Locust options, ``--bench-rate-rps`` (total arrival rate shared by all users; without it
-the users form a closed loop) and ``--bench-users``; given to the master, Locust forwards them to
+and two Locust options, ``--bench-rate-rps`` (total arrival rate shared by all users, each on
+its own fixed schedule; without it the users form a closed loop) and ``--bench-users``; given to the master, Locust forwards them to
 every worker, so worker machines need no load settings of their own.
 
 Besides the normal request statistic ("chat"), TTFT, TPOT and ITL are fired as custom request
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import gevent.event
 import orjson
-from locust import HttpUser, constant_throughput, events, task
+from locust import HttpUser, events, task
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -83,13 +83,20 @@ def _fire(environment, name: str, ms: float | None, exc: Exception | None = None
 
 
 class ChatUser(HttpUser):
-    def wait_time(self) -> float:
+    # rate mode: each user sends on its own fixed schedule, one request every period, so the
+    # records get a real intended send time and the schedule lag shows when users cannot keep up
+    # (a request slower than the period); without a rate, a closed loop (intended = sent)
+    _next_ns: int | None = None
+
+    def _period_ns(self) -> int | None:
         opts = self.environment.parsed_options
         rate = getattr(opts, "bench_rate_rps", 0.0) or 0.0
-        if rate <= 0:
+        return int(1e9 * max(1, opts.bench_users) / rate) if rate > 0 else None
+
+    def wait_time(self) -> float:
+        if self._next_ns is None:
             return 0.0
-        # constant_throughput keeps its pacing state on the user, so a fresh function each call is fine
-        return constant_throughput(rate / max(1, opts.bench_users))(self)
+        return max(0.0, (self._next_ns - time.time_ns()) / 1e9)
 
     def on_start(self) -> None:
         _PREPARED.wait()
@@ -110,7 +117,11 @@ class ChatUser(HttpUser):
         req = _STATE["prepared"][i % len(_STATE["prepared"])]
         wall0 = time.time_ns()
         m0 = time.monotonic_ns()
-        rec = RequestRecord(request_id=f"{_STATE['tag']}-{i}", phase="measure", intended_ns=wall0, sent_ns=wall0,
+        period = self._period_ns()
+        intended = wall0 if period is None or self._next_ns is None else self._next_ns
+        if period is not None:
+            self._next_ns = intended + period
+        rec = RequestRecord(request_id=f"{_STATE['tag']}-{i}", phase="measure", intended_ns=intended, sent_ns=wall0,
                             wall_sent_s=wall0 / 1e9, prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens,
                             process=col.process)
         splitter = SSESplitter()
