@@ -44,7 +44,7 @@ class QueueState:
 
 
 def connect_hint(spec, label: str) -> str:
-    if spec.target.value == "local" and spec.stack == "local":
+    if spec.target.value == "local":
         return "start the stack (`splitstack up`)"
     if spec.queue.kind == "in-cluster":
         return (f"is the port-forward running? `kubectl -n {spec.namespace} port-forward svc/redis "
