@@ -181,6 +181,8 @@ def test_job_records_mode_through_prometheus(deployed, prometheus, tmp_path):
     # 8 documents plus the canary, each several inference requests; Prometheus saw them
     assert s["server"]["counters"]["vllm:request_success_total"] >= 9
     assert "not verified:" in res.output and "observed by polling" in res.output
+    html = (out / "report.html").read_text()
+    assert "deployed stack dev" in html and "not verified: inference requests per page" in html
     no_password_in(out, res.output)
 
 
