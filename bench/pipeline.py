@@ -184,6 +184,8 @@ class PipelineSender:
         rec.status = "done"
         if state.get("pages"):
             rec.worker_pages = int(state["pages"])
+        if state.get("requests_sent"):  # workers record it in the job state; metadata.json wins below
+            rec.server_requests = int(state["requests_sent"])
         self._read_output(rec, job_id)
 
     async def _poll_loop(self) -> None:
@@ -283,7 +285,7 @@ def outputs_summary(records: list[PipelineRecord], wl: PipelineWorkload) -> dict
         out["missing"] = None
         out["not_verified"] = [
             "output files (written, complete): no output store readable here (--output-dir)",
-            "output hash (output_equivalence gate)", "inference requests per page"]
+            "output hash (output_equivalence gate)"]
     proc = [r.processing_s for r in done if r.processing_s is not None]
     out["worker_processing_s_mean"] = float(np.mean(proc)) if proc else None
     out["worker_pages"] = sum(r.worker_pages or 0 for r in done)

@@ -121,5 +121,6 @@ async def merge_parent(queue: JobQueue, store: DirectoryStore, part: PartOf, bac
     except BaseException:
         store.discard(staging)
         raise
-    await queue.set_state(parent.job_id, state="done", pages=agg["pages"], processing_s=round(elapsed, 3))
+    await queue.set_state(parent.job_id, state="done", pages=agg["pages"], processing_s=round(elapsed, 3),
+                          requests_sent=agg["requests_sent"])
     return committed, elapsed

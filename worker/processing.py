@@ -105,7 +105,7 @@ class JobSteps:
             raise
         await self._finish_part(job)
         await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
-                             processing_s=round(elapsed, 3))
+                             processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"])
         if job.part_of is None and committed:
             self.metrics.pdfs_processed.labels(self.backend.name).inc()
             self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
