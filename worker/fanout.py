@@ -1,7 +1,8 @@
 """Big documents in parallel: fan out into page-range jobs, fan in by page order.
 
 A document with more than ``split_pages_over`` pages is not parsed by the worker that took it:
-that worker enqueues one part job per ``page_window`` pages and acks the parent, in a single
+that worker enqueues part jobs of at most ``page_window`` pages (as many as a whole number of
+rounds over the workers alive now, see :func:`plan_parts`) and acks the parent, in a single
 Redis transaction guarded by WATCH on the parent's parts record (a redelivered parent never
 enqueues its parts twice). Parts are ordinary jobs (same retries, breaker, DLQ, reclaim), whose
 outputs are stored under ``<parent>.p<index>``. Whichever worker completes the last part (the
@@ -12,6 +13,7 @@ is idempotent, so two workers racing on it write the same thing once.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -24,9 +26,15 @@ from worker.queue import Delivery, JobQueue, _flat
 from worker.store import CONTENT_LIST, MARKDOWN, DirectoryStore
 
 
-def plan_parts(page_count: int, part_pages: int) -> list[PageRange]:
-    return [PageRange(first=s + 1, last=min(page_count, s + part_pages))
-            for s in range(0, page_count, part_pages)]
+def plan_parts(page_count: int, part_pages: int, workers: int = 1) -> list[PageRange]:
+    """Parts of at most ``part_pages`` pages (the memory bound), as even as possible, and as many
+    as a whole number of rounds over the live ``workers``: 100 pages in parts of 16 are 7 parts,
+    and on 2 or 4 workers the 7th would run alone as a tail round; 8 parts of 13 pages do not."""
+    count = math.ceil(page_count / part_pages)
+    if workers > 1:
+        count = min(page_count, math.ceil(count / workers) * workers)
+    size = math.ceil(page_count / count)
+    return [PageRange(first=s + 1, last=min(page_count, s + size)) for s in range(0, page_count, size)]
 
 
 def part_id(parent_id: str, index: int) -> str:
@@ -34,11 +42,11 @@ def part_id(parent_id: str, index: int) -> str:
 
 
 async def fan_out(queue: JobQueue, delivery: Delivery, page_count: int, part_pages: int,
-                  traceparent: str | None) -> int:
+                  traceparent: str | None, workers: int = 1) -> int:
     """Enqueue the parts and ack the parent atomically; returns the number of parts."""
     job = delivery.job
     assert job is not None
-    parts = plan_parts(page_count, part_pages)
+    parts = plan_parts(page_count, part_pages, workers)
     key = queue.parts_key(job.job_id)
     async with queue.r.pipeline(transaction=True) as p:
         try:

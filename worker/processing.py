@@ -71,9 +71,10 @@ class JobSteps:
         page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_pages)
         if job.pages is None and job.part_of is None and page_count > pool.split_pages_over:
             trace = current_trace.get()
+            workers = max(1, await self.queue.live_workers(self.announce_ttl_s))
             n = await fanout.fan_out(self.queue, d, page_count, pool.page_window,
-                                     trace.traceparent if trace else None)
-            log(logger, logging.INFO, "fanned out", pages=page_count, parts=n)
+                                     trace.traceparent if trace else None, workers)
+            log(logger, logging.INFO, "fanned out", pages=page_count, parts=n, live_workers=workers)
             return
         first = 0
         if job.pages is not None:

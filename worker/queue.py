@@ -54,6 +54,26 @@ class JobQueue:
     def parts_key(self, parent_id: str) -> str:
         return f"{self.stream}:parts:{parent_id}"
 
+    @property
+    def workers_key(self) -> str:
+        return f"{self.stream}:workers"
+
+    # -- live workers (for sizing fan-out) ---------------------------------------------------------
+    # XINFO CONSUMERS cannot say who is alive: on Redis 7.0 a consumer blocked on an empty stream
+    # does not refresh its idle time, and dead consumers stay listed. Workers announce themselves.
+    async def announce(self, alive: bool, ttl_s: float) -> None:
+        now = time.time()
+        async with self.r.pipeline(transaction=True) as p:
+            if alive:
+                p.zadd(self.workers_key, {self.consumer: now})
+            else:
+                p.zrem(self.workers_key, self.consumer)
+            p.zremrangebyscore(self.workers_key, "-inf", now - ttl_s)  # forget the dead
+            await p.execute()
+
+    async def live_workers(self, ttl_s: float) -> int:
+        return int(await self.r.zcount(self.workers_key, time.time() - ttl_s, "+inf"))
+
     # -- setup / producer ---------------------------------------------------------------------------
     async def ensure_group(self) -> None:
         try:

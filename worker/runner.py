@@ -32,6 +32,7 @@ from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
 PROBE_INTERVAL_S = 2.0
+ANNOUNCE_TTL_S = 3 * PROBE_INTERVAL_S  # a worker not heard from for this long is not counted live
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 
 
@@ -59,6 +60,7 @@ class Worker(JobSteps):
         self._docs_since_recycle = 0
         self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=10.0)
         self._proc = psutil.Process()
+        self.announce_ttl_s = ANNOUNCE_TTL_S
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -83,10 +85,12 @@ class Worker(JobSteps):
         await self._until_redis()
         swept = self.store.sweep_staging(older_than_s=max(3600.0, 4 * self.s.spec.queue.visibility_timeout_s),
                                          now=time.time())
+        await self._announce()
         intake = asyncio.create_task(self._intake_loop())
         loops = [asyncio.create_task(c) for c in (self._probe_loop(), self._heartbeat_loop())]
         log(logger, logging.INFO, "worker started", consumer=self.s.consumer, swept_staging=swept)
         await self._stopping.wait()
+        await self._announce()  # leaves the live set: new fan-outs are sized without us
         drain = asyncio.create_task(self._drain())  # the drain clock starts at the signal
         if self._reading:
             # A blocking read ends within READ_BLOCK_MS and gives back what it got: cancelling
@@ -129,6 +133,12 @@ class Worker(JobSteps):
         finally:
             for w in waits:
                 w.cancel()
+
+    async def _announce(self) -> None:
+        """Count this worker in the live set fan-out sizes parts by (a starting worker counts:
+        it takes parts within seconds); best effort, Redis trouble is handled by the loops."""
+        with suppress(RedisError, OSError):
+            await self.queue.announce(not self._stopping.is_set(), self.announce_ttl_s)
 
     async def _sleep(self, seconds: float) -> None:
         with suppress(asyncio.TimeoutError):
@@ -204,6 +214,7 @@ class Worker(JobSteps):
                 self._server_back.set()
             else:
                 self._server_back.clear()
+            await self._announce()
             try:
                 await self.queue.r.ping()
                 self.redis_ok = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 import redis.asyncio as aioredis
@@ -72,7 +73,7 @@ def test_fan_out_is_enqueued_once_even_if_the_parent_is_redelivered(make_harness
         parts = [await b.read(1, 100) for _ in range(5)]
         got = [p[0].job for p in parts if p]
         assert [j.job_id for j in got] == [fanout.part_id(parent.job_id, i) for i in range(4)]
-        assert [(j.pages.first, j.pages.last) for j in got] == [(1, 16), (17, 32), (33, 48), (49, 50)]
+        assert [(j.pages.first, j.pages.last) for j in got] == [(1, 13), (14, 26), (27, 39), (40, 50)]
         assert all(j.traceparent for j in got) is False  # none given: each part starts a trace
         state = await r.hgetall(a.job_key(parent.job_id))
         assert state["state"] == "fanned_out" and state["parts_total"] == "4"
@@ -83,3 +84,37 @@ def test_fan_out_is_enqueued_once_even_if_the_parent_is_redelivered(make_harness
         await r.aclose()
 
     asyncio.run(scenario())
+
+
+def test_live_workers_announce_expire_and_leave(make_harness) -> None:
+    """Fan-out sizes parts by the workers alive now: announced within the TTL, not stopped."""
+    h = make_harness()
+    h.start_redis()
+
+    async def scenario() -> None:
+        r, (a, b, c) = _queues(h, "a", "b", "c")
+        await a.announce(True, ttl_s=60)
+        await b.announce(True, ttl_s=60)
+        assert await a.live_workers(ttl_s=60) == 2
+        await r.zadd(c.workers_key, {"c": time.time() - 120})  # a worker that died 2 min ago
+        assert await a.live_workers(ttl_s=60) == 2
+        await b.announce(False, ttl_s=60)  # b stops: leaves the set, and c's stale entry is swept
+        assert await a.live_workers(ttl_s=60) == 1
+        assert await r.zrange(a.workers_key, 0, -1) == ["a"]
+        await r.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_running_workers_are_counted_and_a_stopped_one_leaves(make_harness) -> None:
+    h = make_harness()
+    h.start_redis()
+    h.start_sim()
+    w0, w1 = h.start_worker(), h.start_worker()
+    key = f"{h.spec.queue.stream}:workers"
+    names = sorted(h.redis().zrange(key, 0, -1))
+    assert [n.split("-")[-2] for n in names] == ["w0", "w1"], names
+    w1.stop()
+    left = h.redis().zrange(key, 0, -1)
+    assert len(left) == 1 and left[0].split("-")[-2] == "w0", left
+    assert w0.alive()

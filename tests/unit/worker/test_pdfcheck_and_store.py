@@ -47,8 +47,23 @@ def test_page_ranges_extract_and_check(tmp_path) -> None:
 
 def test_plan_parts_covers_every_page_once() -> None:
     parts = plan_parts(100, 16)
-    assert [p.count for p in parts] == [16] * 6 + [4]
+    assert [p.count for p in parts] == [15] * 6 + [10]  # 7 parts (as with 16), evened out
     assert parts[0].first == 1 and parts[-1].last == 100
+
+
+@pytest.mark.parametrize(("pages", "window", "workers", "counts"), [
+    (100, 16, 2, [13] * 7 + [9]),  # 7 parts would leave a tail round: 8 even ones
+    (100, 16, 4, [13] * 7 + [9]),
+    (100, 16, 3, [12] * 8 + [4]),
+    (30, 8, 2, [8, 8, 8, 6]),  # already a whole number of rounds
+    (5, 16, 8, [1] * 5),  # never more parts than pages
+])
+def test_plan_parts_fills_whole_rounds_of_live_workers(pages, window, workers, counts) -> None:
+    parts = plan_parts(pages, window, workers)
+    assert [p.count for p in parts] == counts
+    assert all(p.count <= window for p in parts)  # the memory bound holds
+    assert [p.first for p in parts] == [1 + sum(counts[:i]) for i in range(len(counts))]
+    assert parts[-1].last == pages
 
 
 def test_store_commit_is_atomic_and_first_output_wins(tmp_path) -> None:
