@@ -169,6 +169,10 @@ def exchange(url: str) -> dict:
         r = c.get("/metrics")
         out["metrics content-type"] = r.headers["content-type"]
         out["metrics"] = metric_shape(r.text)
+        # name[] filtering (prometheus_client's ASGI app in vLLM): the bench's gauge sampler uses it
+        r = c.get("/metrics", params={"name[]": ["vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]})
+        out["metrics name[] filter"] = sorted({line.split("{")[0].split(" ")[0] for line in r.text.splitlines()
+                                               if line and not line.startswith("#")})
     return out
 
 
@@ -217,7 +221,7 @@ def both() -> tuple[dict, dict]:
     return ours, theirs
 
 
-CASES = ["health", "models", "models_noauth", "tokenize", "metrics content-type"] + [
+CASES = ["health", "models", "models_noauth", "tokenize", "metrics content-type", "metrics name[] filter"] + [
     f"{p} plain" for p in ("/v1/chat/completions", "/v1/completions")] + [
     f"{p} stream {o}" for p in ("/v1/chat/completions", "/v1/completions") for o in STREAM_VARIANTS] + [
     f"bad[{i}] {p} {raw[:50]!r}" for i, (p, raw, _) in enumerate(BAD_REQUESTS)]
