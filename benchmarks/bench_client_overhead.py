@@ -215,15 +215,17 @@ def _target(url: str):
     return Target(url, "tiny", None, 16384)
 
 
-def max_rate(url: str, start: float) -> dict:
-    """Highest rate with lag p99 < 2 ms and a valid run (doubled, then bisected 3 times)."""
+def max_rate(url: str, start: float, seconds: float) -> dict:
+    """Highest rate with lag p99 < 2 ms and a valid run (doubled, then bisected 3 times). Each
+    probe runs as long as the accuracy run (``seconds``): a 5 s probe passed by luck at rates
+    whose 10 s run then went invalid, and "sustained" should mean the window that is reported."""
     from bench.runner import run_scenario
     from bench.validity import ValidityLimits
 
     seen: list[dict] = []
 
     def ok_at(rate: float) -> bool:
-        s = run_scenario(_chat(rate, 5.0), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
+        s = run_scenario(_chat(rate, seconds), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
         cpu = max((c["measured"] for c in s["validity"]["checks"] if c["check"].startswith("client CPU")), default=None)
         seen.append({"rate": rate, "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3), "cpu": cpu,
                      "valid": s["validity"]["valid"]})
@@ -300,7 +302,7 @@ def ours_part(url: str, sim_pid: int, a: argparse.Namespace) -> dict:
         if a.capacity:
             result.update({"max_rate_rps": a.capacity, "points": [], "note": "--capacity given: no search"})
         else:
-            result.update(max_rate(url, a.capacity_start))
+            result.update(max_rate(url, a.capacity_start, a.ttft_seconds))
         half = (result["max_rate_rps"] or a.capacity_start * 2) / 2
         result["half_rate_rps"] = half
         columns = [(f"pinned: client CPU {a.client_cpu}, sim CPU {a.sim_cpu}" if now else "not pinned",
