@@ -12,7 +12,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -166,12 +165,10 @@ class SimApp:
         return await respond(send, 200, b'{"version":"0.32.0"}')
 
     async def metrics(self, scope, receive, send):
-        # ?name[]=X&name[]=Y returns only those families, as vLLM's /metrics does (it is
-        # prometheus_client's ASGI app): the bench's 1 Hz gauge sampler asks for three gauges
-        # instead of making the server render (and itself parse) ~50 KB a second.
-        names = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("name[]")
-        registry = self.registry.restricted_registry(names) if names else self.registry
-        return await respond(send, 200, generate_latest(registry), METRICS_CT)
+        # Query parameters are ignored, as on vLLM 0.32: its /metrics is answered by
+        # prometheus-fastapi-instrumentator's route (registered before the prometheus_client
+        # mount), which does not honour ?name[]= (contract-tested).
+        return await respond(send, 200, generate_latest(self.registry), METRICS_CT)
 
     async def models(self, scope, receive, send):
         root = self.config.model_root or f"/models/{self.model}"

@@ -265,9 +265,6 @@ class HttpMetrics:
 class _Adapter:
     def __init__(self, fn: Callable[[], Iterable[Metric]]) -> None:
         self.collect = fn
-        # The registry indexes a collector's family names through describe(); without them
-        # /metrics?name[]=... (restricted_registry, as vLLM serves it) would find nothing here.
-        self.describe = fn
 
 
 def build_registry(engine: EngineMetrics, http: HttpMetrics, registry: CollectorRegistry | None = None) -> CollectorRegistry:

@@ -169,10 +169,11 @@ def exchange(url: str) -> dict:
         r = c.get("/metrics")
         out["metrics content-type"] = r.headers["content-type"]
         out["metrics"] = metric_shape(r.text)
-        # name[] filtering (prometheus_client's ASGI app in vLLM): the bench's gauge sampler uses it
+        # ?name[]= (the bench's gauge sampler sends it): vLLM 0.32 ignores it, answering every
+        # family; the vllm: families are compared (process_/python_ ones differ by platform)
         r = c.get("/metrics", params={"name[]": ["vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]})
-        out["metrics name[] filter"] = sorted({line.split("{")[0].split(" ")[0] for line in r.text.splitlines()
-                                               if line and not line.startswith("#")})
+        out["metrics name[] ignored"] = sorted({line.split("{")[0].split(" ")[0] for line in r.text.splitlines()
+                                                if line.startswith("vllm:")})
     return out
 
 
@@ -221,7 +222,7 @@ def both() -> tuple[dict, dict]:
     return ours, theirs
 
 
-CASES = ["health", "models", "models_noauth", "tokenize", "metrics content-type", "metrics name[] filter"] + [
+CASES = ["health", "models", "models_noauth", "tokenize", "metrics content-type", "metrics name[] ignored"] + [
     f"{p} plain" for p in ("/v1/chat/completions", "/v1/completions")] + [
     f"{p} stream {o}" for p in ("/v1/chat/completions", "/v1/completions") for o in STREAM_VARIANTS] + [
     f"bad[{i}] {p} {raw[:50]!r}" for i, (p, raw, _) in enumerate(BAD_REQUESTS)]

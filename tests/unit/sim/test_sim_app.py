@@ -250,15 +250,15 @@ async def test_metrics_follow_the_engine():
         assert 'http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} 4.0' in text
 
 
-async def test_metrics_name_filter_like_prometheus_client():
+async def test_metrics_ignores_name_filter_like_vllm():
+    """vLLM 0.32 answers /metrics?name[]=... with everything (the instrumentator's route)."""
     async with sim_client() as (_, c):
         await c.post("/v1/chat/completions", json=chat(max_tokens=4))
-        from bench.sampler import SAMPLED  # the gauges the bench samples every second
+        from bench.sampler import SAMPLED
 
         r = await c.get("/metrics", params={"name[]": list(SAMPLED)})
         names = {line.split("{")[0] for line in r.text.splitlines() if line and not line.startswith("#")}
-        assert names == set(SAMPLED)
-        assert len(r.content) < 1000 < len((await c.get("/metrics")).content)
+        assert set(SAMPLED) < names and "vllm:request_success_total" in names
 
 
 async def test_empty_prompt_is_400_not_a_stuck_request():
