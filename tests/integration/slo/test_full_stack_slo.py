@@ -35,9 +35,14 @@ def _query(prom: str, expr: str) -> list[dict]:
     return body["data"]["result"]
 
 
-def _alert_state(prom: str, name: str) -> str | None:
+def _alert(prom: str, name: str) -> dict | None:
     alerts = httpx.get(f"{prom}/api/v1/alerts", timeout=5).json()["data"]["alerts"]
-    return next((a["state"] for a in alerts if a["labels"]["alertname"] == name), None)
+    return next((a for a in alerts if a["labels"]["alertname"] == name), None)
+
+
+def _alert_state(prom: str, name: str) -> str | None:
+    alert = _alert(prom, name)
+    return alert["state"] if alert else None
 
 
 def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) -> None:
@@ -84,6 +89,10 @@ def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) ->
                         "InferenceServerDown firing", interval_s=0.2)
         elapsed = time.monotonic() - killed
         assert FOR_S <= elapsed <= FOR_S + SCRAPE_S + EVAL_S + 3, elapsed
+        alert = _alert(prom, "InferenceServerDown")
+        assert alert["labels"]["severity"] == "page" and alert["labels"]["job"] == "inference-server"
+        assert alert["annotations"]["runbook_action"] == "restart-server"
+        assert alert["annotations"]["runbook_url"] == "runbooks/pages/InferenceServerDown.md"
         print(f"InferenceServerDown fired {elapsed:.1f} s after SIGKILL of the server")
         stack.supervisor.start_process(SERVER)
         restarted = time.monotonic()
