@@ -57,7 +57,7 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         view = ServerView(target, http)  # the server's /metrics, or Prometheus for a deployed stack
         before = view.before()
         t_start = time.time()
-        with view.sampler() as sampler:
+        with view.sampler(getattr(scn, "server_gauge_interval_s", 1.0)) as sampler:
             result = engine.run(workload, scn.load, progress)
         after = view.after()
     finally:

@@ -76,6 +76,12 @@ class ChatScenario(Strict):
     temperature: float = Field(default=0.0, ge=0, le=2)
     images: Images = Field(default_factory=Images)
     prompt_pool: int = Field(default=128, ge=1, le=100_000, description="Distinct prepared requests.")
+    server_gauge_interval_s: float = Field(
+        default=1.0, ge=0,
+        description="How often the server's queue and KV gauges are sampled from its /metrics during the "
+        "run, s; 0 = never. Each sample makes the server render its whole exposition (~50 KB on vLLM "
+        "0.32, on its API event loop), a few ms that land in some requests' latency: turn it off when "
+        "measuring the client's own timing accuracy.")
     keep_output: bool = Field(default=False, description="Keep generated text in the records.")
     tokenizer: str | None = Field(
         default=None,

@@ -129,12 +129,12 @@ class ServerView:
     def before(self) -> server_metrics.Snapshot | None:
         return self._first
 
-    def sampler(self):
+    def sampler(self, interval_s: float = 1.0):
         if self.source.startswith("prometheus"):
             return PromGaugeSamples(self.http, self.target.prometheus_url, self.target.model, self._step_s)
-        if self.source.startswith("none"):
+        if self.source.startswith("none") or interval_s <= 0:
             return NoSamples()
-        return GaugeSampler(self.target.base_url, self.target.headers)
+        return GaugeSampler(self.target.base_url, self.target.headers, interval_s=interval_s)
 
     def after(self) -> server_metrics.Snapshot | None:
         if self.source.startswith("prometheus"):

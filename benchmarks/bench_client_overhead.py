@@ -201,11 +201,15 @@ def measure(tool: str, url: str, rate: float, n: int, skip_install: bool) -> dic
             "startup_cpu_s": c1 - (c2 - c1) * s1 / max(1.0, s2 - s1), "served": s2, "wall_s": w2}
 
 
+GAUGE_INTERVAL_S = [0.0]  # set from --gauge-interval-s
+
+
 def _chat(rate: float, seconds: float):
     from bench.scenario import parse_scenario
 
     return parse_scenario({"kind": "chat", "name": "cap", "prompt_tokens": {"mean": IN_TOK},
                            "output_tokens": {"mean": OUT_TOK}, "prompt_pool": 64,
+                           "server_gauge_interval_s": GAUGE_INTERVAL_S[0],
                            "load": {"rate_rps": rate, "duration_s": seconds, "warmup_s": 1, "seed": 0}}, "cap")
 
 
@@ -293,7 +297,9 @@ def ours_part(url: str, sim_pid: int, a: argparse.Namespace) -> dict:
     """Max sustained rate (pinned by default), then TTFT accuracy at half of it, pinned and not."""
     placement = None if a.no_pin else {os.getpid(): {a.client_cpu}, sim_pid: {a.sim_cpu}}
     pin = pinned(placement) if placement else contextlib.nullcontext(None)
-    result: dict = {"pinning": "off (--no-pin)"}
+    result: dict = {"pinning": "off (--no-pin)", "server_gauge_interval_s": GAUGE_INTERVAL_S[0]}
+    print(f"server gauge sampling during these runs: "
+          f"{'off' if not GAUGE_INTERVAL_S[0] else f'every {GAUGE_INTERVAL_S[0]:g} s'} (--gauge-interval-s)")
     with pin as now:
         if now:
             result["pinning"] = f"client pid {os.getpid()} on CPU {sorted(now[os.getpid()])}, simulator pid {sim_pid} " \
@@ -326,10 +332,15 @@ def main() -> None:
                     "ttft: no CPU table, only the max-rate search and TTFT accuracy")
     ap.add_argument("--capacity", type=float, help="take this max sustained rate (req/s) instead of searching")
     ap.add_argument("--ttft-seconds", type=float, default=10.0, help="measured window of each TTFT-accuracy run, s")
+    ap.add_argument("--gauge-interval-s", type=float, default=0.0,
+                    help="the scenario's server_gauge_interval_s for the max-rate and accuracy runs: 0 (default) = "
+                    "no /metrics sampling during the run, which would make the server render ~50 KB on its "
+                    "event loop every interval, a stall inside some measured TTFTs; 1 = the bench's default")
     ap.add_argument("--client-cpu", type=int, default=0, help="CPU of this bench during max rate + TTFT accuracy")
     ap.add_argument("--sim-cpu", type=int, default=1, help="CPU of the simulator during max rate + TTFT accuracy")
     ap.add_argument("--no-pin", action="store_true", help="measure max rate and TTFT accuracy unpinned only")
     a = ap.parse_args()
+    GAUGE_INTERVAL_S[0] = a.gauge_interval_s
     if a.only:
         a.tools = "ours" if a.only == "ours" else ""
     if not a.no_pin and a.client_cpu == a.sim_cpu:
