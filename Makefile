@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-* && touch $@
 
 model: python
-	$(PY) -m stack.tinymodel --out .cache/models/tiny
+	$(PY) -m localvllm.tinymodel --out .cache/models/tiny
 
 demo: setup
 	$(VENV)/bin/splitstack demo --engine $(ENGINE)

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from bench.target import Target
-from slo.catalog import BreakerState  # the gauge's values, defined once with the metric
+from contract.metrics import BreakerState  # the gauge's values, defined once with the metric
 
 
 def _free_port() -> int:
@@ -22,13 +22,13 @@ def _free_port() -> int:
 
 def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     """Seconds from spawning one extra worker (the stack's own command) to /readyz 200."""
-    from infra.spec_loader import project_root
+    from contract.spec_loader import project_root
     from stack.components import BuildContext
     from stack.launcher import LocalStack
 
     try:
-        from worker.config import ENV_METRICS_PORT
-        from worker.launch import worker_component
+        from contract.worker_env import ENV_METRICS_PORT
+        from stack.workers import worker_component
     except ImportError as exc:
         raise RuntimeError(f"the worker package cannot be imported here ({exc}): `pip install -e '.[worker]'`") from exc
     root = project_root()

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 import yaml
+from contract.models import StrictMutable, error_lines, format_loc
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from bench.load import LoadSpec
@@ -15,8 +16,8 @@ from bench.load import LoadSpec
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Strict(StrictMutable):
+    """Scenario models: unknown keys are errors; runs fill some fields in after parsing."""
 
 
 class Dist(Strict):
@@ -131,14 +132,14 @@ class ScenarioError(ValueError):
 def _loc(loc: tuple) -> str:
     if loc and loc[0] in ("chat", "pipeline"):  # the discriminator tag pydantic inserts
         loc = loc[1:]
-    return ".".join(str(p) for p in loc) or "<top>"
+    return format_loc(loc)
 
 
 def parse_scenario(data: object, origin: str) -> ChatScenario | PipelineScenario:
     try:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
-        lines = [f"{origin}: {_loc(e['loc'])}: {e['msg']}" for e in exc.errors()]
+        lines = [f"{origin}: {line}" for line in error_lines(exc, root="<top>", loc=_loc)]
         raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines)) from None
 
 

@@ -46,14 +46,14 @@ class Target:
     components: dict[str, dict] = field(default_factory=dict)
     state_dir: Path | None = None
     output_dir: Path | None = None  # the workers' output store, when this host can read it
-    spec: Any = None  # infra.spec.Spec (local: with the overrides it was started with)
+    spec: Any = None  # contract.spec.Spec (local: with the overrides it was started with)
     deployment: str | None = None  # a deployed stack reached through its queue (--queue-url)
     documents_at: str | None = None  # where the workers read the bench's PDFs (path or URL prefix)
 
     def stack_spec(self):
         if self.spec is not None:
             return self.spec
-        from infra.spec_loader import load_stack
+        from contract.spec_loader import load_stack
 
         return load_stack(self.stack or "local")
 
@@ -103,7 +103,7 @@ def from_url(url: str, model: str, api_key_env: str | None = None,
 def from_stack(stack: str, root: Path | None = None, queue: QueueOptions | None = None,
                url: str | None = None, model: str | None = None, api_key_env: str | None = None,
                pipeline: bool = True) -> Target:
-    from infra.spec_loader import SpecError, load_stack, project_root
+    from contract.spec_loader import SpecError, load_stack, project_root
     from stack.launcher import LocalStack
 
     root = root or project_root()
@@ -126,7 +126,7 @@ def from_stack(stack: str, root: Path | None = None, queue: QueueOptions | None 
     state = local.read_state()
     if state and "spec" in state:
         # The stack as it was started (`--engine sim` and other overrides), not the bare file.
-        from infra.spec_loader import parse_spec
+        from contract.spec_loader import parse_spec
 
         local = LocalStack(parse_spec(state["spec"], str(local.paths.state_file)), root)
     target = from_local(local)

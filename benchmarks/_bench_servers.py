@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from stack.testing import free_port  # noqa: F401  (re-exported for callers)
+from testsupport.stack import free_port  # noqa: F401  (re-exported for callers)
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = "bench-key"
@@ -62,7 +62,7 @@ def sim(profile: str = "instant", *extra: str, api_key: str | None = API_KEY) ->
 def sim_process(profile: str = "instant", *extra: str, api_key: str | None = API_KEY) -> Iterator[tuple[str, int]]:
     """The simulator; yields (base URL, pid) so a script can pin it to a CPU."""
     port = free_port()
-    argv = [sys.executable, "-m", "stack.sim", "serve", "--host", "127.0.0.1", "--port", str(port),
+    argv = [sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1", "--port", str(port),
             "--profile", profile, "--seed", "0", "--model-name", "tiny", *extra]
     if api_key:
         argv += ["--api-key", api_key]
@@ -72,8 +72,8 @@ def sim_process(profile: str = "instant", *extra: str, api_key: str | None = API
 
 @contextlib.contextmanager
 def vllm(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[str, Path]]:
-    from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
-    from stack.vllm_engine import build_vllm_command
+    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
+    from localvllm.command import build_vllm_command
 
     model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny")
     port = free_port()

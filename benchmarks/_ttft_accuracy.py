@@ -39,7 +39,7 @@ def fetch_timings(url: str, since: int, headers: dict[str, str] | None = None,
     r = get(f"{url}/sim/timings", params={"since": since}, headers=headers, timeout=60)
     if r.status_code == 404:
         raise RuntimeError(f"{url} has no /sim/timings: TTFT accuracy needs the splitstack simulator "
-                           "(python -m stack.sim serve), not another server")
+                           "(python -m splitstack.cli.sim serve), not another server")
     r.raise_for_status()
     return r.json()
 

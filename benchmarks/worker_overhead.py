@@ -85,7 +85,7 @@ def cpu_comparison(h, tmp: Path, docs: int) -> None:
     """CPU-seconds per page: the worker vs MinerU's API in a loop, same PDFs, after a warm-up."""
     from pdf_fixtures import make_pdf
 
-    from worker.testing import API_KEY
+    from testsupport.worker import API_KEY
 
     pool = h.spec.worker_pool
     pdfs = [make_pdf(tmp / "cpu" / f"d{i}.pdf", 4, seed=i) for i in range(docs + 1)]
@@ -138,7 +138,7 @@ def main() -> None:
         direct_loop(url, key, pdfs, int(window), int(conc))
         return
 
-    from worker.testing import Harness
+    from testsupport.worker import Harness
 
     tmp = Path(tempfile.mkdtemp(prefix="worker-bench-"))
     h = Harness(tmp / "h")

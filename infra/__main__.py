@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:  # pulumi runs this folder as a script, not as the
 from infra.components.config import spec_from_pulumi_config  # noqa: E402
 from infra.components.program import build  # noqa: E402
 from infra.components.secrets import SecretsConfigError  # noqa: E402
-from infra.spec_loader import SpecError  # noqa: E402
+from contract.spec_loader import SpecError  # noqa: E402
 
 
 def main() -> None:

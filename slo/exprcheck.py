@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import promql_parser
 
-from slo import catalog
+from contract import metrics as catalog
 
 RECORD_PREFIX = "slo:"
 

@@ -18,8 +18,9 @@ from decimal import Decimal
 import promql_parser
 import yaml
 
-from slo import catalog, promql
-from slo.catalog import MetricType
+from contract import metrics as catalog
+from slo import promql
+from contract.metrics import MetricType
 from slo.report import fmt_duration_s, parse_duration_s
 from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, SLOSpec, SpecError, ThresholdSLI, UptimeSLI, dec, parse_spec
 

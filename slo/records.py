@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from slo import catalog
+from contract import metrics as catalog
 from slo.budget import Counts, exact
 from slo.spec import SLO, EventRatioSLI, JobRole, LatencySLI, ThresholdSLI, UptimeSLI
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import yaml
+from contract.models import Strict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from slo import catalog
-from slo.catalog import MetricType
+from contract import metrics as catalog
+from contract.metrics import MetricType
 from slo.windows import BurnWindows, Severity, load_burn_windows
 
 OBJECTIVES_PATH = Path(__file__).with_name("objectives.yaml")
@@ -41,10 +42,8 @@ class SpecError(ValueError):
     """The SLO spec is invalid; the message names the field path and the fix."""
 
 
-class Jobs(BaseModel):
+class Jobs(Strict):
     """Prometheus job names of the scrape targets (the local stack's names are the defaults)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     inference_server: str = Field("inference-server", description="job of the inference server (vLLM or the simulator)")
     workers: str = Field("workers", description="job of the MinerU workers")
@@ -64,10 +63,8 @@ def _check_metric(name: str, want: tuple[MetricType, ...], what: str) -> str:
     return name
 
 
-class EventRatioSLI(BaseModel):
+class EventRatioSLI(Strict):
     """Bad events / total events, both sums of counters (request-weighted)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["event_ratio"]
     job: JobRole = Field(description="which scrape job exports the counters")
@@ -83,10 +80,8 @@ class EventRatioSLI(BaseModel):
         return tuple(dict.fromkeys((*self.bad, *self.total)))
 
 
-class LatencySLI(BaseModel):
+class LatencySLI(Strict):
     """Share of events whose duration is <= threshold_s, counted on a histogram bucket bound."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["latency"]
     job: JobRole = Field(description="which scrape job exports the histogram")
@@ -105,7 +100,7 @@ class LatencySLI(BaseModel):
             raise ValueError(
                 f"threshold {self.threshold_s} s is not a bucket bound of {self.histogram} "
                 f"(bounds: {', '.join(f'{b:g}' for b in bounds)}); pick one of them, "
-                "or add the bound to the histogram's buckets in slo/catalog.py"
+                "or add the bound to the histogram's buckets in contract/metrics.py"
             )
         return self
 
@@ -113,10 +108,8 @@ class LatencySLI(BaseModel):
         return (self.histogram,)
 
 
-class UptimeSLI(BaseModel):
+class UptimeSLI(Strict):
     """Share of evaluation steps in which every listed job has at least one target up."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["uptime"]
     jobs: tuple[JobRole, ...] = Field(min_length=1, description="jobs that must all have a target up")
@@ -125,10 +118,8 @@ class UptimeSLI(BaseModel):
         return ("up",)
 
 
-class ThresholdSLI(BaseModel):
+class ThresholdSLI(Strict):
     """Time-slice SLI: a slice is good when the measured value meets the threshold."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["threshold"]
     job: JobRole = Field(description="which scrape job exports the metric")
@@ -154,8 +145,7 @@ class ThresholdSLI(BaseModel):
 SLI = Annotated[Union[EventRatioSLI, LatencySLI, UptimeSLI, ThresholdSLI], Field(discriminator="kind")]
 
 
-class SLO(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SLO(Strict):
 
     name: str = Field(pattern=_SLUG, description="slug, used in rule labels and file names")
     title: str = Field(description="one line for tables, alerts and dashboards")
@@ -197,8 +187,7 @@ class SLO(BaseModel):
                 )
 
 
-class SLOSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SLOSpec(Strict):
 
     version: Literal[1] = Field(description="spec format version")
     jobs: Jobs = Field(default_factory=Jobs, description="Prometheus job names of the scrape targets")

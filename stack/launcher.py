@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.spec import Spec
+from contract.spec import Spec
 from stack.components import BuildContext, Component, SetupError, build_components
 from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
 from stack.supervisor import FAILED_STATES, Supervisor, stack_processes, sweep_strays, tail
-from stack.vllm_engine import OVERRIDING_ENV
+from localvllm.command import OVERRIDING_ENV
 
 
 class StackError(Exception):
@@ -197,7 +197,7 @@ def explain_failure(component: Component, log_tail: str) -> str:
     """One line that says what a known startup failure means and how to fix it."""
     if component.role == "server":
         try:
-            from stack.vllm_engine import explain_vllm_failure
+            from localvllm.command import explain_vllm_failure
         except ImportError:
             return ""
         return explain_vllm_failure(log_tail) or ""

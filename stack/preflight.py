@@ -8,8 +8,8 @@ import socket
 
 import psutil
 
-from infra.spec import Spec
-from infra.spec_rules import local_ports
+from contract.spec import Spec
+from contract.spec_rules import local_ports
 from stack.components import SetupError
 from stack.paths import StackPaths
 
@@ -27,7 +27,7 @@ def port_holder(port: int) -> str:
 
 
 def check_ports_free(spec: Spec) -> None:
-    from infra.spec_rules import port_field
+    from contract.spec_rules import port_field
 
     for component, port in local_ports(spec).items():
         if component.startswith("server:") and spec.server(component[7:]).replicas == 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import Engine
+from contract.spec import Engine
 
 ENGINE_PRESETS: dict[Engine, dict[str, Any]] = {
     Engine.sim: {

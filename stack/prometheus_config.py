@@ -12,12 +12,10 @@ from typing import Any
 
 import yaml
 
-from infra.spec import Spec
+from contract.prometheus_jobs import JOB_PROMETHEUS, JOB_SERVER, JOB_WORKERS
+from contract.spec import Spec
 from stack.paths import StackPaths
 
-JOB_SERVER = "inference-server"
-JOB_WORKERS = "workers"
-JOB_PROMETHEUS = "prometheus"
 
 
 def prometheus_rule_globs(project_root: Path) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from slo.catalog import BreakerState
+from contract.metrics import BreakerState
 
 __all__ = ["BreakerState", "CircuitBreaker"]
 

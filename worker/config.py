@@ -9,15 +9,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infra.spec import DeploymentMode, Spec, Target, WorkerBackend
+from contract.spec import DeploymentMode, Spec, Target, WorkerBackend
+from contract.spec_loader import project_root
+from contract.worker_env import (
+    ENV_DRAIN_TIMEOUT,
+    ENV_METRICS_PORT,
+    ENV_OUTPUT_DIR,
+    ENV_RSS_FRACTION,
+    ENV_SERVER_URL,
+    ENV_URL_ALLOWLIST,
+)
 
-ENV_SERVER_URL = "SPLITSTACK_SERVER_URL"
-ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"
-ENV_METRICS_PORT = "SPLITSTACK_WORKER_METRICS_PORT"
-ENV_URL_ALLOWLIST = "SPLITSTACK_WORKER_URL_ALLOWLIST"
-ENV_DRAIN_TIMEOUT = "SPLITSTACK_WORKER_DRAIN_TIMEOUT_S"
-ENV_RSS_FRACTION = "SPLITSTACK_WORKER_RSS_LIMIT_FRACTION"
-ENV_SPEC_FILE = "SPLITSTACK_SPEC_FILE"  # JSON of the resolved spec, written by the launcher
 
 
 class ConfigError(Exception):
@@ -83,7 +85,6 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
             raise ConfigError(f"set {ENV_OUTPUT_DIR} to the mounted output volume")
         state = Path(spec.local.state_dir)
         if not state.is_absolute():
-            from infra.spec_loader import project_root
             state = project_root() / state
         out = str(state / "data" / spec.output_store.path)
     api_key = None

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-ENV_RENDER_PROCESSES = "MINERU_PDF_RENDER_THREADS"  # MinerU's own knob; a user's value wins
+from contract.worker_env import ENV_RENDER_PROCESSES
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 

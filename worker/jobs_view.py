@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from infra.spec import Spec
+from contract.spec import Spec
 from worker.jobs import Job, PageRange
 
 

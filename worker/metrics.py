@@ -1,13 +1,13 @@
 """The worker's Prometheus metrics. Names, labels, help and histogram buckets come from the SLO
-metric catalog (slo/catalog.py) so the latency SLO thresholds 45/90/120 s are always bucket
+metric catalog (contract/metrics.py) so the latency SLO thresholds 45/90/120 s are always bucket
 bounds and alert rules can never reference a name the worker does not export."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from slo import catalog
-from slo.catalog import MetricDef, MetricType
+from contract import metrics as catalog
+from contract.metrics import MetricDef, MetricType
 
 _DEFS = {m.name: m for m in catalog.WORKER_METRICS}
 

@@ -378,7 +378,7 @@ class BreakerGate(Gate):
 
     kind: Literal["breaker"]
     metric: str = Field(default="mineru_vllm_circuit_breaker_state",
-                        description="Gauge with slo.catalog.BreakerState values (0 closed, 1 half-open, 2 open).")
+                        description="Gauge with contract.metrics.BreakerState values (0 closed, 1 half-open, 2 open).")
     open_within_s: float = Field(default=60.0, gt=0)
     recover_within_s: float = Field(default=120.0, gt=0)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from contract.models import error_lines
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.gating.models import AnyGate
@@ -39,5 +40,5 @@ def load_gate_file(name_or_path: str) -> GateFile:
     try:
         return GateFile.model_validate(yaml.safe_load(path.read_text()))
     except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        lines = [f"{path}: {line}" for line in error_lines(exc)]
         raise GateFileError("invalid gate file:\n  " + "\n  ".join(lines)) from None

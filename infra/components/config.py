@@ -1,6 +1,6 @@
-"""The stack's ``splitstack:`` Pulumi config -> :class:`infra.spec.Spec`.
+"""The stack's ``splitstack:`` Pulumi config -> :class:`contract.spec.Spec`.
 
-Goes through ``infra.spec_loader`` (config_to_mapping + parse_spec) so `pulumi up` and
+Goes through ``contract.spec_loader`` (config_to_mapping + parse_spec) so `pulumi up` and
 ``load_stack`` accept and reject exactly the same documents.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pulumi
 
-from infra.spec import Spec
-from infra.spec_loader import NAMESPACE, config_to_mapping, parse_spec
+from contract.spec import Spec
+from contract.spec_loader import NAMESPACE, config_to_mapping, parse_spec
 
 
 def _value(text: str) -> Any:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from infra.spec import Cloud, Spec
+from contract.spec import Cloud, Spec
 
 
 @dataclass(frozen=True)

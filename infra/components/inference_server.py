@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import naming, sizing
+from contract import naming, sizing
 from infra.components.base import child, duration, metadata, quantity_gib
 from infra.policy.rules import GPU_HEADROOM_ANNOTATION, STARTUP_BUDGET_ANNOTATION
-from infra.spec import Engine, InferenceServer, Spec
+from contract.spec import Engine, InferenceServer, Spec
 
 CUSTOM_TIMEOUT_MARGIN_S = 300  # image pull and scheduling on a fresh node come on top
 
@@ -62,7 +62,7 @@ def vllm_args(server: InferenceServer) -> list[str]:
 
 def sim_command(server: InferenceServer) -> list[str]:
     cmd = [
-        "python", "-m", "stack.sim", "serve", "--host", "0.0.0.0", "--port", str(server.port),
+        "python", "-m", "splitstack.cli.sim", "serve", "--host", "0.0.0.0", "--port", str(server.port),
         "--profile", server.sim_profile, "--seed", "0", "--model-name", server.model.name,
         "--max-num-seqs", str(server.max_num_seqs), "--max-model-len", str(server.max_model_len),
     ]

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import naming, sizing
+from contract import naming, sizing
 from infra.components.base import child, metadata
-from infra.spec import DeploymentMode, Spec
+from contract.spec import DeploymentMode, Spec
 
 HTTPS = {"protocol": "TCP", "port": 443}
 # The model download and bucket uploads go to the internet, never to private ranges.

@@ -17,9 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.components import naming
+from contract import naming
 from infra.components.base import child, metadata
-from infra.spec import Spec
+from contract.spec import Spec
 
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "65.1.1"

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import naming
+from contract import naming
 from infra.components.base import child, metadata
-from infra.spec import Spec
+from contract.spec import Spec
 
 OUTPUTS_CLAIM = "splitstack-outputs"
 

@@ -9,9 +9,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.components import naming
+from contract import naming
 from infra.components.base import child
-from infra.spec import Cloud, Spec
+from contract.spec import Cloud, Spec
 
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_VERSION = "v24.9.0"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import naming, sizing
+from contract import naming, sizing
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
 from infra.components.inference_server import InferenceServerArgs, InferenceServerComponent
 from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
@@ -26,7 +26,7 @@ from infra.components.secrets import (
     SecretsArgs, SecretsComponent, read_secret_values, server_refs, wait_for, worker_refs,
 )
 from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
-from infra.spec import Cloud, DeploymentMode, Spec, Target
+from contract.spec import Cloud, DeploymentMode, Spec, Target
 
 
 BENCH_SCENARIO = "chat-images"  # bench/scenarios: vision chat, what the workers send

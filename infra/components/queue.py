@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import naming, sizing
+from contract import naming, sizing
 from infra.components.base import child, metadata
-from infra.spec import Spec
+from contract.spec import Spec
 
 REDIS_DATA_GIB = 5  # jobs are small references to PDFs, not the PDFs themselves
 REDIS_MEMORY = "1Gi"

@@ -17,9 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
-from infra.components import naming
+from contract import naming
 from infra.components.base import child, metadata
-from infra.spec import DeploymentMode, InferenceServer, SecretRef, Spec
+from contract.spec import DeploymentMode, InferenceServer, SecretRef, Spec
 
 NAMESPACE = "splitstack-secrets"
 DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"

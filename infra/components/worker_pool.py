@@ -13,11 +13,11 @@ from enum import Enum
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import naming, sizing
+from contract import naming, sizing
 from infra.components.base import child, metadata, quantity_gib
 from infra.components.inference_server import custom_timeouts
 from infra.policy.rules import STARTUP_BUDGET_ANNOTATION
-from infra.spec import DeploymentMode, Spec
+from contract.spec import DeploymentMode, Spec
 
 FALLBACK_FAILURES = 3  # failed scaler polls before KEDA holds the fallback replica count
 
@@ -75,7 +75,7 @@ def container(spec: Spec) -> dict:
         **probes,
         "name": "worker",
         "image": f"{w.image}:{w.image_tag}",
-        "command": ["python", "-m", "worker", "--stack", spec.stack],
+        "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
         "env": naming.worker_env(spec, mono),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
         "resources": resources,

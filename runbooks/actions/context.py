@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.spec import InferenceServer, Spec
+from contract.spec import InferenceServer, Spec
 from runbooks.actions.model import Refused
 from runbooks.actions.settings import SafetySettings
 from runbooks.audit import AuditLog, default_actor

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from contract.models import Strict
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class ActionParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ActionParams(Strict):
+    """Base of every action's parameters (strict: a typo in a parameter is refused)."""
 
 
 class ServerParams(ActionParams):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from contract.models import describe
 from pydantic import ValidationError
 
 from runbooks.actions import nodes, reports, server, tune, upgrade, workers
@@ -62,7 +63,7 @@ def parse_params(action: ActionDef, raw: dict[str, Any]) -> ActionParams:
     try:
         return action.params.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors())
+        problems = describe(exc, root="params")
         raise Refused(f"{action.name}: bad parameters ({problems})") from exc
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from contract.models import Strict
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class SafetySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SafetySettings(Strict):
 
     restart_limit_count: int = Field(
         default=3, ge=1,

@@ -12,7 +12,7 @@ from runbooks.actions.params import ActionParams
 from runbooks.actions.runner import Step, StepFailed, health_step, run_plan, wait_healthy
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.specpatch import typed_changes
-from slo.catalog import BREAKER_STATE, BreakerState
+from contract.metrics import BREAKER_STATE, BreakerState
 
 
 def breaker_states(ctx: ActionContext) -> tuple[dict[str, float], str]:

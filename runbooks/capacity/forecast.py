@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from contract.models import Strict
 from pydantic import BaseModel, ConfigDict, Field
 
 MANUAL_FILE = Path(__file__).parent / "manual_forecast.yaml"
 
 
-class ForecastInputs(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ForecastInputs(Strict):
 
     first_quarter: str = Field(pattern=r"^Q[1-4] \d{4}$", description="e.g. 'Q1 2025'.")
     quarters: int = Field(ge=1, le=40, description="Quarters to forecast.")

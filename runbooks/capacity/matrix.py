@@ -3,8 +3,8 @@ and the generated block of docs/capacity.md)."""
 
 from __future__ import annotations
 
-from runbooks.capacity.catalog import gpus, models
-from runbooks.capacity.inference import fits
+from contract.capacity.catalog import gpus, models
+from contract.capacity.inference import fits
 
 
 def matrix_table(*, gpu_memory_utilization: float = 0.9, max_model_len: int = 8192) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runbooks.capacity.catalog import ModelSpec
+from contract.capacity.catalog import ModelSpec
 
 # model_type -> (q/k/v projections carry a bias, q/k carry an RMSNorm of head_dim)
 _DECODERS: dict[str, tuple[bool, bool]] = {

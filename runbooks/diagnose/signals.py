@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from runbooks.actions.model import PlatformError
-from stack.prometheus_config import JOB_SERVER, JOB_WORKERS
+from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
 

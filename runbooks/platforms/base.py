@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from infra.spec import Spec
+from contract.spec import Spec
 
 WORKERS = "workers"  # the worker pool as a whole (a Deployment; all worker-<i> processes)
 

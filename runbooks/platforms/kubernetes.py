@@ -2,7 +2,7 @@
 
 Objects are the ones infra/ renders: Deployment ``<server name>`` (container ``server``, vLLM
 flags as args) and Deployment ``worker`` (settings as SPLITSTACK_* env), selected by the
-app.kubernetes.io labels of infra/components/naming.py. The API clients are injected, so tests
+app.kubernetes.io labels of contract/naming.py. The API clients are injected, so tests
 pass a fake; `from_kubeconfig` builds the real ones. API errors become the two failure kinds:
 401/403/404 are Refused (permissions, wrong target: retrying will not help), connection errors
 and 5xx are PlatformError.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from infra.components import naming
-from infra.spec import Spec
+from contract import naming
+from contract.spec import Spec
 from runbooks.actions.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.specpatch import SERVER_SETTINGS, WORKER_SETTINGS, typed_changes

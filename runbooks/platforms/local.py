@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from infra.spec import Engine, Spec
+from contract.spec import Engine, Spec
 from runbooks.actions.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.local_procs import (exit_reason, expected_ports, program_commands, program_index,

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
-from infra.spec import Engine, Spec
+from contract.spec import Engine, Spec
 from stack.components import Component
 
 
@@ -89,7 +89,7 @@ def server_mismatches(spec: Spec, commands: dict[str, list[str]]) -> list[str]:
         argv = commands.get(f"server-{server.name}")
         if argv is None or server.replicas == 0:
             continue
-        engine = "sim" if "stack.sim" in argv else "vllm"
+        engine = "sim" if "splitstack.cli.sim" in argv else "vllm"
         if engine != server.engine.value:
             problems.append(
                 f"server-{server.name} runs engine {engine!r}, the spec says {server.engine.value!r} "

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.models import describe, dotted_loc
 from pydantic import ValidationError
 
-from infra.spec import Spec
+from contract.spec import Spec
 from runbooks.actions.model import Refused
 
 SERVER_SETTINGS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
@@ -44,7 +45,7 @@ def effective_spec(base: Spec, overrides: dict[str, Any]) -> Spec:
     try:
         return Spec.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
+        problems = describe(exc, root="spec", loc=dotted_loc)  # the overrides' own spelling
         raise Refused(f"the change makes the spec invalid ({problems}); nothing was changed") from exc
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stack.launcher import LocalStack
-from stack.testing import local_stack
+from testsupport.stack import local_stack
 
 
 @pytest.fixture

@@ -15,11 +15,11 @@ import psutil
 import pytest
 
 from stack.components import SetupError
-from stack.demo import chat_once, wait_for_series
+from bench.demo import chat_once, wait_for_series
 from stack.launcher import StackError
 from stack.preflight import resolve_api_key
 
-from stack.testing import ROOT, local_stack
+from testsupport.stack import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
-from stack.vllm_engine import build_vllm_command, explain_startup_failure
+from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
+from localvllm.command import build_vllm_command, explain_startup_failure
 from stack.health import listens_on
-from stack.testing import free_port
+from testsupport.stack import free_port
 
 pytest.importorskip("vllm", reason="needs the vllm extra: pip install -e '.[vllm]'")
 

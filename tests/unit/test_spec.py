@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.spec import DeploymentMode, Engine, Spec, Target
-from infra.spec_loader import SpecError, load_file, load_stack, parse_spec, project_root
-from infra.spec_schema import SCHEMA_PATH, render_schema
+from contract.spec import DeploymentMode, Engine, Spec, Target
+from contract.spec_loader import SpecError, load_file, load_stack, parse_spec, project_root
+from contract.spec_schema import SCHEMA_PATH, render_schema
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "specs"
 ROOT = project_root(Path(__file__))
@@ -175,7 +175,7 @@ def test_monolithic_needs_a_gpu_per_worker() -> None:
 
 def test_schema_file_is_current() -> None:
     assert SCHEMA_PATH.read_text() == render_schema(), (
-        "infra/spec.schema.json is stale: run `splitstack spec schema --write` and commit it"
+        "contract/spec.schema.json is stale: run `splitstack spec schema --write` and commit it"
     )
 
 

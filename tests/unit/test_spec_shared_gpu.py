@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.spec_loader import SpecError, parse_spec
+from contract.spec_loader import SpecError, parse_spec
 
 SERVER: dict[str, Any] = {
     "model": {"name": "mineru-vlm", "source": "opendatalab/MinerU2.5-2509-1.2B",

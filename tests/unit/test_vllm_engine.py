@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.vllm_engine import GIB, build_vllm_command, explain_startup_failure, explain_vllm_failure
+from localvllm.command import GIB, build_vllm_command, explain_startup_failure, explain_vllm_failure
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "vllm_logs"
 
@@ -78,7 +78,7 @@ def test_bad_values_are_rejected_with_the_fix(overrides: dict[str, object], mess
      "(`ss -ltnp 'sport = :41539'`) or choose another port"),
     ("model_missing", "model_dir_missing",
      "vLLM found no model at '/tmp/does-not-exist/tiny': the directory does not exist or has no "
-     "config.json; generate the tiny model (`python -m stack.tinymodel --out DIR`) or fix the model path"),
+     "config.json; generate the tiny model (`python -m localvllm.tinymodel --out DIR`) or fix the model path"),
     ("model_empty_dir", "model_dir_missing", "vLLM found no model at '/tmp/vt/emptymodel'"),
     ("max_model_len", "max_model_len_too_large",
      "max_model_len 100000 exceeds the model's max_position_embeddings (8192); lower max_model_len to <= 8192"),

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from infra.spec import GpuNodePool
+from contract.spec import GpuNodePool
 
 # The CPU pool that runs the workers, Redis and Prometheus (derived until the spec has a
 # cpu_node_pool section): a general-purpose 8 vCPU / 32 GiB machine per cloud.

@@ -10,8 +10,8 @@ import pulumi
 from infra.components.clouds import (
     CPU_INSTANCE, ClusterOut, GPU_DISK_GIB, cpu_node_count, missing_sdk, require_region,
 )
-from infra.components.naming import GPU_POOL_LABEL
-from infra.spec import Spec
+from contract.naming import GPU_POOL_LABEL
+from contract.spec import Spec
 
 
 def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:

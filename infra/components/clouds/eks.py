@@ -10,8 +10,8 @@ from infra.components.clouds import (
     CPU_INSTANCE, GPU_DISK_GIB, ClusterOut, cpu_node_count, missing_sdk, require_region,
     taint_effect_enum,
 )
-from infra.components.naming import GPU_POOL_LABEL
-from infra.spec import Spec
+from contract.naming import GPU_POOL_LABEL
+from contract.spec import Spec
 
 NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",

@@ -1,6 +1,6 @@
 """The pipeline scenario against a stack the local launcher did not start (what a deployed stack
 looks like to the bench): real Redis, the simulator and two MinerU workers started with
-worker/testing.py's harness; the bench is given only the queue (`--stack dev --queue-url-env`),
+testsupport/worker.py's harness; the bench is given only the queue (`--stack dev --queue-url-env`),
 the dev spec's stream/group names, and optionally the output store and Prometheus.
 
 The bench connects as a Redis ACL user with a password, so every artifact can be checked for it.
@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.cli import app
+from splitstack.cli.bench import app
 from bench.pdfgen import make_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -30,7 +30,7 @@ PAGES = (1, 2, 1)
 def deployed(tmp_path_factory):
     """Redis + sim + 2 workers, no launcher; a password-protected ACL user for the bench."""
     pytest.importorskip("mineru", reason="the worker extra (mineru) is not installed")
-    from worker.testing import Harness
+    from testsupport.worker import Harness
 
     root = tmp_path_factory.mktemp("deployed")
     h = Harness(root / "stack")
@@ -118,7 +118,7 @@ def test_output_dir_mode_with_server_url(deployed, tmp_path):
 
 @pytest.fixture
 def prometheus(deployed, tmp_path):
-    from worker.testing import free_port, wait_until
+    from testsupport.worker import free_port, wait_until
 
     h = deployed[0]
     port = free_port()

@@ -1,14 +1,14 @@
 """The pipeline workload and the demo's gate path on real processes: Redis, the simulator as
-engine and two MinerU workers (worker/testing.py's harness: the same commands and environment
+engine and two MinerU workers (testsupport/worker.py's harness: the same commands and environment
 as the local stack), as `make demo` runs them, only shorter."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra.spec import Engine
+from contract.spec import Engine
 
-from bench.cli import gate_run
+from splitstack.cli.bench import gate_run
 from bench.report.writer import load_summary
 from bench.target import Target
 
@@ -32,7 +32,7 @@ gates:
 @pytest.fixture
 def pipeline_target(tmp_path):
     pytest.importorskip("mineru", reason="the worker extra (mineru) is not installed")
-    from worker.testing import API_KEY, Harness
+    from testsupport.worker import API_KEY, Harness
 
     h = Harness(tmp_path / "stack")
     try:
@@ -76,10 +76,10 @@ gates:
 
 
 def test_demo_path_on_the_real_local_stack(make_stack, tmp_path):
-    """What `make demo` runs (stack.demo.run_demo): up with the simulator and 2 workers, a real
+    """What `make demo` runs (bench.demo.run_demo): up with the simulator and 2 workers, a real
     request, Prometheus scraping it, the gate and its report, down (here with a short gate)."""
     pytest.importorskip("mineru", reason="the worker extra (mineru) is not installed")
-    from stack.demo import DEMO_WORKERS, run_demo
+    from bench.demo import DEMO_WORKERS, run_demo
     from stack.presets import engine_overrides
 
     stack = make_stack(**engine_overrides("sim"), **{"worker_pool.replicas": DEMO_WORKERS[Engine.sim]})

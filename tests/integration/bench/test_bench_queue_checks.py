@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.cli import app
+from splitstack.cli.bench import app
 from bench.pdfgen import make_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 @pytest.fixture
 def bare_redis(tmp_path):
-    from worker.testing import Harness
+    from testsupport.worker import Harness
 
     h = Harness(tmp_path / "stack")
     try:

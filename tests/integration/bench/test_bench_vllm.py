@@ -79,7 +79,7 @@ def _tokcheck_scenario(**extra):
 def test_client_tokenizer_agrees_with_vllm_on_prompts(vllm_target):
     """The served model's own tokenizer, counted client-side the way vLLM's /tokenize counts chat
     messages (template with generation prompt, no extra special tokens): no prompt mismatch."""
-    from stack.tinymodel import ensure_tiny_model
+    from localvllm.tinymodel import ensure_tiny_model
 
     model_dir = ensure_tiny_model(Path(__file__).resolve().parents[3] / ".cache" / "models" / "tiny-sim-contract")
     s = run_scenario(_tokcheck_scenario(tokenizer=str(model_dir)), vllm_target).summary

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from runbooks.actions_cli import register
+from splitstack.cli.runbook_actions import register
 
 pytestmark = pytest.mark.integration
 

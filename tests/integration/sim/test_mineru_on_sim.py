@@ -12,7 +12,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from stack.sim.mineru import KIND_OF_BLOCK
+from simulator.mineru import KIND_OF_BLOCK
 
 from .servers import API_KEY, sim_server
 

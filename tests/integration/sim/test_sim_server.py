@@ -162,7 +162,7 @@ def test_port_in_use_names_the_port():
 
 
 def test_unknown_profile_exits_2_listing_valid_names():
-    r = subprocess.run([sys.executable, "-m", "stack.sim", "serve", "--profile", "nope"], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", "splitstack.cli.sim", "serve", "--profile", "nope"], cwd=ROOT,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "error: unknown profile 'nope': valid names are instant, mineru25-a100, mineru25-h200" in r.stderr
@@ -171,7 +171,7 @@ def test_unknown_profile_exits_2_listing_valid_names():
 
 def test_fit_drive_recovers_the_profile_it_was_served_with():
     with sim_server("--profile", "mineru25-a100", "--max-num-seqs", "16") as server:
-        r = subprocess.run([sys.executable, "-m", "stack.sim", "fit", f"{server.url}/metrics", "--drive", server.url,
+        r = subprocess.run([sys.executable, "-m", "splitstack.cli.sim", "fit", f"{server.url}/metrics", "--drive", server.url,
                             "--levels", "1,8", "--requests-per-level", "8", "--max-tokens", "24", "--api-key", API_KEY,
                             "--name", "refit", "--base", "mineru25-a100"], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)

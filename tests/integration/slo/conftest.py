@@ -68,7 +68,7 @@ class Simulator:
 
     def start(self) -> None:
         with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen([sys.executable, "-m", "stack.sim", "serve", "--port", str(self.port),
+            self.proc = subprocess.Popen([sys.executable, "-m", "splitstack.cli.sim", "serve", "--port", str(self.port),
                                           "--profile", "instant", "--model-name", "tiny"],
                                          cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(lambda: httpx.get(f"{self.url}/health", timeout=1).status_code == 200, 30, "simulator /health")

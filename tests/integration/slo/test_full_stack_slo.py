@@ -20,13 +20,13 @@ import pytest
 from typer.testing import CliRunner
 
 from dashboards.generate import DASHBOARD_DIR, panel_exprs
-from slo.cli import app
-from stack.testing import ROOT, local_stack
+from splitstack.cli.slo import app
+from testsupport.stack import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
 
 SERVER = "server-vlm"
-FOR_S, SCRAPE_S, EVAL_S = 60, 1, 1  # stack.testing.local_stack scrapes and evaluates every second
+FOR_S, SCRAPE_S, EVAL_S = 60, 1, 1  # testsupport.stack.local_stack scrapes and evaluates every second
 
 
 def _query(prom: str, expr: str) -> list[dict]:
@@ -60,7 +60,7 @@ def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) ->
         live.wait_until(lambda: _query(prom, 'up{job="workers"} == 1'), 30, "worker scraped")
         env = {**os.environ, stack.spec.queue.url_env: f"redis://127.0.0.1:{stack.spec.queue.port}/0"}
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(4)]
-        done = subprocess.run([sys.executable, "-m", "splitstack.cli", "submit", *pdfs, "--wait", "--timeout-s", "120"],
+        done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs, "--wait", "--timeout-s", "120"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stdout + done.stderr
 

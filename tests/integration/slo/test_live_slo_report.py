@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from slo.budget import Status
-from slo.cli import app
+from splitstack.cli.slo import app
 from slo.prom_source import PrometheusSource
 from slo.report import evaluate_prometheus
 from slo.spec import OBJECTIVES_PATH, Jobs, load_spec

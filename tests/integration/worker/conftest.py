@@ -1,4 +1,4 @@
-"""Real Redis, the simulator and worker processes on loopback (see worker/testing.py)."""
+"""Real Redis, the simulator and worker processes on loopback (see testsupport/worker.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.testing import Harness
+from testsupport.worker import Harness
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures" / "pdfs"))
 

@@ -11,7 +11,7 @@ import pytest
 from pdf_fixtures import make_corpus, make_pdf
 
 from worker.store import METADATA
-from worker.testing import metric_value, wait_until
+from testsupport.worker import metric_value, wait_until
 
 pytestmark = pytest.mark.integration
 

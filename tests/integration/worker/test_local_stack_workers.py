@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from pdf_fixtures import make_pdf
 
-from stack.demo import wait_for_series
-from stack.testing import ROOT, local_stack
+from bench.demo import wait_for_series
+from testsupport.stack import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "splitstack.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "splitstack.cli.main", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
 
 

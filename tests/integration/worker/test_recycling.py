@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pdf_fixtures import make_pdf
 
-from worker.testing import wait_until
+from testsupport.worker import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from pdf_fixtures import make_bad_pdfs, make_corpus, make_pdf
 
 from worker.store import CONTENT_LIST, MARKDOWN, METADATA
-from worker.testing import metric_value
+from testsupport.worker import metric_value
 
 pytestmark = pytest.mark.integration
 

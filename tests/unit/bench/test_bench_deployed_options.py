@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.cli import app
+from splitstack.cli.bench import app
 from bench.target import QueueOptions, TargetError, from_deployed, from_stack, mask_url, queue_url_for
-from infra.spec_loader import load_stack
+from contract.spec_loader import load_stack
 
 
 @pytest.mark.parametrize("url, shown", [

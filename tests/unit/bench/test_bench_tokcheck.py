@@ -156,7 +156,7 @@ def test_bad_tokenizer_fails_before_any_request(tmp_path):
 
 
 def test_cli_exits_2_with_the_message(tmp_path):
-    from bench.cli import app
+    from splitstack.cli.bench import app
 
     res = CliRunner().invoke(app, ["run", "chat-smoke", "--url", "http://127.0.0.1:9", "--model", "m",
                                    "--tokenizer", str(tmp_path / "missing"), "--out", str(tmp_path / "run")])

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from splitstack.cli.bench import app
 from bench.compare import compare
 from bench.report.writer import write_run
 from bench.search import SearchSpec, search

@@ -17,8 +17,8 @@ import pulumi
 import pytest
 
 from infra.render import CaptureMocks, install_mocks
-from infra.spec import Spec
-from infra.spec_loader import parse_spec
+from contract.spec import Spec
+from contract.spec_loader import parse_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 

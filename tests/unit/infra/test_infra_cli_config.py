@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from infra.cli import app
+from splitstack.cli.infra import app
 from infra.components.config import spec_from_pulumi_config
-from infra.spec_loader import SpecError, load_stack
+from contract.spec_loader import SpecError, load_stack
 
 runner = CliRunner()
 
@@ -63,7 +63,7 @@ def pulumi_config(mocks):
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 @pulumi.runtime.test
 def test_pulumi_config_reads_the_same_spec_as_the_loader(stack, pulumi_config):
-    from infra.spec_loader import stack_file
+    from contract.spec_loader import stack_file
 
     _set_config(str(stack_file(stack)))
     spec = spec_from_pulumi_config()
@@ -72,7 +72,7 @@ def test_pulumi_config_reads_the_same_spec_as_the_loader(stack, pulumi_config):
 
 @pulumi.runtime.test
 def test_pulumi_secret_config_is_refused(pulumi_config):
-    from infra.spec_loader import stack_file
+    from contract.spec_loader import stack_file
 
     _set_config(str(stack_file("dev")), secret_keys=["splitstack:worker_pool"])
     with pytest.raises(SpecError, match="worker_pool: holds a Pulumi secret value; splitstack "
@@ -87,7 +87,7 @@ def test_the_pulumi_program_file_builds_the_stack(mocks, pulumi_config):
     finished; the assertions then see the complete set of registered resources."""
     import runpy
 
-    from infra.spec_loader import project_root, stack_file
+    from contract.spec_loader import project_root, stack_file
 
     @pulumi.runtime.test
     def run_program():
@@ -110,8 +110,8 @@ def test_output_commands_parse_with_the_real_clis(stack):
     from infra.components.program import stack_outputs
 
     commands = stack_outputs(load_stack(stack), "http://prom")["commands"]
-    apps = {"bench": pytest.importorskip("bench.cli").app,
-            "runbook": pytest.importorskip("runbooks.cli").app}
+    apps = {"bench": pytest.importorskip("splitstack.cli.bench").app,
+            "runbook": pytest.importorskip("splitstack.cli.runbook").app}
     checked = 0
     for line in commands.values():
         if not isinstance(line, str):

@@ -8,11 +8,11 @@ import pulumi
 import pytest
 import yaml
 
-from infra.components import sizing
+from contract import sizing
 from infra.components.inference_server import InferenceServerArgs, validate
 from infra.components.platform_addons import gpu_operator_values, needs_gpu_operator, sharing_config
 from infra.components.program import build
-from infra.spec_loader import parse_spec
+from contract.spec_loader import parse_spec
 
 from .infra_helpers import CLOUD_MODES, ROOT, make_raw, make_spec
 
@@ -161,7 +161,7 @@ def test_missing_cloud_sdk_names_the_extra(monkeypatch):
 
 def test_local_target_is_refused():
     from infra.components.program import check
-    from infra.spec_loader import load_stack
+    from contract.spec_loader import load_stack
 
     with pytest.raises(ValueError, match="splitstack up --stack local"):
         check(load_stack("local"))
@@ -169,7 +169,7 @@ def test_local_target_is_refused():
 
 def test_outputs_name_urls_and_commands():
     from infra.components.program import stack_outputs
-    from infra.spec_loader import load_stack
+    from contract.spec_loader import load_stack
 
     spec = load_stack("prod")
     out = stack_outputs(spec, "http://prom")
@@ -258,9 +258,9 @@ def test_hpa_cannot_scale_from_zero():
 
 
 def test_worker_pod_runs_the_worker_with_its_own_contract(mocks):
-    """The pod runs `python -m worker` on the resolved spec, with the env names and health
+    """The pod runs `python -m splitstack.cli.worker_process` on the resolved spec, with the env names and health
     endpoints the worker itself reads and serves (worker/config.py, worker/health.py)."""
-    from worker.config import ENV_METRICS_PORT, ENV_SERVER_URL, ENV_SPEC_FILE
+    from contract.worker_env import ENV_METRICS_PORT, ENV_SERVER_URL, ENV_SPEC_FILE
 
     spec = make_spec("existing", "split")
 
@@ -273,7 +273,7 @@ def test_worker_pod_runs_the_worker_with_its_own_contract(mocks):
               if o["kind"] == "Deployment" and o["metadata"]["name"] == "worker"]
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    assert c["command"] == ["python", "-m", "worker", "--stack", spec.stack]
+    assert c["command"] == ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack]
     env = {e["name"]: e for e in c["env"]}
     assert env[ENV_METRICS_PORT]["value"] == str(spec.worker_pool.metrics_port)
     assert env[ENV_SERVER_URL]["value"].endswith(f":{spec.worker_server.port}")

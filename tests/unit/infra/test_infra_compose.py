@@ -15,7 +15,7 @@ import yaml
 from infra.compose import (
     SCHEMA, ComposeError, assign_gpus, compose_document, validate_compose, write_compose,
 )
-from infra.spec_loader import load_stack, parse_spec
+from contract.spec_loader import load_stack, parse_spec
 
 from .infra_helpers import ROOT, make_raw
 
@@ -106,12 +106,12 @@ def test_written_prometheus_config_passes_promtool(tmp_path):
 
 def test_compose_workers_read_the_resolved_spec_written_beside(tmp_path):
     from infra.compose import WORKER_SPEC_FILE
-    from infra.spec_loader import parse_spec as reparse
+    from contract.spec_loader import parse_spec as reparse
 
     spec = load_stack("dev")
     write_compose(spec, ROOT, tmp_path / "compose.yaml")
     worker = yaml.safe_load((tmp_path / "compose.yaml").read_text())["services"]["worker"]
-    assert worker["command"] == ["python", "-m", "worker", "--stack", "dev"]
+    assert worker["command"] == ["python", "-m", "splitstack.cli.worker_process", "--stack", "dev"]
     mount = next(v for v in worker["volumes"] if v.startswith(f"./{WORKER_SPEC_FILE}:"))
     assert worker["environment"]["SPLITSTACK_SPEC_FILE"] == mount.split(":")[1]
     written = json.loads((tmp_path / WORKER_SPEC_FILE).read_text())

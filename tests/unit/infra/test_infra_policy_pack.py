@@ -111,7 +111,7 @@ def test_the_pack_serves_its_policies_over_grpc():
     from google.protobuf import empty_pb2
     from pulumi.runtime.proto import analyzer_pb2_grpc
 
-    from infra.spec_loader import project_root
+    from contract.spec_loader import project_root
 
     proc = subprocess.Popen([sys.executable, str(project_root() / "infra" / "policy" / "__main__.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -11,7 +11,7 @@ import pulumi
 import pytest
 from .infra_helpers import CLOUD_MODES, ROOT, make_spec
 
-from infra.components import sizing
+from contract import sizing
 from infra.components.program import build
 from infra.policy import rules
 

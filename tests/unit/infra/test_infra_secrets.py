@@ -21,7 +21,7 @@ from pulumi.runtime import rpc
 from infra.components.program import build
 from infra.components.secrets import SecretsConfigError, config_key
 from infra.render import REDACTED, CaptureMocks, PlainMockMonitor, capture, write_manifests
-from infra.spec_loader import parse_spec
+from contract.spec_loader import parse_spec
 
 from .infra_helpers import ROOT, make_raw, make_spec
 

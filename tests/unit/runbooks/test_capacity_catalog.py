@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from runbooks.capacity import find_model, gpus, models
-from runbooks.capacity.catalog import vllm_memory
+from contract.capacity import find_model, gpus, models
+from contract.capacity.catalog import vllm_memory
 from runbooks.capacity.params import decoder_params, spec_from_config, vision_params
 
 # config.json of Qwen/Qwen2.5-VL-7B-Instruct as published (the fields the counts use).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runbooks.capacity import (
+from contract.capacity import (
     CatalogError,
     Overrides,
     find_model,
@@ -13,7 +13,7 @@ from runbooks.capacity import (
     kv_capacity_tokens,
     plan,
 )
-from runbooks.capacity.inference import GIB, activation_gib, weights_gib
+from contract.capacity.inference import GIB, activation_gib, weights_gib
 
 
 @pytest.mark.parametrize("model, expected", [
@@ -167,7 +167,7 @@ def test_aliases_resolve() -> None:
 def test_every_catalog_model_fits_every_datacenter_gpu_at_its_own_context() -> None:
     # A smoke over the whole catalog: at 8k context every model fits an A100 40GB and larger,
     # and capacity grows with GPU memory.
-    from runbooks.capacity import models
+    from contract.capacity import models
 
     for name in models():
         sizes = [fits(name, g, gpu_memory_utilization=0.9, max_model_len=8192)

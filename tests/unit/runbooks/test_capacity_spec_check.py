@@ -1,12 +1,12 @@
-"""check_server_fits: the hook infra/spec_rules.py calls for every inference server."""
+"""check_server_fits: the hook contract/spec_rules.py calls for every inference server."""
 
 from __future__ import annotations
 
 import pytest
 
-from runbooks.capacity import check_server_fits
+from contract.capacity import check_server_fits
 
-spec_loader = pytest.importorskip("infra.spec_loader")
+spec_loader = pytest.importorskip("contract.spec_loader")
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

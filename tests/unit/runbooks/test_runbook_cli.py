@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from runbooks.cli import app
+from splitstack.cli.runbook import app
 
 runner = CliRunner()
 

@@ -10,9 +10,9 @@ import httpx
 from PIL import Image
 from prometheus_client import CollectorRegistry
 
-from stack.sim.app import SimApp
-from stack.sim.config import SimConfig
-from stack.sim.profile import load_profile
+from simulator.app import SimApp
+from simulator.config import SimConfig
+from simulator.profile import load_profile
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.sim.asgi import HTTPError
+from simulator.asgi import HTTPError
 
 from .sim_helpers import png_data_url, sim_client
 

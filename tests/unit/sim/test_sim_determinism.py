@@ -3,9 +3,9 @@ whatever else the server is doing; sampled requests do not (the bench's determin
 
 from __future__ import annotations
 
-from stack.sim.answers import Answerer
-from stack.sim.profile import load_profile
-from stack.sim.schemas import ChatRequest
+from simulator.answers import Answerer
+from simulator.profile import load_profile
+from simulator.schemas import ChatRequest
 
 MESSAGES = [{"role": "user", "content": "Summarise the split pipeline."}]
 

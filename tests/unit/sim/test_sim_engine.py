@@ -7,11 +7,11 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from stack.sim.app import SimApp
-from stack.sim.config import SimConfig
-from stack.sim.engine import VirtualClock
-from stack.sim.profile import load_profile
-from stack.sim.scheduler import Scheduler, SimRequest, simulate
+from simulator.app import SimApp
+from simulator.config import SimConfig
+from simulator.engine import VirtualClock
+from simulator.profile import load_profile
+from simulator.scheduler import Scheduler, SimRequest, simulate
 
 pytestmark = pytest.mark.anyio
 

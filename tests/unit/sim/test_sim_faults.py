@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from stack.sim.faults import Action, FaultError, FaultInjector, FaultSpec, parse_fault_args
+from simulator.faults import Action, FaultError, FaultInjector, FaultSpec, parse_fault_args
 
 
 def test_parse_fault_args():

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from stack.sim.mineru import (BOTTOM, KIND_OF_BLOCK, TOP, detect_kind, layout_answer, plan_layout,
+from simulator.mineru import (BOTTOM, KIND_OF_BLOCK, TOP, detect_kind, layout_answer, plan_layout,
                               recognition_pieces, request_rng)
-from stack.sim.profile import load_profile
+from simulator.profile import load_profile
 
 WORKLOAD = load_profile("mineru25-h200").mineru
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stack.sim.capacity import mineru_saturation
-from stack.sim.profile import PROFILES_DIR, ProfileError, load_profile, profile_names
+from simulator.capacity import mineru_saturation
+from simulator.profile import PROFILES_DIR, ProfileError, load_profile, profile_names
 
 
 def test_the_named_profiles_exist():
@@ -54,7 +54,7 @@ def test_a_profile_file_path_is_accepted_and_validated(tmp_path):
 
 
 def test_open_loop_rehearsal_below_and_above_capacity():
-    from stack.sim.capacity import mineru_open_loop
+    from simulator.capacity import mineru_open_loop
 
     p = load_profile("mineru25-h200")
     sat = mineru_saturation(p, pages=200, seed=0)

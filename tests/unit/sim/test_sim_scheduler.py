@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from stack.sim.profile import EngineLimits, LatencyModel
-from stack.sim.scheduler import Scheduler, SimRequest, simulate, simulate_closed_loop
+from simulator.profile import EngineLimits, LatencyModel
+from simulator.scheduler import Scheduler, SimRequest, simulate, simulate_closed_loop
 
 LAT = LatencyModel(step_base_ms=10.0, decode_per_seq_ms=1.0, prefill_per_token_ms=0.1, image_encode_ms=5.0)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from stack.sim.timings import TIMED_PATHS, RequestTiming, TimingLog
+from simulator.timings import TIMED_PATHS, RequestTiming, TimingLog
 
 from .sim_helpers import sim_client
 

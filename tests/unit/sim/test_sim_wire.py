@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stack.sim import wire
+from simulator import wire
 
 DATA = Path(__file__).parent / "data"
 

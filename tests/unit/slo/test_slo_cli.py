@@ -5,7 +5,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from slo.cli import app
+from splitstack.cli.slo import app
 from slo.writer import GENERATED_DIR
 
 runner = CliRunner()

@@ -38,7 +38,7 @@ def test_good_minimal_fixture_gets_defaults():
      "slos[0 pdf-latency].sli: threshold 100 s is not a bucket bound of mineru_pdf_processing_duration_seconds "
      "(bounds: 1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200); pick one of them"),
     ("bad_unknown_metric.yaml",
-     "slos[0 kv].sli: metric 'vllm:gpu_cache_usage_perc' is not in the catalog slo/catalog.py "
+     "slos[0 kv].sli: metric 'vllm:gpu_cache_usage_perc' is not in the catalog contract/metrics.py "
      "(did you mean vllm:kv_cache_usage_perc?)"),
     ("bad_misspelled_key.yaml", "slos[0 errors].taget: unknown key; remove it or fix its spelling"),
     ("bad_window_too_short.yaml",

@@ -1,4 +1,4 @@
-from slo.catalog import BreakerState
+from contract.metrics import BreakerState
 from worker.breaker import CircuitBreaker
 
 

@@ -3,7 +3,7 @@ import asyncio
 import httpx
 import pytest
 
-from slo.catalog import BreakerState
+from contract.metrics import BreakerState
 from worker.breaker import CircuitBreaker
 from worker.client import CHAT_PATH, InferenceClient, request_counter
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError

@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from infra.spec_loader import load_stack
+from contract.spec_loader import load_stack
 from worker.config import ConfigError, settings_from_env
 from worker.jobs import Job, PageRange
 from worker.main import parse_overrides

@@ -1,10 +1,10 @@
 import json
 from pathlib import Path
 
-from infra.spec_loader import load_stack
+from contract.spec_loader import load_stack
 from stack.components import BuildContext
 from stack.paths import StackPaths
-from worker.launch import worker_component
+from stack.workers import worker_component
 
 
 def test_worker_component_matches_the_stack_contract(tmp_path) -> None:
@@ -13,7 +13,7 @@ def test_worker_component_matches_the_stack_contract(tmp_path) -> None:
     ctx = BuildContext(spec, paths, Path.cwd(), api_key="secret", python="/py")
     c = worker_component(ctx, 1)
     port = spec.worker_pool.metrics_port + 1
-    assert c.argv == ["/py", "-m", "worker", "--stack", "local", "--index", "1"]
+    assert c.argv == ["/py", "-m", "splitstack.cli.worker_process", "--stack", "local", "--index", "1"]
     assert c.role == "worker" and c.autorestart and c.name == "worker-1" and c.port == port
     assert c.health.kind == "http" and c.health.url == f"http://127.0.0.1:{port}/readyz"
     assert c.env["SPLITSTACK_API_KEY"] == "secret"

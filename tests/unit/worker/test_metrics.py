@@ -1,4 +1,4 @@
-from slo import catalog
+from contract import metrics as catalog
 from worker.metrics import WorkerMetrics
 
 

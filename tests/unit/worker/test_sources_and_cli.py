@@ -45,7 +45,7 @@ def test_allowed_urls_are_downloaded_and_5xx_is_transient() -> None:
 
 
 def test_cli_mounts_worker_submit_jobs_and_checks_files(tmp_path) -> None:
-    from splitstack.cli import app
+    from splitstack.cli.main import app
 
     runner = CliRunner()
     help_text = runner.invoke(app, ["--help"]).output

@@ -18,10 +18,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from infra.components import naming
+from contract import naming
 from infra.components.inference_server import vllm_args
-from infra.spec import Spec
-from infra.spec_loader import load_stack, project_root
+from contract.spec import Spec
+from contract.spec_loader import load_stack, project_root
 from runbooks.actions.context import ActionContext
 from runbooks.actions.settings import SafetySettings
 from runbooks.audit import AuditLog

@@ -13,7 +13,7 @@ import typer
 import yaml
 
 from runbooks.actions.registry import ACTIONS
-from runbooks.actions_cli import register
+from splitstack.cli.runbook_actions import register
 
 ROOT = Path(__file__).resolve().parents[4]
 RULE_FILES = sorted((ROOT / "alerts").rglob("*.rules.yml"))
@@ -21,8 +21,8 @@ PAGES = sorted((ROOT / "runbooks" / "pages").glob("*.md"))
 
 
 def runbook_commands() -> set[str]:
-    """Commands of the `runbook` CLI: runbooks/cli.py's app plus the action commands."""
-    from runbooks import cli
+    """Commands of the `runbook` CLI: splitstack/cli/runbook.py's app plus the action commands."""
+    from splitstack.cli import runbook as cli
 
     fresh = typer.Typer()
     register(fresh)

@@ -9,7 +9,7 @@ import stat
 import typer
 from typer.testing import CliRunner
 
-from runbooks.actions_cli import register
+from splitstack.cli.runbook_actions import register
 from runbooks.audit import AuditLog
 
 runner = CliRunner()

@@ -71,12 +71,12 @@ def test_exit_reason_is_the_programs_last_exit_line(tmp_path: Path):
 
 
 def test_a_stack_started_with_another_engine_is_not_the_specs():
-    from infra.spec_loader import load_stack
+    from contract.spec_loader import load_stack
     from runbooks.platforms.local_procs import program_commands, server_mismatches
     from runbooks.platforms.specpatch import effective_spec
 
     conf = ("[program:queue]\ncommand=/usr/bin/redis-server --port 1\n\n[program:server-vlm]\n"
-            "command=/venv/bin/python -m stack.sim serve --port 18000 --profile instant "
+            "command=/venv/bin/python -m splitstack.cli.sim serve --port 18000 --profile instant "
             "--max-num-seqs 32 --max-model-len 2048\n")
     commands = program_commands(conf)
     spec = load_stack("local")

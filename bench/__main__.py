@@ -1,3 +1,0 @@
-from bench.cli import app
-
-app()

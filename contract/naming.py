@@ -1,0 +1,161 @@
+"""Names, labels, URLs and env wiring shared by the components, Compose and the policy pack.
+
+No pulumi import: the Compose renderer and the policy rules use these too.
+"""
+
+from __future__ import annotations
+
+from contract.spec import InferenceServer, SecretRef, Spec
+from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
+from contract.worker_env import (
+    ENV_METRICS_PORT,
+    ENV_MODEL_SOURCE,
+    ENV_OUTPUT_DIR,
+    ENV_OUTPUT_URL,
+    ENV_SERVER_URL,
+    ENV_SPEC_FILE,
+)
+
+# ServiceMonitors take Prometheus' job label from this Service label, so that the job names
+# match the local stack's scrape config, which alerts/ rules select on (job="workers", ...).
+JOB_LABEL = "splitstack.dev/job"
+__all__ = ["JOB_SERVER", "JOB_WORKERS"]
+
+PART_OF = "splitstack"
+GPU_RESOURCE = "nvidia.com/gpu"
+HTTP_PORT_NAME = "http"
+METRICS_PORT_NAME = "metrics"
+REDIS_NAME = "redis"
+WORKER_NAME = "worker"
+MONOLITHIC_NAME = "worker-gpu"
+OUTPUTS_MOUNT = "/data/outputs"
+# The resolved deployment spec (JSON, no secret values) the worker reads instead of Pulumi.<stack>.yaml.
+WORKER_SPEC_MOUNT = "/etc/splitstack"
+WORKER_SPEC_KEY = "spec.json"
+MODEL_CACHE_MOUNT = "/models"
+# The sidecar of the Grafana chart in kube-prometheus-stack loads ConfigMaps carrying this label.
+GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"
+# kube-prometheus-stack's Prometheus selects rules/monitors by its Helm release label.
+PROMETHEUS_RELEASE = "kube-prometheus-stack"
+MONITORING_NAMESPACE = "monitoring"
+KEDA_NAMESPACE = "keda"
+# Secret holding redis://... for queue kind=external (derived until the spec has a SecretRef).
+EXTERNAL_REDIS_SECRET = SecretRef(name="splitstack-redis", key="url", env="SPLITSTACK_REDIS_URL")
+EXTERNAL_REDIS_ADDRESS_KEY = "address"  # host:port in the same Secret, for KEDA's scaler
+
+
+def labels(component: str, instance: str) -> dict[str, str]:
+    """Selector labels (stable for the life of a Deployment: selectors are immutable)."""
+    return {
+        "app.kubernetes.io/name": component,
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/part-of": PART_OF,
+    }
+
+
+def server_labels(server: InferenceServer) -> dict[str, str]:
+    return labels("inference-server", server.name)
+
+
+def worker_labels(monolithic: bool = False) -> dict[str, str]:
+    return labels("worker", MONOLITHIC_NAME if monolithic else WORKER_NAME)
+
+
+def redis_labels() -> dict[str, str]:
+    return labels("queue", REDIS_NAME)
+
+
+def server_host(spec: Spec, server: InferenceServer) -> str:
+    return f"{server.name}.{spec.namespace}.svc.cluster.local"
+
+
+def server_url(spec: Spec, server: InferenceServer) -> str:
+    return f"http://{server_host(spec, server)}:{server.port}"
+
+
+def redis_address(spec: Spec) -> str:
+    return f"{REDIS_NAME}.{spec.namespace}.svc.cluster.local:{spec.queue.port}"
+
+
+def prometheus_url(spec: Spec) -> str:
+    """In-cluster Prometheus: kube-prometheus-stack's service, or the operator's default one."""
+    if spec.observability.install_kube_prometheus_stack:
+        service = f"{PROMETHEUS_RELEASE}-prometheus"
+    else:
+        service = "prometheus-operated"  # created by the Prometheus operator for any Prometheus
+    return f"http://{service}.{MONITORING_NAMESPACE}.svc.cluster.local:9090"
+
+
+def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
+    """Environment of a worker container (snake_case dicts, as pulumi-kubernetes takes them).
+
+    The names are the worker's own (worker/config.py), so the pod runs the same code path as
+    the local stack: the resolved spec from a ConfigMap, URLs and the output mount from here,
+    secrets only as secretKeyRef, never as values.
+    """
+    w = spec.worker_pool
+    q = spec.queue
+    server = spec.worker_server
+    env: list[dict] = [
+        {"name": ENV_SPEC_FILE, "value": f"{WORKER_SPEC_MOUNT}/{WORKER_SPEC_KEY}"},
+        {"name": ENV_METRICS_PORT, "value": str(w.metrics_port)},
+        {"name": ENV_OUTPUT_DIR, "value": OUTPUTS_MOUNT},
+        {"name": "MINERU_VERSION", "value": w.mineru_version},
+        # As in the local stack (stack/workers.py): glibc arenas per thread let RSS creep.
+        {"name": "MALLOC_ARENA_MAX", "value": "2"},
+    ]
+    if monolithic:
+        env.append({"name": ENV_MODEL_SOURCE, "value": server.model.source})
+        env.append({"name": "HF_HOME", "value": f"{MODEL_CACHE_MOUNT}/hf"})
+        if server.hf_token:
+            env.append(secret_env(server.hf_token.env, server.hf_token))
+    else:
+        env.append({"name": ENV_SERVER_URL, "value": server_url(spec, server)})
+        if server.api_key:
+            env.append(secret_env(server.api_key.env, server.api_key))
+    if spec.output_store.kind == "s3":
+        env.append({"name": ENV_OUTPUT_URL, "value": f"s3://{spec.output_store.bucket}"})
+    if q.kind == "external":
+        env.append(secret_env(q.url_env, EXTERNAL_REDIS_SECRET))
+    else:
+        env.append({"name": q.url_env, "value": f"redis://{redis_address(spec)}/0"})
+    return env
+
+
+def secret_env(name: str, ref: SecretRef) -> dict:
+    return {"name": name, "value_from": {"secret_key_ref": {"name": ref.name, "key": ref.key}}}
+
+
+GPU_POOL_LABEL = "splitstack.dev/gpu-pool"
+
+
+def gpu_node_selector(spec: Spec) -> dict[str, str]:
+    """Servers select GPU nodes by the pool's labels; managed pools also carry our own label."""
+    pool = spec.gpu_node_pool
+    if pool is None:
+        return {}
+    selector = dict(pool.labels)
+    if pool.cloud.value != "existing":
+        selector[GPU_POOL_LABEL] = "true"
+    return selector
+
+
+def gpu_tolerations(spec: Spec) -> list[dict]:
+    pool = spec.gpu_node_pool
+    if pool is None:
+        return []
+    out = [
+        {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+        if t.value
+        else {"key": t.key, "operator": "Exists", "effect": t.effect}
+        for t in pool.taints
+    ]
+    if pool.cloud.value == "gke" and not any(t.key == GPU_RESOURCE for t in pool.taints):
+        # GKE taints every GPU node nvidia.com/gpu=present:NoSchedule on its own.
+        out.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    return out
+
+
+def gpu_tolerations_camel(spec: Spec) -> list[dict]:
+    """The same tolerations in Kubernetes' own spelling (for Helm values)."""
+    return gpu_tolerations(spec)  # keys are single words: identical in both spellings

@@ -1,0 +1,313 @@
+"""The deployment spec: one typed model of the whole split-container topology.
+
+Loaded from the ``splitstack:`` keys of ``Pulumi.<stack>.yaml``. Everything that needs the
+topology (the Pulumi program, the local stack, the bench, the runbooks) reads this model, so
+every default lives here and nowhere else. No pulumi import: the spec must load on a machine
+that has only the core install.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from contract.enums import Cloud, DeploymentMode, Engine, Target, WorkerBackend
+from contract.models import Strict
+from contract.spec_rules import check_cross_field
+
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1123 label: usable as a k8s name
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Taint(Strict):
+    key: str = Field(description="Taint key, e.g. nvidia.com/gpu.")
+    value: str = Field(default="", description="Taint value; empty means key-only.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="Kubernetes taint effect."
+    )
+
+
+def _default_gpu_taints() -> list[Taint]:
+    return [Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")]
+
+
+class GpuNodePool(Strict):
+    cloud: Cloud = Field(description="Where GPU nodes come from: eks, gke, aks or existing.")
+    region: str = Field(default="", description="Cloud region or zone; unused for 'existing'.")
+    instance_type: str = Field(
+        description="Machine type of a GPU node (e.g. g6e.xlarge, a3-highgpu-1g, "
+        "Standard_NC40ads_H100_v5); for 'existing' a free-form label value."
+    )
+    accelerator: str = Field(
+        description="GPU model as named by the capacity catalog and the GKE accelerator type "
+        "(e.g. nvidia-h100-80gb, nvidia-l40s, nvidia-a100-80gb)."
+    )
+    gpu_memory_gib: float = Field(gt=0, description="Memory of one GPU, GiB.")
+    gpus_per_node: int = Field(default=1, ge=1, le=16, description="GPUs on one node.")
+    node_count: int = Field(default=1, ge=0, le=100, description="Number of GPU nodes.")
+    taints: list[Taint] = Field(
+        default_factory=_default_gpu_taints,
+        description="Taints on GPU nodes so only GPU workloads land there.",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra node labels; servers select on them."
+    )
+    gpu_sharing: Literal["none", "time-slicing", "mps"] = Field(
+        default="none",
+        description="Share one GPU between several pods through the GPU operator "
+        "(time-slicing or MPS); 'none' gives each pod whole GPUs.",
+    )
+    slices_per_gpu: int = Field(
+        default=1, ge=1, le=16, description="Pods one GPU admits when gpu_sharing is not 'none'."
+    )
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.node_count
+
+
+class SecretRef(Strict):
+    """A secret by reference only: the value never appears in the spec or in rendered objects."""
+
+    name: str = Field(description="Kubernetes Secret name.")
+    key: str = Field(description="Key inside the Secret.")
+    env: str = Field(
+        description="Environment variable that holds the value for the local stack and the "
+        "bench (read at run time, never written to disk by splitstack)."
+    )
+
+
+class ServedModel(Strict):
+    name: str = Field(pattern=NAME_PATTERN, description="Served model name clients send in 'model'.")
+    source: str = Field(
+        description="Hugging Face repo id (Kubernetes) or a local directory (local stack). The "
+        "special value 'tiny' means the model splitstack generates (localvllm/tinymodel.py)."
+    )
+    catalog_name: str | None = Field(
+        default=None,
+        description="Name in the capacity catalog (contract/capacity) used to check that the "
+        "model fits the GPU; None skips the check (a custom model).",
+    )
+    size_gib: float = Field(
+        default=2.0, gt=0, description="Weights on disk, GiB: drives the startup-probe budget."
+    )
+    vision: bool = Field(
+        default=True,
+        description="True when the model accepts images (the pipeline's models are VLMs); set "
+        "false for text-only models such as the generated 'tiny' one.",
+    )
+
+
+class InferenceServer(Strict):
+    name: str = Field(pattern=NAME_PATTERN, description="Component name (k8s object names).")
+    engine: Engine = Field(default=Engine.vllm, description="vllm (real) or sim (simulator).")
+    image: str = Field(default="vllm/vllm-openai", description="Container image repository.")
+    image_tag: str = Field(default="v0.32.0", description="Image tag; 'latest' is rejected.")
+    model: ServedModel = Field(description="The one model this server serves.")
+    port: Port = Field(default=8000, description="HTTP port of the OpenAI API and /metrics.")
+    gpu_memory_utilization: float = Field(
+        default=0.9, gt=0, le=0.98, description="vLLM --gpu-memory-utilization (fraction 0-1)."
+    )
+    max_model_len: int = Field(
+        default=8192, ge=128, le=1_048_576, description="vLLM --max-model-len, tokens."
+    )
+    max_num_seqs: int = Field(
+        default=256, ge=1, le=4096, description="vLLM --max-num-seqs: sequences in one batch."
+    )
+    max_num_batched_tokens: int = Field(
+        default=8192, ge=64, description="vLLM --max-num-batched-tokens: tokens per step."
+    )
+    tensor_parallel_size: int = Field(
+        default=1, ge=1, le=16, description="GPUs per replica; also the GPU request."
+    )
+    replicas: int = Field(default=1, ge=0, le=64, description="Server replicas.")
+    api_key: SecretRef | None = Field(
+        default=None, description="API key (vLLM --api-key), by reference only."
+    )
+    hf_token: SecretRef | None = Field(default=None, description="HF token, by reference only.")
+    startup_budget_s: int = Field(
+        default=900, ge=30, le=7200,
+        description="Longest a start may take (download + load + compile) before it counts as "
+        "failed: startup probe budget and Pulumi customTimeouts.",
+    )
+    shutdown_timeout_s: int = Field(
+        default=30, ge=0, le=600, description="vLLM --shutdown-timeout: drain time for requests."
+    )
+    kv_cache_space_gib: float = Field(
+        default=1.0, gt=0, description="VLLM_CPU_KVCACHE_SPACE for the CPU build (local stack)."
+    )
+    sim_profile: str = Field(
+        default="instant", description="Calibration profile for engine 'sim' (simulator/profiles)."
+    )
+    extra_args: list[str] = Field(default_factory=list, description="More vLLM CLI arguments.")
+
+    @field_validator("image_tag")
+    @classmethod
+    def _no_latest(cls, tag: str) -> str:
+        if tag in ("", "latest"):
+            raise ValueError(
+                f"image tag {tag!r} is not pinned: set a release tag such as 'v0.32.0' so a "
+                "restart cannot silently change the vLLM version"
+            )
+        return tag
+
+    @model_validator(mode="after")
+    def _batched_tokens_cover_seqs(self) -> InferenceServer:
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) < max_num_seqs "
+                f"({self.max_num_seqs}): vLLM refuses to start; raise max_num_batched_tokens to "
+                f"at least {self.max_num_seqs} or lower max_num_seqs"
+            )
+        return self
+
+
+class CircuitBreaker(Strict):
+    failure_threshold: int = Field(default=5, ge=1, description="Failures in a row that open it.")
+    recovery_timeout_s: float = Field(
+        default=30.0, gt=0, description="Open time before one half-open trial request."
+    )
+
+
+class WorkerPool(Strict):
+    replicas: int = Field(default=2, ge=0, le=1000, description="Worker processes / pods.")
+    max_replicas: int | None = Field(
+        default=None, ge=1, description="Autoscaling ceiling; None means = replicas (no scaling)."
+    )
+    server: str | None = Field(
+        default=None,
+        description="Name of the inference server the workers call; None = the first one.",
+    )
+    backend: WorkerBackend = Field(default=WorkerBackend.vlm_http_client)
+    concurrency_per_worker: int = Field(
+        default=8, ge=1, le=256,
+        description="In-flight requests one worker sends to the server (MinerU's default of "
+        "100 is far too high once many workers share one server).",
+    )
+    jobs_per_worker: int = Field(default=1, ge=1, le=32, description="PDFs one worker runs at once.")
+    cpu_millicores: int = Field(default=2000, ge=100, description="CPU request per worker, mCPU.")
+    cpu_limit_millicores: int = Field(default=4000, ge=100, description="CPU limit, mCPU.")
+    memory_mib: int = Field(default=4096, ge=256, description="Memory request per worker, MiB.")
+    memory_limit_mib: int = Field(default=8192, ge=256, description="Memory limit, MiB.")
+    image: str = Field(default="ghcr.io/splitstack/worker", description="Worker image repository.")
+    image_tag: str = Field(default="0.1.0", description="Worker image tag; 'latest' is rejected.")
+    mineru_version: str = Field(default="3.4.5", description="Pinned MinerU 3.x (vlm-http-client).")
+    page_vlm_prompt: str = Field(
+        default="Convert the document to markdown.", description="Prompt for backend page-vlm."
+    )
+    metrics_port: Port = Field(default=9400, description="Prometheus /metrics and health port.")
+    request_timeout_s: float = Field(default=600.0, gt=0, description="Read timeout per request.")
+    max_retries: int = Field(default=3, ge=0, le=20, description="Retries of a retryable failure.")
+    circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
+    max_pages: int = Field(default=1000, ge=1, description="Larger PDFs are dead-lettered.")
+    split_pages_over: int = Field(
+        default=40, ge=1, description="Documents with more pages fan out as page-range jobs."
+    )
+    page_window: int = Field(
+        default=16, ge=1, description="Pages rendered at once (bounds worker memory)."
+    )
+    recycle_after_documents: int = Field(
+        default=200, ge=1, description="Recycle the MinerU context after this many documents."
+    )
+
+    @field_validator("image_tag")
+    @classmethod
+    def _no_latest(cls, tag: str) -> str:
+        return InferenceServer._no_latest(tag)
+
+
+class Queue(Strict):
+    kind: Literal["in-cluster", "external"] = Field(
+        default="in-cluster", description="Redis as an in-cluster StatefulSet, or an external URL."
+    )
+    url_env: str = Field(
+        default="SPLITSTACK_REDIS_URL", description="Env var holding the URL when kind=external."
+    )
+    port: Port = Field(default=6379, description="Redis port (in-cluster and local stack).")
+    stream: str = Field(default="splitstack:jobs", description="Redis stream of jobs.")
+    group: str = Field(default="workers", description="Consumer group of the workers.")
+    dead_letter_stream: str = Field(default="splitstack:dead", description="Dead-letter stream.")
+    visibility_timeout_s: float = Field(
+        default=120.0, gt=0, description="A job pending longer than this is reclaimed."
+    )
+    max_delivery_attempts: int = Field(
+        default=5, ge=1, description="Deliveries before a job that keeps crashing is dead-lettered."
+    )
+
+
+class OutputStore(Strict):
+    kind: Literal["directory", "s3"] = Field(default="directory")
+    path: str = Field(default="outputs", description="Directory (relative to the state dir locally).")
+    bucket: str = Field(default="", description="Bucket for kind=s3.")
+    size_gib: int = Field(default=50, ge=1, description="PVC size for kind=directory in k8s, GiB.")
+
+
+class Observability(Strict):
+    prometheus_port: Port = Field(default=9090, description="Prometheus HTTP port.")
+    scrape_interval_s: int = Field(default=5, ge=1, le=300, description="Scrape interval, s.")
+    evaluation_interval_s: int = Field(default=5, ge=1, le=300, description="Rule eval interval, s.")
+    retention_h: int = Field(default=24, ge=1, description="Local Prometheus retention, hours.")
+    install_kube_prometheus_stack: bool = Field(
+        default=False, description="Install kube-prometheus-stack with Helm (k8s only)."
+    )
+    grafana_dashboards: bool = Field(default=True, description="Ship dashboards as ConfigMaps.")
+
+
+class LocalStack(Strict):
+    state_dir: str = Field(
+        default=".state/local", description="Where the local stack keeps state and logs."
+    )
+    host: Literal["127.0.0.1"] = Field(
+        default="127.0.0.1", description="Loopback only: load tests never leave the machine."
+    )
+    startup_timeout_s: float = Field(
+        default=300.0, gt=0, description="Longest wait for all components to become healthy."
+    )
+
+
+class Spec(Strict):
+    """The whole deployment."""
+
+    stack: str = Field(description="Stack name (local, dev, prod).")
+    target: Target = Field(default=Target.kubernetes)
+    deployment_mode: DeploymentMode = Field(default=DeploymentMode.split)
+    namespace: str = Field(default="splitstack", pattern=NAME_PATTERN)
+    gpu_node_pool: GpuNodePool | None = Field(
+        default=None, description="GPU nodes; required for target kubernetes."
+    )
+    inference_servers: list[InferenceServer] = Field(min_length=1)
+    worker_pool: WorkerPool = Field(default_factory=WorkerPool)
+    queue: Queue = Field(default_factory=Queue)
+    output_store: OutputStore = Field(default_factory=OutputStore)
+    observability: Observability = Field(default_factory=Observability)
+    local: LocalStack = Field(default_factory=LocalStack)
+    max_oversubscription: float = Field(
+        default=2.0, ge=1.0,
+        description="Allowed ratio of worker in-flight requests (replicas x concurrency) to the "
+        "server's batch slots (replicas x max_num_seqs). Above it requests wait in vLLM's queue "
+        "longer than they run, and TTFT, not throughput, grows.",
+    )
+
+    @property
+    def worker_server(self) -> InferenceServer:
+        """The inference server the worker pool calls."""
+        name = self.worker_pool.server
+        if name is None:
+            return self.inference_servers[0]
+        return next(s for s in self.inference_servers if s.name == name)
+
+    def server(self, name: str) -> InferenceServer:
+        for s in self.inference_servers:
+            if s.name == name:
+                return s
+        raise KeyError(f"no inference server named {name!r}; known: {self.server_names}")
+
+    @property
+    def server_names(self) -> list[str]:
+        return [s.name for s in self.inference_servers]
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Spec:
+        check_cross_field(self)
+        return self

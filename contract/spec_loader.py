@@ -1,0 +1,174 @@
+"""Read ``Pulumi.<stack>.yaml`` into the typed :class:`contract.spec.Spec`.
+
+Pulumi keeps config as ``config: {"splitstack:<key>": value}``; other namespaces (``aws:``,
+``kubernetes:``) belong to providers and are ignored here. Errors are collected into one
+:class:`SpecError` whose lines each name a field path, what is wrong, and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from contract.models import format_loc
+from pydantic import BaseModel, ValidationError
+
+from contract.spec import Spec
+
+NAMESPACE = "splitstack"
+
+
+class SpecError(Exception):
+    """The spec could not be loaded; ``problems`` holds one line per bad field."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid deployment spec {source}:\n{lines}")
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The folder holding ``Pulumi.yaml``: $SPLITSTACK_ROOT, else searched upward from start/cwd."""
+    env = os.environ.get("SPLITSTACK_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    # An installed package run from elsewhere: fall back to the source tree it came from.
+    return Path(__file__).resolve().parent.parent
+
+
+def stack_file(stack: str, root: Path | None = None) -> Path:
+    return (root or project_root()) / f"Pulumi.{stack}.yaml"
+
+
+def available_stacks(root: Path | None = None) -> list[str]:
+    folder = root or project_root()
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+
+
+def load_stack(
+    stack: str, root: Path | None = None, overrides: dict[str, Any] | None = None
+) -> Spec:
+    """Load and validate a stack; ``overrides`` maps dotted paths to values (CLI flags)."""
+    path = stack_file(stack, root)
+    if not path.is_file():
+        known = available_stacks(path.parent)
+        raise SpecError(
+            str(path),
+            [f"stack {stack!r} has no file {path.name}; known stacks: {known or 'none'} "
+             f"(create {path.name} with a 'config:' mapping of splitstack: keys)"],
+        )
+    return load_file(path, stack, overrides)
+
+
+def load_file(path: Path, stack: str, overrides: dict[str, Any] | None = None) -> Spec:
+    """Load a Pulumi stack file from any path (fixtures, `spec validate FILE`)."""
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), [f"not valid YAML: {exc}"]) from exc
+    if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
+        raise SpecError(str(path), ["top level must be a mapping with a 'config:' mapping"])
+    raw = config_to_mapping(document.get("config") or {}, str(path))
+    raw.setdefault("stack", stack)
+    for dotted, value in (overrides or {}).items():
+        set_path(raw, dotted, value)
+    return parse_spec(raw, str(path))
+
+
+def config_to_mapping(config: dict[str, Any], source: str) -> dict[str, Any]:
+    """Strip the ``splitstack:`` prefix; refuse secrets stored by value."""
+    raw: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in config.items():
+        namespace, _, name = str(key).partition(":")
+        if namespace != NAMESPACE or not name:
+            continue
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            problems.append(
+                f"{name}: holds a Pulumi secret value; splitstack takes secrets by reference "
+                "only: give a SecretRef {name, key, env} and keep the value in a Kubernetes "
+                "Secret / environment variable"
+            )
+            continue
+        raw[name] = value
+    if problems:
+        raise SpecError(source, problems)
+    return raw
+
+
+def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> Spec:
+    try:
+        return Spec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(source, [_describe(err) for err in exc.errors()]) from None
+
+
+def set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.0.c`` in nested dicts/lists, creating dicts on the way."""
+    parts = dotted.split(".")
+    node: Any = raw
+    for part, nxt in zip(parts, parts[1:]):
+        key: Any = int(part) if isinstance(node, list) else part
+        if isinstance(node, dict) and key not in node:
+            node[key] = [] if nxt.isdigit() else {}
+        node = node[key]
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = _format_loc(err["loc"])
+    msg = str(err["msg"])
+    if err["type"] == "extra_forbidden":
+        return _unknown_key(err["loc"], loc)
+    if err["type"] == "missing":
+        return f"{loc}: required field is missing; add it (see `splitstack spec schema`)"
+    if msg.startswith("Value error, "):
+        text = msg[len("Value error, ") :]
+        # Cross-field rules already start with their own path.
+        return text if loc == "<root>" or text.startswith(loc.split("[")[0]) else f"{loc}: {text}"
+    return f"{loc}: {msg} (got {err.get('input')!r})"
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    return format_loc(loc) or "<root>"
+
+
+def _unknown_key(loc: tuple[Any, ...], dotted: str) -> str:
+    model: type[BaseModel] | None = Spec
+    for part in loc[:-1]:
+        model = _child_model(model, part)
+    known = sorted(model.model_fields) if model else []
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+    return f"{dotted}: unknown key; {hint}"
+
+
+def _child_model(model: type[BaseModel] | None, part: Any) -> type[BaseModel] | None:
+    if model is None or isinstance(part, int):
+        return model
+    field = model.model_fields.get(str(part))
+    if field is None:
+        return None
+    return _model_in(field.annotation)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found:
+            return found
+    return None

@@ -1,0 +1,23 @@
+"""Environment variables the worker reads: the contract between the worker and whatever starts
+it (the local stack's launcher, the Kubernetes Deployment, Compose).
+
+The spec itself reaches the worker as a file (``SPLITSTACK_SPEC_FILE``); these carry only what
+differs per replica or per platform. The API key and the queue URL are read from the variables
+the spec names (``inference_servers[].api_key.env``, ``queue.url_env``).
+"""
+
+from __future__ import annotations
+
+ENV_SPEC_FILE = "SPLITSTACK_SPEC_FILE"  # JSON of the resolved spec, written by the launcher
+ENV_SERVER_URL = "SPLITSTACK_SERVER_URL"  # base URL of the inference server the pool calls
+ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"  # the output store as mounted in the worker
+ENV_METRICS_PORT = "SPLITSTACK_WORKER_METRICS_PORT"  # /metrics, /healthz and /readyz
+ENV_URL_ALLOWLIST = "SPLITSTACK_WORKER_URL_ALLOWLIST"  # comma-separated URL prefixes jobs may name
+ENV_DRAIN_TIMEOUT = "SPLITSTACK_WORKER_DRAIN_TIMEOUT_S"  # SIGTERM drain budget, seconds
+ENV_RSS_FRACTION = "SPLITSTACK_WORKER_RSS_LIMIT_FRACTION"  # recycle above this share of the limit
+ENV_ALLOW_TORCH = "SPLITSTACK_WORKER_ALLOW_TORCH"  # "1" lets MinerU import torch (off by default)
+ENV_MODEL_SOURCE = "SPLITSTACK_MODEL_SOURCE"  # monolithic mode: the model the worker loads
+ENV_OUTPUT_URL = "SPLITSTACK_OUTPUT_URL"  # object-store output (s3://bucket)
+# MinerU's own variable for its page-render process pool; the worker sizes it to its CPU budget
+# unless the operator set it.
+ENV_RENDER_PROCESSES = "MINERU_PDF_RENDER_THREADS"

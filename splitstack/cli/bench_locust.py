@@ -1,0 +1,225 @@
+"""`bench locust run|master|worker|ingest`: Locust headless or distributed, then the bench's
+report and gates. The process plumbing lives in launch.py; this module only wires options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from bench.locust.settings import DEFAULT_MASTER_PORT, LocustSettings, default
+
+locust_app = typer.Typer(help="Load from many machines with Locust; results feed the same reports and gates.",
+                         no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+# options shared by the commands (typer needs them spelled per command; defaults come from settings.py)
+_SCENARIO = typer.Argument(..., help="A chat scenario (name or path).")
+_STACK = typer.Option("local", help="Target stack (its spec and state give URL, model and key).")
+_URL = typer.Option(None, help="Server URL instead of a stack (needs --model).")
+_MODEL = typer.Option(None, help="Served model name (with --url).")
+_KEY_ENV = typer.Option(None, help="Environment variable holding the server's API key (with --url).")
+
+
+def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
+    from splitstack.cli.bench import _target
+    from bench.scenario import ChatScenario, load_scenario
+
+    scn = load_scenario(scenario)
+    if not isinstance(scn, ChatScenario):
+        raise typer.BadParameter("the locustfile drives chat scenarios; run pipeline scenarios with `bench run`")
+    return scn, _target(stack, url, model, api_key_env, None)
+
+
+def _settings(**kw) -> LocustSettings:
+    from pydantic import ValidationError
+
+    try:
+        return LocustSettings(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _watching_server(target, launch):
+    """Run ``launch`` while the server's own metrics are scraped (before, every second, after), as
+    `bench run` does, so Locust runs get the same server diff, gauges and client/server agreement."""
+    import httpx
+
+    from bench import server_metrics
+    from bench.server_view import ServerView
+
+    with httpx.Client(timeout=30.0) as http:
+        view = ServerView(target, http)
+        before = view.before()
+        with view.sampler() as sampler:
+            launch()
+        after = view.after()
+    server = server_metrics.diff(before, after)
+    if server is not None:
+        server.update(sampled=sampler.summary(), samples=sampler.samples, source=view.source)
+    return server, view.source
+
+
+def _finish(paths, scn, target, settings: LocustSettings, rate_rps, server, source: str) -> None:
+    """Ingest the records folder into records.jsonl, summary.json and report.html; exit 0 valid / 2 invalid."""
+    from splitstack.cli.bench import print_summary
+    from bench.locust.ingest import ingest
+    from bench.locust.launch import all_logs
+    from bench.report.writer import write_run
+
+    recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
+                           all_logs(paths), server=server, rate_rps=rate_rps)
+    summary["server_source"] = source
+    written = write_run(paths.out_dir, recs, summary)
+    print_summary(summary)
+    out.print(f"report: {written['report']}  (Locust's own: {paths.out_dir}/locust_final_stats.json and "
+              f"locust_*.csv; logs: {paths.logs})")
+    raise typer.Exit(0 if summary["validity"]["valid"] else 2)
+
+
+def _guarded(fn, paths) -> int:
+    """Run a launch function; Locust failures and Ctrl-C become clear messages (every process is stopped)."""
+    from rich.markup import escape
+
+    from bench.locust.procs import LocustRunError, raise_on_sigterm
+
+    raise_on_sigterm()
+    try:
+        return fn()
+    except LocustRunError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err.print(f"interrupted: every Locust process was stopped; records so far: {paths.records} "
+                  "(`bench locust ingest` builds a report from them)")
+        raise typer.Exit(130) from None
+
+
+@locust_app.command("run")
+def run(
+    scenario: str = _SCENARIO,
+    workers: int = typer.Option(0, min=0, help="0: one headless process; N: a master and N worker processes "
+                                "on this machine (Locust's distributed mode over loopback)."),
+    users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
+    spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
+    run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
+    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
+    warmup_s: float = typer.Option(default("warmup_s"), help="Excluded from metrics at the start."),
+    cooldown_s: float = typer.Option(default("cooldown_s"), help="Excluded from metrics at the end."),
+    expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
+                                                  help="With --workers: fail if they are not all connected by then."),
+    drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
+    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
+    api_key_env: Optional[str] = _KEY_ENV,
+    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
+) -> None:
+    """Run Locust with the bench's locustfile on this machine; then ingest its records."""
+    from bench.locust.launch import RunPaths, locust_env, run_distributed, run_headless
+    from bench.locust.procs import free_port
+
+    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
+                  expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
+    paths = RunPaths(out_dir)
+    env = locust_env(scenario, target, api_key_env, s, paths.records)
+    if workers == 0:
+        server = _watching_server(target, lambda: _guarded(
+            lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths))
+    else:
+        port = free_port()
+        server = _watching_server(target, lambda: _guarded(
+            lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
+                                    local_workers=workers, bind_host="127.0.0.1", port=port), paths))
+    _finish(paths, scn, target, s, rate_rps, *server)
+
+
+@locust_app.command("master")
+def master(
+    scenario: str = _SCENARIO,
+    expect_workers: int = typer.Option(..., min=1, help="Workers (on any machines) to wait for before starting."),
+    bind_host: str = typer.Option("*", help="Interface for workers to connect to ('*' = all)."),
+    bind_port: int = typer.Option(DEFAULT_MASTER_PORT, help="TCP port workers connect to (--master-port)."),
+    users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
+    spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
+    run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
+    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
+    warmup_s: float = typer.Option(default("warmup_s")),
+    cooldown_s: float = typer.Option(default("cooldown_s")),
+    expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
+                                                  help="Fail if fewer workers have connected by then."),
+    drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
+    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
+    api_key_env: Optional[str] = _KEY_ENV,
+    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
+) -> None:
+    """Headless master for workers on other machines (`bench locust worker --master-host THIS_HOST`);
+    their records are shipped here and ingested into one report."""
+    from bench.locust.launch import RunPaths, locust_env, run_distributed
+
+    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
+                  expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
+    paths = RunPaths(out_dir)
+    env = locust_env(scenario, target, api_key_env, s, paths.records)
+    out.print(f"locust master on {bind_host}:{bind_port}: waiting up to {s.expect_workers_max_wait_s} s for "
+              f"{expect_workers} workers: bench locust worker {scenario} --master-host <this host> "
+              f"--master-port {bind_port} --url {target.base_url} --model {target.model}")
+    server = _watching_server(target, lambda: _guarded(
+        lambda: run_distributed(paths, env, None, target.base_url, s, rate_rps, expect_workers=expect_workers,
+                                local_workers=0, bind_host=bind_host, port=bind_port), paths))
+    _finish(paths, scn, target, s, rate_rps, *server)
+
+
+@locust_app.command("worker")
+def worker(
+    scenario: str = _SCENARIO,
+    master_host: str = typer.Option(..., help="Host of `bench locust master`."),
+    master_port: int = typer.Option(DEFAULT_MASTER_PORT, help="Its --bind-port."),
+    connect_timeout_s: float = typer.Option(default("connect_timeout_s"), help="Fail if the master does not answer."),
+    drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
+    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
+    api_key_env: Optional[str] = _KEY_ENV,
+    out_dir: Path = typer.Option(Path(".state/bench/locust-worker"), "--out", help="Worker log folder."),
+) -> None:
+    """A worker of a remote `bench locust master`: sends the scenario's requests and ships every
+    per-request record to the master. Load settings (users, rate, run time) come from the master."""
+    from bench.locust.launch import RunPaths, locust_env, run_worker
+
+    _, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    s = _settings(connect_timeout_s=connect_timeout_s, drain_timeout_s=drain_timeout_s)
+    paths = RunPaths(out_dir)
+    env = locust_env(scenario, target, api_key_env, s, None)
+    rc = _guarded(lambda: run_worker(paths, env, target.base_url, s, master_host=master_host, port=master_port),
+                  paths)
+    out.print(f"locust worker finished (exit {rc}); its records went to the master (log: {paths.logs})")
+    raise typer.Exit(0 if rc in (0, 1) else 2)
+
+
+@locust_app.command("ingest")
+def ingest_cmd(
+    records_dir: Path = typer.Argument(..., help="The master's (or headless process's) locust-records folder."),
+    scenario: str = typer.Option(..., help="The chat scenario the users ran."),
+    users: int = typer.Option(..., help="Users of the run."),
+    warmup_s: float = typer.Option(default("warmup_s")),
+    cooldown_s: float = typer.Option(default("cooldown_s")),
+    url: str = typer.Option("", help="Server URL (for the report)."),
+    model: str = typer.Option("", help="Served model name (for the report)."),
+    rate_rps: Optional[float] = typer.Option(None, "--rate", help="The run's --rate, if it had one."),
+    log: Optional[Path] = typer.Option(None, help="Locust's output, to check its CPU warnings."),
+    out_dir: Path = typer.Option(..., "--out"),
+) -> None:
+    """Build records.jsonl, summary.json and report.html from a Locust records folder."""
+    from splitstack.cli.bench import print_summary
+    from bench.locust.ingest import ingest
+    from bench.report.writer import write_run
+    from bench.scenario import load_scenario
+    from bench.target import Target
+
+    recs, summary = ingest(records_dir, load_scenario(scenario), Target(url, model), users, warmup_s, cooldown_s,
+                           log.read_text() if log else "", rate_rps=rate_rps)
+    paths = write_run(out_dir, recs, summary)
+    print_summary(summary)
+    out.print(f"report: {paths['report']}")

@@ -1,0 +1,92 @@
+"""`splitstack infra ...`: render the Pulumi program's objects and the single-host Compose file.
+
+Mount with ``app.add_typer(splitstack.cli.infra.app, name="infra")``. Nothing here calls the Pulumi CLI:
+``render`` runs the real program under mocks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+import yaml
+
+app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
+                  no_args_is_help=True)
+
+Stack = Annotated[str, typer.Option(help="Stack name: reads Pulumi.<stack>.yaml.")]
+
+
+def _load(stack: str):
+    from contract.spec_loader import SpecError, load_stack
+
+    try:
+        return load_stack(stack)
+    except SpecError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def render(
+    stack: Stack = "dev",
+    out: Annotated[Path, typer.Option(help="Folder for one YAML file per object.")] = Path(
+        "rendered"),
+    validate: Annotated[bool, typer.Option(
+        help="Also validate against Kubernetes 1.30..newest schemas (needs kubernetes-validate)."
+    )] = False,
+) -> None:
+    """Write every Kubernetes object `pulumi up` would create (captured under mocks)."""
+    from infra.components.program import build  # noqa: F401  (fail early if pulumi is missing)
+    from infra.policy.rules import check_all
+    from infra.render import capture, write_manifests
+    from contract.spec_loader import project_root
+
+    spec = _load(stack)
+    try:
+        result = capture(spec, project_root())
+    except (ValueError, ImportError) as exc:
+        typer.echo(f"stack {stack!r}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    files = write_manifests(result, out)
+    typer.echo(f"wrote {len(result.objects)} objects ({len(files)} files) to {out}")
+    violations = [f"[{rule}] {v}" for rule, vs in check_all(result.objects).items() for v in vs]
+    problems = []
+    if validate:
+        from infra.policy.manifests import validate_all
+
+        problems = validate_all(result.objects)
+    for line in violations + problems:
+        typer.echo(line, err=True)
+    if violations or problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compose(
+    stack: Stack = "dev",
+    out: Annotated[Optional[Path], typer.Option(
+        help="Compose file to write (prometheus/ goes beside it); stdout if omitted.")] = None,
+) -> None:
+    """Docker Compose for one GPU host, validated against the Compose specification schema."""
+    from infra.compose import (
+        HEADER, ComposeError, compose_document, validate_compose, write_compose,
+    )
+    from contract.spec_loader import project_root
+
+    spec = _load(stack)
+    try:
+        if out is None:
+            document = compose_document(spec)
+            problems = validate_compose(document)
+            if problems:
+                raise ComposeError("; ".join(problems))
+            typer.echo(HEADER.format(stack=stack) + yaml.safe_dump(document, sort_keys=False))
+            return
+        files = write_compose(spec, project_root(), out)
+    except ComposeError as exc:
+        typer.echo(f"stack {stack!r}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {out} and {len(files) - 1} Prometheus files beside it; run "
+               f"`docker compose -p splitstack-{stack} -f {out} up -d`")

@@ -1,0 +1,204 @@
+"""The `splitstack` command: wires the packages' commands together; no logic of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from contract.spec import Engine
+from contract.spec_loader import SpecError, load_stack, project_root
+from contract.spec_schema import SCHEMA_PATH, render_schema
+from stack.components import SetupError
+from stack.launcher import LocalStack, StackError
+from stack.presets import engine_overrides
+from bench.demo import DEMO_WORKERS, run_demo
+from contract.spec_loader import available_stacks
+from splitstack.cli import bench as bench_cli
+from splitstack.cli import infra as infra_cli
+from splitstack.cli import runbook as runbook_cli
+from splitstack.cli import sim as sim_cli
+from splitstack.cli import slo as slo_cli
+from splitstack.cli import worker as worker_cli
+
+app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
+spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
+app.add_typer(spec_app, name="spec")
+console = Console()
+err = Console(stderr=True)
+
+StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi.<stack>.yaml.")]
+
+
+def _overrides(engine: Optional[Engine], workers: Optional[int]) -> dict:
+    out: dict = engine_overrides(engine) if engine is not None else {}
+    if workers is not None:
+        out["worker_pool.replicas"] = workers
+    return out
+
+
+def _local(stack: str, engine: Optional[Engine] = None, workers: Optional[int] = None) -> LocalStack:
+    try:
+        spec = load_stack(stack, overrides=_overrides(engine, workers))
+    except SpecError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    if spec.target.value != "local":
+        err.print(f"[red]stack {stack!r} has target {spec.target.value!r}; `splitstack up` runs "
+                  "only target 'local' stacks (use `pulumi up` for Kubernetes)[/red]")
+        raise typer.Exit(2)
+    return LocalStack(spec, project_root())
+
+
+@app.command()
+def up(
+    stack: StackOpt = "local",
+    engine: Annotated[Optional[Engine], typer.Option(help="Override the engine of the first server.")] = None,
+    workers: Annotated[Optional[int], typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
+) -> None:
+    """Start the local stack (health-gated); on failure nothing is left running."""
+    local = _local(stack, engine, workers)
+    t0 = time.monotonic()
+    try:
+        state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
+    except (SetupError, StackError) as exc:
+        err.print(f"[red]up failed:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]stack {stack!r} healthy in {time.monotonic() - t0:.1f} s[/green] "
+                  f"(state and logs: {local.paths.root})")
+    _print_status(local)
+    del state
+
+
+@app.command()
+def down(stack: StackOpt = "local") -> None:
+    """Stop everything the local stack started (also after a crash of the launcher)."""
+    local = _local(stack)
+    strays = local.down()
+    if strays:
+        console.print(f"swept {len(strays)} processes outside supervisord: {strays}")
+    console.print(f"[green]stack {stack!r} is down[/green]")
+
+
+def _print_status(local: LocalStack) -> bool:
+    rows = local.status()
+    if not rows:
+        console.print("the local stack is not running (`splitstack up` starts it)")
+        return False
+    table = Table("component", "process", "pid", "health", "url")
+    table.columns[4].overflow = "fold"
+    for r in rows:
+        health = "[green]ok[/green]" if r["healthy"] else f"[red]{r['detail']}[/red]"
+        table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"])
+    console.print(table)
+    console.print(f"logs: {local.paths.logs} (`splitstack logs COMPONENT`)")
+    return all(r["healthy"] for r in rows)
+
+
+@app.command()
+def status(stack: StackOpt = "local") -> None:
+    """Each component's process state, health and URL; exit 1 if any is unhealthy."""
+    if not _print_status(_local(stack)):
+        raise typer.Exit(1)
+
+
+@app.command()
+def logs(
+    component: Annotated[Optional[str], typer.Argument(help="Component; omit to list them.")] = None,
+    stack: StackOpt = "local",
+    lines: Annotated[int, typer.Option("-n", help="Lines to show.")] = 50,
+    follow: Annotated[bool, typer.Option("-f", help="Follow the log.")] = False,
+) -> None:
+    """Show a component's log."""
+    local = _local(stack)
+    logs_dir = local.paths.logs
+    available = sorted(p.stem for p in logs_dir.glob("*.log")) if logs_dir.is_dir() else []
+    if component is None:
+        console.print("\n".join(available) or "no logs yet")
+        return
+    path = local.paths.log(component)
+    if not path.is_file():
+        err.print(f"[red]no log for {component!r}; known: {', '.join(available) or 'none'}[/red]")
+        raise typer.Exit(2)
+    cmd = ["tail", f"-n{lines}"] + (["-F"] if follow else []) + [str(path)]
+    raise typer.Exit(subprocess.call(cmd))
+
+
+@app.command()
+def demo(
+    stack: StackOpt = "local",
+    engine: Annotated[Engine, typer.Option(help="sim: pipeline gate with 2 MinerU workers; vllm: chat gate.")] = Engine.sim,
+    gate: Annotated[Optional[str], typer.Option(help="Gate file name in bench/gates (default per engine).")] = None,
+) -> None:
+    """Up, a real request, Prometheus scraping it, the go/no-go gate and its report, down.
+
+    Exits with the gate's code: 0 go, 1 no-go, 2 invalid run (or the stack failed to start).
+    """
+    local = _local(stack, engine, DEMO_WORKERS[engine])
+    try:
+        code = run_demo(local, console.print, gate)
+    except (SetupError, StackError) as exc:
+        err.print(f"[red]demo failed:[/red] {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+@spec_app.command("show")
+def spec_show(stack: StackOpt = "local") -> None:
+    """Print the resolved spec (defaults filled in) as JSON."""
+    try:
+        spec = load_stack(stack)
+    except SpecError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    console.print_json(spec.model_dump_json())
+
+
+@spec_app.command("validate")
+def spec_validate(stacks: Annotated[Optional[list[str]], typer.Argument()] = None) -> None:
+    """Validate stacks (all Pulumi.<stack>.yaml files when none is named)."""
+    failed = False
+    for name in stacks or available_stacks():
+        try:
+            load_stack(name)
+            console.print(f"[green]ok[/green] {name}")
+        except SpecError as exc:
+            failed = True
+            err.print(f"[red]{exc}[/red]")
+    if failed:
+        raise typer.Exit(1)
+
+
+@spec_app.command("schema")
+def spec_schema(
+    write: Annotated[bool, typer.Option(help=f"Write {SCHEMA_PATH.name} instead of printing.")] = False,
+) -> None:
+    """Export the spec's JSON schema (committed as contract/spec.schema.json)."""
+    text = render_schema()
+    if write:
+        SCHEMA_PATH.write_text(text)
+        console.print(f"wrote {SCHEMA_PATH}")
+    else:
+        sys.stdout.write(text)
+
+
+# Sub-commands owned by the other command lines (each also has its own console script).
+app.add_typer(sim_cli.app, name="sim")
+app.add_typer(slo_cli.app, name="slo")
+app.add_typer(runbook_cli.app, name="runbook")
+app.add_typer(infra_cli.app, name="infra")
+app.add_typer(bench_cli.app, name="bench")
+worker_cli.register(app)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

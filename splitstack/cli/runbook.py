@@ -1,0 +1,233 @@
+"""The `runbook` CLI (typer). This file wires commands to the library; no logic lives here.
+
+Commands so far: capacity-plan (fit, matrix, forecast), gpu-probe, wait-for-gpu-memory.
+Later runbook actions add their commands to `app`.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(name="runbook", help="On-call runbook actions for splitstack.",
+                  no_args_is_help=True, add_completion=False)
+capacity_app = typer.Typer(help="Capacity planning: model fit on a GPU, growth forecast.",
+                           no_args_is_help=True)
+app.add_typer(capacity_app, name="capacity-plan")
+
+
+class Output(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@capacity_app.command("fit")
+def capacity_fit(
+    model: Annotated[Optional[str], typer.Option(help="Catalog model name or HF repo id.")] = None,
+    model_config: Annotated[Optional[Path], typer.Option(
+        help="A Hugging Face config.json, for a model outside the catalog.")] = None,
+    params_total: Annotated[Optional[int], typer.Option(
+        help="Checkpoint parameters, when --model-config cannot be counted (MoE etc.).")] = None,
+    gpu: Annotated[str, typer.Option(help="Catalog GPU name, e.g. nvidia-h100-80gb.")] = "",
+    gpu_memory_gib: Annotated[Optional[float], typer.Option(
+        help="CUDA-visible GiB of a GPU outside the catalog (instead of --gpu).")] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.")] = 0.9,
+    max_model_len: Annotated[int, typer.Option(help="vLLM --max-model-len, tokens.")] = 8192,
+    tensor_parallel_size: Annotated[int, typer.Option(help="GPUs per replica.")] = 1,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+        help="vLLM --max-num-batched-tokens (default: vllm_memory.yaml).")] = None,
+    kv_cache_dtype: Annotated[str, typer.Option(help="auto, fp8, float16, bfloat16.")] = "auto",
+    activation_gib: Annotated[Optional[float], typer.Option(
+        help="Measured peak activation (vLLM log), replaces the estimate.")] = None,
+    output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
+) -> None:
+    """Does a model fit a GPU under vLLM: KV cache tokens and full-length sequences at once."""
+    from contract.capacity import CatalogError, Overrides, find_gpu, find_model, plan
+    from runbooks.capacity.params import spec_from_config
+
+    try:
+        if model_config is not None:
+            config = json.loads(model_config.read_text(encoding="utf-8"))
+            spec = spec_from_config(model or model_config.parent.name, config,
+                                    params_total=params_total, source=str(model_config))
+        elif model:
+            spec = find_model(model)
+        else:
+            _fail("give --model NAME (see `runbook capacity-plan matrix`) or --model-config PATH")
+            return
+        if gpu_memory_gib is not None:
+            total, gpu_name = gpu_memory_gib, gpu or f"{gpu_memory_gib:g} GiB GPU"
+        elif gpu:
+            g = find_gpu(gpu)
+            total, gpu_name = g.cuda_total_gib, g.name
+        else:
+            _fail("give --gpu NAME (e.g. nvidia-h100-80gb) or --gpu-memory-gib")
+            return
+        report = plan(spec, gpu_name=gpu_name, gpu_total_gib=total,
+                      gpu_memory_utilization=gpu_memory_utilization,
+                      max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
+                      max_num_batched_tokens=max_num_batched_tokens,
+                      kv_cache_dtype=kv_cache_dtype,
+                      overrides=Overrides(activation_gib=activation_gib))
+    except (CatalogError, ValueError, KeyError, OSError) as exc:
+        _fail(str(exc) if not isinstance(exc, KeyError) else f"config.json lacks {exc}")
+        return
+    typer.echo(report.model_dump_json(indent=1) if output is Output.json else report.explain())
+    raise typer.Exit(0 if report.fits else 1)
+
+
+@capacity_app.command("matrix")
+def capacity_matrix(
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.")] = 0.9,
+    max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 8192,
+) -> None:
+    """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
+    from runbooks.capacity.matrix import matrix_table
+
+    typer.echo(matrix_table(gpu_memory_utilization=gpu_memory_utilization,
+                            max_model_len=max_model_len))
+
+
+@capacity_app.command("forecast")
+def capacity_forecast(
+    bench_summary: Annotated[Optional[Path], typer.Option(
+        help="Bench summary JSON: per-server PDFs/h from pdfs_per_hour (or pages_per_s).")] = None,
+    pages_per_pdf: Annotated[Optional[float], typer.Option(
+        help="Average pages per PDF, to convert a summary's pages_per_s.")] = None,
+    avg_pdfs_per_day: Annotated[Optional[float], typer.Option()] = None,
+    quarterly_growth: Annotated[Optional[float], typer.Option(help="0.2 = 20 %.")] = None,
+    peak_factor: Annotated[Optional[float], typer.Option()] = None,
+    per_server_pdfs_per_hour: Annotated[Optional[float], typer.Option()] = None,
+    per_worker_pdfs_per_hour: Annotated[Optional[float], typer.Option()] = None,
+    quarters: Annotated[Optional[int], typer.Option()] = None,
+    output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
+) -> None:
+    """Servers, workers and monthly cost per quarter (the manual's forecast; flags override)."""
+    from pydantic import ValidationError
+
+    from runbooks.capacity.forecast import (
+        BenchSummaryError,
+        ForecastInputs,
+        forecast,
+        load_manual,
+        per_server_from_bench,
+        render_table,
+    )
+
+    base = load_manual()
+    updates = {k: v for k, v in dict(
+        avg_pdfs_per_day=avg_pdfs_per_day, quarterly_growth=quarterly_growth,
+        peak_factor=peak_factor, per_server_pdfs_per_hour=per_server_pdfs_per_hour,
+        per_worker_pdfs_per_hour=per_worker_pdfs_per_hour, quarters=quarters).items()
+        if v is not None}
+    source = "manual (runbooks/capacity/manual_forecast.yaml)"
+    try:
+        if bench_summary is not None:
+            updates["per_server_pdfs_per_hour"] = per_server_from_bench(
+                bench_summary, pages_per_pdf=pages_per_pdf)
+            source = f"bench summary {bench_summary}"
+        inputs = ForecastInputs(**{**base.model_dump(), **updates})
+    except (BenchSummaryError, ValidationError) as exc:
+        _fail(str(exc))
+        return
+    plans = forecast(inputs)
+    if output is Output.json:
+        typer.echo(json.dumps({"inputs": inputs.model_dump(), "per_server_source": source,
+                               "quarters": [p.model_dump() for p in plans]}, indent=1))
+        return
+    typer.echo(f"per-server capacity {inputs.per_server_pdfs_per_hour:g} PDFs/h from {source}")
+    typer.echo(render_table(plans))
+
+
+@app.command("gpu-probe")
+def gpu_probe(
+    output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
+    textfile: Annotated[Optional[Path], typer.Option(
+        help="Also write Prometheus text here (node_exporter textfile collector).")] = None,
+    serve_port: Annotated[Optional[int], typer.Option(
+        help="Serve /metrics on this port until interrupted (0 picks a free port).")] = None,
+    serve_addr: Annotated[str, typer.Option(help="Address for --serve-port.")] = "127.0.0.1",
+    xid_watch_s: Annotated[float, typer.Option(help="Watch for Xid events this long.")] = 0.0,
+    kernel_log: Annotated[Optional[Path], typer.Option(
+        help="Kernel log text (dmesg output) to scan for past 'NVRM: Xid' lines.")] = None,
+    require_gpu: Annotated[bool, typer.Option(help="Exit 1 when no GPU is found.")] = False,
+) -> None:
+    """Read every GPU through NVML: memory, utilization, temperature, ECC, Xid, processes."""
+    from runbooks.gpu.probe import probe
+    from runbooks.gpu.xid import parse_kernel_log
+
+    result = probe(xid_watch_s=xid_watch_s)
+    past = parse_kernel_log(kernel_log.read_text(errors="replace")) if kernel_log else []
+    if output is Output.json:
+        data = result.to_dict()
+        data["kernel_log_xids"] = [x.__dict__ for x in past]
+        typer.echo(json.dumps(data, indent=1))
+    else:
+        typer.echo(result.summary())
+        for x in past:
+            typer.echo(f"  kernel log: PCI {x.pci_bus} Xid {x.xid} ({x.meaning}): {x.message}")
+    if textfile is not None:
+        from runbooks.gpu.export import write_textfile
+
+        write_textfile(textfile, result)
+        typer.echo(f"wrote {textfile}", err=True)
+    if serve_port is not None:
+        _serve(serve_port, serve_addr, xid_watch_s)
+    if require_gpu and not result.available:
+        raise typer.Exit(1)
+
+
+def _serve(port: int, addr: str, xid_watch_s: float) -> None:
+    import threading
+
+    from runbooks.gpu.export import serve
+    from runbooks.gpu.probe import probe
+
+    server, _thread = serve(lambda: probe(xid_watch_s=xid_watch_s), port=port, addr=addr)
+    typer.echo(f"serving http://{addr}:{server.server_port}/metrics (Ctrl-C stops)", err=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+
+
+@app.command("wait-for-gpu-memory")
+def wait_for_gpu_memory_cmd(
+    min_free_mib: Annotated[float, typer.Option(help="Free memory wanted per GPU, MiB.")],
+    gpu: Annotated[Optional[int], typer.Option(help="GPU index; default all.")] = None,
+    timeout_s: Annotated[float, typer.Option(help="Give up after this long.")] = 300.0,
+    interval_s: Annotated[float, typer.Option(help="Seconds between reads.")] = 5.0,
+) -> None:
+    """Wait until GPU memory is free (read-only). Exit 0 ready, 1 timeout, 2 no GPU/bad input."""
+    from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
+
+    try:
+        params = WaitParams(min_free_mib=min_free_mib, gpu_index=gpu, timeout_s=timeout_s,
+                            interval_s=interval_s)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
+    report = wait_for_gpu_memory(params)
+    typer.echo(f"{report.outcome}: {report.message}")
+    raise typer.Exit({"ready": 0, "timeout": 1}.get(report.outcome, 2))
+
+
+def _register_actions() -> None:
+    from splitstack.cli.runbook_actions import register
+
+    register(app)
+
+
+_register_actions()
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,96 @@
+"""``splitstack sim``: serve the vLLM/MinerU simulator, or fit a profile from a real server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from pydantic import ValidationError
+
+from simulator.config import SimConfig
+from simulator.faults import FaultError, parse_fault_args
+from simulator.fit import FitError, drive_and_scrape, fit_profile, read_snapshot, render_profile
+from simulator.profile import ProfileError, load_profile
+from simulator.server import ServeError, setup_logging
+from simulator.server import serve as run
+
+app = typer.Typer(help="Inference-server simulator (a vLLM twin that speaks MinerU's VLM protocol).",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 8000,
+    api_key: Annotated[Optional[str], typer.Option(envvar="VLLM_API_KEY", help="require this Bearer token on /v1/* and /sim/* (env: VLLM_API_KEY, as vLLM)")] = None,
+    profile: Annotated[str, typer.Option(help="calibration profile name, or a path to a profile YAML")] = "instant",
+    seed: Annotated[int, typer.Option(help="seed of every random draw")] = 0,
+    model_name: Annotated[str, typer.Option(help="served model name")] = "tiny",
+    model_root: Annotated[Optional[str], typer.Option(help="'root' reported by /v1/models")] = None,
+    max_num_seqs: Annotated[Optional[int], typer.Option(help="override the profile's max_num_seqs")] = None,
+    max_model_len: Annotated[Optional[int], typer.Option(help="override the profile's max_model_len")] = None,
+    text_only: Annotated[bool, typer.Option(help="reject images like a text-only model")] = False,
+    timings_max_entries: Annotated[Optional[int], typer.Option(help="per-request timestamps kept for GET "
+                                                                    "/sim/timings (0: none)")] = None,
+    fault: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE fault active from start (repeatable), "
+                                                             "e.g. error_rate=0.1")] = None,
+) -> None:
+    """Serve the simulator until interrupted. Logs go to stderr."""
+    setup_logging()
+    try:
+        cfg = SimConfig(host=host, port=port, api_key=api_key, profile=profile, seed=seed, model_name=model_name,
+                        model_root=model_root, max_num_seqs=max_num_seqs, max_model_len=max_model_len,
+                        multimodal=not text_only, faults=parse_fault_args(fault or []),
+                        **({} if timings_max_entries is None else {"timings_max_entries": timings_max_entries}))
+        run(cfg)
+    except (ProfileError, FaultError) as exc:
+        _fail(str(exc))
+    except ValidationError as exc:
+        _fail("; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors()))
+    except ServeError as exc:
+        _fail(str(exc), exc.exit_code)
+
+
+@app.command()
+def fit(
+    source: Annotated[list[str], typer.Argument(help="metrics snapshots: files or http(s)://.../metrics URLs, in "
+                                                     "time order (two or more give load-dependent coefficients)")],
+    name: Annotated[str, typer.Option(help="name of the new profile")],
+    base: Annotated[str, typer.Option(help="profile whose limits and answer shapes are kept")] = "instant",
+    out: Annotated[Optional[Path], typer.Option(help="write the YAML here (default: stdout)")] = None,
+    drive: Annotated[Optional[str], typer.Option(help="base URL of a server to load at --levels while scraping "
+                                                      "(SOURCE must then be its /metrics URL)")] = None,
+    levels: Annotated[str, typer.Option(help="concurrency levels for --drive")] = "1,4,8",
+    requests_per_level: Annotated[int, typer.Option(help="requests per level for --drive")] = 24,
+    max_tokens: Annotated[int, typer.Option(help="max_tokens of driven requests")] = 64,
+    api_key: Annotated[Optional[str], typer.Option(help="Bearer token for --drive and metric URLs")] = None,
+    model: Annotated[Optional[str], typer.Option(help="model name for --drive (default: the only one served)")] = None,
+) -> None:
+    """Fit a profile's step-time coefficients from a real server's vllm:* histograms."""
+    try:
+        base_profile = load_profile(base)
+        if drive:
+            snapshots = drive_and_scrape(drive, source[0], [int(x) for x in levels.split(",")], requests_per_level,
+                                         max_tokens, api_key, model)
+        else:
+            snapshots = [read_snapshot(s, api_key) for s in source]
+        profile, report = fit_profile(snapshots, base_profile, name, source)
+    except (FitError, ProfileError, ValueError) as exc:
+        _fail(str(exc))
+    text = render_profile(profile, report)
+    if out:
+        out.write_text(text)
+        sys.stderr.write(f"wrote {out}\n")
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":  # the local stack starts the simulator as `python -m splitstack.cli.sim serve`
+    app(prog_name="python -m splitstack.cli.sim")

@@ -1,0 +1,63 @@
+"""What the local stack runs, as data: a :class:`Component` per process (argv, env, health
+check, URL) and the context builders get. `stack.supervisor` runs components; `stack.components`
+and `stack.workers` build them from the spec."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from contract.spec import InferenceServer, Spec
+from stack.paths import StackPaths
+
+
+class SetupError(Exception):
+    """Something the local stack needs is missing on this machine; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    kind: Literal["http", "redis"]
+    url: str
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str  # supervisord program name: letters, digits, '-' only
+    role: Literal["queue", "prometheus", "server", "worker"]
+    argv: list[str]
+    health: HealthCheck
+    url: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+    # A crashed inference server stays down (as a pod would sit in CrashLoopBackOff) so that
+    # failures are visible and the runbook actions can be drilled; infrastructure restarts.
+    autorestart: bool = True
+    priority: int = 500
+    cwd: Path | None = None
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    spec: Spec
+    paths: StackPaths
+    project_root: Path
+    api_key: str | None
+    python: str = sys.executable
+
+
+def require_binary(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SetupError(
+            f"'{name}' is not installed: the local stack needs the Debian package '{package}'. "
+            f"Install it with `apt-get install -y {package}` (or run `make setup`)."
+        )
+    return path
+
+
+def server_url(spec: Spec, server: InferenceServer) -> str:
+    return f"http://{spec.local.host}:{server.port}"

@@ -1,3 +1,0 @@
-from .cli import app
-
-app(prog_name="python -m stack.sim")

@@ -1,0 +1,45 @@
+"""How the local stack starts worker replica ``i``: its command line and environment."""
+
+from __future__ import annotations
+
+import json
+
+from pathlib import Path
+
+from contract.spec import Spec
+from stack.component import BuildContext, Component, HealthCheck, server_url
+from contract.worker_env import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_FILE
+
+
+def write_resolved_spec(spec: Spec, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(spec.model_dump(mode="json", exclude_none=True), indent=1))
+    return path
+
+
+def worker_component(ctx: BuildContext, i: int) -> Component:
+    spec = ctx.spec
+    port = spec.worker_pool.metrics_port + i
+    host = spec.local.host
+    env = {
+        ENV_SERVER_URL: server_url(spec, spec.worker_server),
+        spec.queue.url_env: f"redis://{host}:{spec.queue.port}/0",
+        ENV_OUTPUT_DIR: str(ctx.paths.data / spec.output_store.path),
+        # Explicit, because the launcher may run with CLI overrides the worker's own spec load
+        # does not see; the port must match the Prometheus target and the health check.
+        ENV_METRICS_PORT: str(port),
+        # The spec exactly as the launcher resolved it (CLI overrides such as ports included):
+        # the worker must not re-read a Pulumi file that says something else.
+        ENV_SPEC_FILE: str(write_resolved_spec(spec, ctx.paths.config / "worker-spec.json")),
+        "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
+        "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
+    }
+    ref = spec.worker_server.api_key
+    if ref is not None and ctx.api_key:
+        env[ref.env] = ctx.api_key
+    argv = [ctx.python, "-m", "splitstack.cli.worker_process", "--stack", spec.stack, "--index", str(i)]
+    url = f"http://{host}:{port}"
+    return Component(
+        f"worker-{i}", "worker", argv, HealthCheck("http", f"{url}/readyz"), url, port,
+        env=env, autorestart=True, priority=400, cwd=ctx.project_root,
+    )

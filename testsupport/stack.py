@@ -1,0 +1,35 @@
+"""Helpers for tests that run the real local stack on loopback (used by tests/integration)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from contract.spec_loader import load_stack, project_root
+from stack.launcher import LocalStack
+from stack.presets import with_presets
+
+ROOT = project_root(Path(__file__))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def local_stack(state_dir: Path, **overrides: Any) -> LocalStack:
+    """The `local` stack on free ports and a private state dir (a running demo keeps its own)."""
+    base = {
+        "local.state_dir": str(state_dir),
+        "queue.port": free_port(),
+        "observability.prometheus_port": free_port(),
+        "inference_servers.0.port": free_port(),
+        "worker_pool.metrics_port": free_port(),
+        "observability.scrape_interval_s": 1,
+        "observability.evaluation_interval_s": 1,
+    }
+    spec = load_stack("local", ROOT, overrides=with_presets({**base, **overrides}))
+    return LocalStack(spec, ROOT)

