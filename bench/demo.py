@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 
+from contract.prometheus_jobs import JOB_SERVER
 from contract.spec import Engine
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
-from contract.prometheus_jobs import JOB_SERVER
 
 # The gate `make demo` runs for each engine (bench/gates/<name>.yaml).
 DEMO_GATES = {Engine.sim: "demo", Engine.vllm: "chat-local"}
@@ -82,8 +82,8 @@ def smoke(local: LocalStack, state: dict, say: Callable[[str], None]) -> None:
 def run_demo(local: LocalStack, say: Callable[[str], None] = print, gate: str | None = None,
              out_dir: Path | None = None) -> int:
     """Returns the gate's exit code: 0 go, 1 no-go, 2 invalid run."""
-    from splitstack.cli.bench import gate_run
     from bench.target import from_local
+    from splitstack.cli.bench import gate_run
 
     engine = local.spec.worker_server.engine
     gate = gate or DEMO_GATES[engine]

@@ -132,7 +132,7 @@ class Pool:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Conn(self), self.host, self.port, ssl=self.ssl),
                 self.connect_timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise TransportError("connect_error", f"cannot connect to {self.host}:{self.port}: {exc}") from None
         self.all.add(conn)
         return conn

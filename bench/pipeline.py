@@ -156,7 +156,7 @@ class PipelineSender:
             self._poller = asyncio.ensure_future(self._poll_loop())
         try:
             state, observed_mono = await asyncio.wait_for(asyncio.shield(fut), self.wl.job_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.waiting.pop(job.job_id, None)
             rec.status, rec.error = "timeout", "timeout"
             rec.error_detail = f"not done after {self.wl.job_timeout_s:g} s"

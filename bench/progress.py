@@ -5,14 +5,13 @@ most 8 times a second so drawing never competes with sending."""
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from rich.console import Group
 
 from bench.engine import ProgressFn
 from bench.load import LoadSpec

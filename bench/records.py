@@ -7,8 +7,9 @@ formulas in bench/metrics.py. One JSON object per line; ``kind`` says which work
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field

@@ -19,8 +19,8 @@ from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.records import AnyRecord
-from bench.server_view import ServerView
 from bench.scenario import ChatScenario, PipelineScenario
+from bench.server_view import ServerView
 from bench.target import Target, TargetError
 from bench.validity import ValidityLimits, check
 

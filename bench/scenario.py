@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 
 import numpy as np
 import yaml
-from contract.models import StrictMutable, error_lines, format_loc
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from bench.load import LoadSpec
+from contract.models import StrictMutable, error_lines, format_loc
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 

@@ -20,12 +20,11 @@ Outputs: ``len(encode(output_text, add_special_tokens=False))``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import time
 
 import orjson
 

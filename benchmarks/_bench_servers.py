@@ -72,8 +72,8 @@ def sim_process(profile: str = "instant", *extra: str, api_key: str | None = API
 
 @contextlib.contextmanager
 def vllm(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[str, Path]]:
-    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
     from localvllm.command import build_vllm_command
+    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 
     model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny")
     port = free_port()

@@ -20,8 +20,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from splitstack.cli.bench import app
 from bench.pdfgen import make_pdf
+from splitstack.cli.bench import app
 from testsupport.worker import Harness
 
 

@@ -31,8 +31,8 @@ import httpx
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
 from localvllm.command import build_vllm_command, explain_startup_failure  # noqa: E402
+from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
 from stack.health import listens_on  # noqa: E402
 from testsupport.stack import free_port  # noqa: E402
 

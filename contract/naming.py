@@ -5,8 +5,8 @@ No pulumi import: the Compose renderer and the policy rules use these too.
 
 from __future__ import annotations
 
-from contract.spec import InferenceServer, SecretRef, Spec
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
+from contract.spec import InferenceServer, SecretRef, Spec
 from contract.worker_env import (
     ENV_METRICS_PORT,
     ENV_MODEL_SOURCE,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from contract.models import format_loc
 from pydantic import BaseModel, ValidationError
 
+from contract.models import format_loc
 from contract.spec import Spec
 
 NAMESPACE = "splitstack"

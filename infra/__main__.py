@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # pulumi runs this folder as a script, not as the package
     sys.path.insert(0, str(ROOT))
 
+from contract.spec_loader import SpecError  # noqa: E402
 from infra.components.config import spec_from_pulumi_config  # noqa: E402
 from infra.components.program import build  # noqa: E402
 from infra.components.secrets import SecretsConfigError  # noqa: E402
-from contract.spec_loader import SpecError  # noqa: E402
 
 
 def main() -> None:

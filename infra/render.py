@@ -65,7 +65,7 @@ class PlainMockMonitor(MockMonitor):
         return super().SupportsFeature(request)
 
 
-def install_mocks(mocks: "CaptureMocks", stack: str) -> None:
+def install_mocks(mocks: CaptureMocks, stack: str) -> None:
     pulumi.runtime.set_mocks(mocks, project="splitstack", stack=stack, preview=False,
                              monitor=PlainMockMonitor(mocks))
 

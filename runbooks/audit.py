@@ -12,7 +12,7 @@ import json
 import os
 import socket
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ class AuditLog:
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         now = self.clock()
-        full = {"ts": now, "time": datetime.fromtimestamp(now, timezone.utc).isoformat(), **record}
+        full = {"ts": now, "time": datetime.fromtimestamp(now, UTC).isoformat(), **record}
         line = json.dumps(full, default=str, sort_keys=True) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)

@@ -27,7 +27,7 @@ def crash() -> None:
 
 
 class AdminAPI:
-    def __init__(self, app: "SimApp") -> None:
+    def __init__(self, app: SimApp) -> None:
         self.app = app
 
     async def get_faults(self, scope, receive, send):

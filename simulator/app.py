@@ -18,8 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from . import wire
 from .admin import AdminAPI, crash
 from .answers import Answer, Answerer
-from .asgi import (JSON, SSE, HTTPError, InjectedReset, bad_request, header, read_body, respond,
-                   wait_disconnect)
+from .asgi import JSON, SSE, HTTPError, InjectedReset, bad_request, header, read_body, respond, wait_disconnect
 from .capacity import image_tokens
 from .config import SimConfig
 from .engine import Clock, Engine, LoopClock

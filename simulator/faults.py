@@ -11,8 +11,9 @@ from enum import Enum
 from typing import Literal
 
 import yaml
-from contract.models import describe
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from contract.models import describe
 
 
 class FaultError(ValueError):

@@ -40,7 +40,7 @@ class Snapshot:
     counts: dict[str, float] = field(default_factory=dict)
     cache_info: dict[str, str] = field(default_factory=dict)
 
-    def minus(self, other: "Snapshot | None") -> "Snapshot":
+    def minus(self, other: Snapshot | None) -> Snapshot:
         if other is None:
             return self
         return Snapshot(f"{other.source} -> {self.source}", {k: v - other.sums.get(k, 0) for k, v in self.sums.items()},

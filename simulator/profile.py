@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from pydantic import Field, ValidationError, model_validator
+
 from contract.models import Strict, describe
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 
@@ -34,7 +35,7 @@ class Dist(Strict):
     max: float = Field(1e9, description="upper clip")
 
     @model_validator(mode="after")
-    def _check(self) -> "Dist":
+    def _check(self) -> Dist:
         if self.min > self.max:
             raise ValueError(f"min {self.min} > max {self.max}")
         if self.kind == "lognormal" and self.mean <= 0:

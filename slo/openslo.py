@@ -19,8 +19,8 @@ import promql_parser
 import yaml
 
 from contract import metrics as catalog
-from slo import promql
 from contract.metrics import MetricType
+from slo import promql
 from slo.report import fmt_duration_s, parse_duration_s
 from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, SLOSpec, SpecError, ThresholdSLI, UptimeSLI, dec, parse_spec
 

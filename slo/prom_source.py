@@ -10,8 +10,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import requests
-from urllib3.util.retry import Retry
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
 
 from slo import promql
 from slo.budget import Counts, exact
@@ -81,5 +81,5 @@ class PrometheusSource:
 
 def _jobs_of(slo: SLO, jobs: Jobs) -> list[str]:
     sli = slo.sli
-    roles = getattr(sli, "jobs", None) or (getattr(sli, "job"),)
+    roles = getattr(sli, "jobs", None) or (sli.job,)
     return [jobs.of(r) for r in roles]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from slo.windows import fmt_duration_min
 from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, ThresholdSLI, UptimeSLI
+from slo.windows import fmt_duration_min
 
 INDICATOR_RECORD = "slo:sli_good:indicator"
 ERROR_RATIO_RECORD = "slo:sli_error:ratio_rate{window}"

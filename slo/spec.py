@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import yaml
-from contract.models import Strict
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from contract import metrics as catalog
 from contract.metrics import MetricType
+from contract.models import Strict
 from slo.windows import BurnWindows, Severity, load_burn_windows
 
 OBJECTIVES_PATH = Path(__file__).with_name("objectives.yaml")
@@ -94,7 +94,7 @@ class LatencySLI(Strict):
         return _check_metric(v, (MetricType.histogram,), "histogram")
 
     @model_validator(mode="after")
-    def _bucket_bound(self) -> "LatencySLI":
+    def _bucket_bound(self) -> LatencySLI:
         bounds = catalog.get(self.histogram).buckets
         if float(self.threshold_s) not in bounds:
             raise ValueError(
@@ -131,7 +131,7 @@ class ThresholdSLI(Strict):
     idle_gauge: str | None = Field(None, description="gauge that is 0 when there is no demand; an idle slice counts as good")
 
     @model_validator(mode="after")
-    def _types(self) -> "ThresholdSLI":
+    def _types(self) -> ThresholdSLI:
         want = (MetricType.counter,) if self.measure == "rate_per_hour" else (MetricType.gauge,)
         _check_metric(self.metric, want, f"metric for measure {self.measure}")
         if self.idle_gauge is not None:
@@ -142,7 +142,7 @@ class ThresholdSLI(Strict):
         return (self.metric,) + ((self.idle_gauge,) if self.idle_gauge else ())
 
 
-SLI = Annotated[Union[EventRatioSLI, LatencySLI, UptimeSLI, ThresholdSLI], Field(discriminator="kind")]
+SLI = Annotated[EventRatioSLI | LatencySLI | UptimeSLI | ThresholdSLI, Field(discriminator="kind")]
 
 
 class SLO(Strict):
@@ -195,7 +195,7 @@ class SLOSpec(Strict):
     slos: tuple[SLO, ...] = Field(min_length=1, description="the objectives")
 
     @model_validator(mode="after")
-    def _unique_and_budget(self) -> "SLOSpec":
+    def _unique_and_budget(self) -> SLOSpec:
         seen: set[str] = set()
         windows = load_burn_windows()
         for i, s in enumerate(self.slos):

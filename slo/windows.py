@@ -55,7 +55,7 @@ class BurnWindows(BaseModel):
     windows: tuple[BurnWindow, ...]
 
     @model_validator(mode="after")
-    def _factors_match_citation(self) -> "BurnWindows":
+    def _factors_match_citation(self) -> BurnWindows:
         # The published factor and the consumption ratio must agree, or the data file was mis-edited.
         for w in self.windows:
             derived = w.factor_for(self.period_d)

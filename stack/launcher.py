@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from contract.spec import Spec
+from localvllm.command import OVERRIDING_ENV
 from stack.components import BuildContext, Component, SetupError, build_components
 from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
 from stack.supervisor import FAILED_STATES, Supervisor, stack_processes, sweep_strays, tail
-from localvllm.command import OVERRIDING_ENV
 
 
 class StackError(Exception):

@@ -17,7 +17,6 @@ from contract.spec import Spec
 from stack.paths import StackPaths
 
 
-
 def prometheus_rule_globs(project_root: Path) -> list[str]:
     """Hand-written and generated rule files under alerts/, loaded when present."""
     alerts = project_root / "alerts"

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 
 from contract.spec import Spec
-from stack.component import BuildContext, Component, HealthCheck, server_url
 from contract.worker_env import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_FILE
+from stack.component import BuildContext, Component, HealthCheck, server_url
 
 
 def write_resolved_spec(spec: Spec, path: Path) -> Path:

@@ -21,7 +21,6 @@ from contract.worker_env import (
 )
 
 
-
 class ConfigError(Exception):
     """A setting the worker needs is missing; the message names it and how to set it."""
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from contract.worker_env import ENV_RENDER_PROCESSES
 

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 
 from contract.spec import Target, WorkerBackend
 from contract.spec_loader import load_stack, parse_spec, set_path
+from contract.worker_env import ENV_SPEC_FILE
 from worker.backends import Backend
 from worker.breaker import CircuitBreaker
 from worker.client import InferenceClient
-from worker.cpu import cpu_budget, pin_local_worker, size_render_pool
-from contract.worker_env import ENV_SPEC_FILE
 from worker.config import ConfigError, WorkerSettings, settings_from_env
+from worker.cpu import cpu_budget, pin_local_worker, size_render_pool
 from worker.health import serve
 from worker.logs import log, setup_logging
 from worker.metrics import WorkerMetrics

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from contract.models import error_lines
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.gating.models import AnyGate
 from bench.validity import ValidityLimits
+from contract.models import error_lines
 
 GATE_DIR = Path(__file__).resolve().parent.parent / "gates"
 

@@ -109,7 +109,7 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 pass
 
-    def __enter__(self) -> "Fleet":
+    def __enter__(self) -> Fleet:
         return self
 
     def __exit__(self, *exc) -> None:

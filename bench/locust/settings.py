@@ -50,7 +50,7 @@ class LocustSettings(BaseModel):
                 "BENCH_FLUSH_INTERVAL_S": str(self.flush_interval_s)}
 
     @classmethod
-    def from_env(cls, env: dict[str, str]) -> "LocustSettings":
+    def from_env(cls, env: dict[str, str]) -> LocustSettings:
         """The locustfile's side of ``to_env``; unset variables keep the defaults above."""
         kw = {}
         for name, key in (("drain_timeout_s", "BENCH_DRAIN_TIMEOUT_S"), ("flush_interval_s", "BENCH_FLUSH_INTERVAL_S")):

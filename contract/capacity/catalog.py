@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import Field
+
 from contract.models import Strict
-from pydantic import BaseModel, ConfigDict, Field
 
 DATA_DIR = Path(__file__).parent
 

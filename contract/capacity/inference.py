@@ -7,10 +7,10 @@ size and the serving knobs; no I/O beyond the catalog.
 
 from __future__ import annotations
 
-from contract.models import Strict
 from pydantic import BaseModel, ConfigDict, Field
 
 from contract.capacity.catalog import ModelSpec, find_gpu, find_model, vllm_memory
+from contract.models import Strict
 
 GIB = 1024**3
 

@@ -15,9 +15,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
+from contract.spec import Engine, InferenceServer, Spec
 from infra.components.base import child, duration, metadata, quantity_gib
 from infra.policy.rules import GPU_HEADROOM_ANNOTATION, STARTUP_BUDGET_ANNOTATION
-from contract.spec import Engine, InferenceServer, Spec
 
 CUSTOM_TIMEOUT_MARGIN_S = 300  # image pull and scheduling on a fresh node come on top
 

@@ -13,8 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
-from infra.components.base import child, metadata
 from contract.spec import DeploymentMode, Spec
+from infra.components.base import child, metadata
 
 HTTPS = {"protocol": "TCP", "port": 443}
 # The model download and bucket uploads go to the internet, never to private ranges.

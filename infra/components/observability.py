@@ -18,8 +18,8 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from contract import naming
-from infra.components.base import child, metadata
 from contract.spec import Spec
+from infra.components.base import child, metadata
 
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_VERSION = "65.1.1"

@@ -8,8 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming
-from infra.components.base import child, metadata
 from contract.spec import Spec
+from infra.components.base import child, metadata
 
 OUTPUTS_CLAIM = "splitstack-outputs"
 

@@ -10,8 +10,8 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from contract import naming
-from infra.components.base import child
 from contract.spec import Cloud, Spec
+from infra.components.base import child
 
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_VERSION = "v24.9.0"

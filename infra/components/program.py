@@ -13,21 +13,28 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
+from contract.spec import Cloud, DeploymentMode, Spec, Target
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
 from infra.components.inference_server import InferenceServerArgs, InferenceServerComponent
 from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
 from infra.components.observability import (
-    ObservabilityArgs, ObservabilityComponent, load_dashboards, load_rule_files,
+    ObservabilityArgs,
+    ObservabilityComponent,
+    load_dashboards,
+    load_rule_files,
 )
 from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
 from infra.components.platform_addons import PlatformAddonsArgs, PlatformAddonsComponent
 from infra.components.queue import QueueArgs, QueueComponent
 from infra.components.secrets import (
-    SecretsArgs, SecretsComponent, read_secret_values, server_refs, wait_for, worker_refs,
+    SecretsArgs,
+    SecretsComponent,
+    read_secret_values,
+    server_refs,
+    wait_for,
+    worker_refs,
 )
 from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
-from contract.spec import Cloud, DeploymentMode, Spec, Target
-
 
 BENCH_SCENARIO = "chat-images"  # bench/scenarios: vision chat, what the workers send
 BENCH_GATE = "phase1-server"  # bench/gates: the server alone, before workers

@@ -8,8 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
-from infra.components.base import child, metadata
 from contract.spec import Spec
+from infra.components.base import child, metadata
 
 REDIS_DATA_GIB = 5  # jobs are small references to PDFs, not the PDFs themselves
 REDIS_MEMORY = "1Gi"

@@ -18,8 +18,8 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from contract import naming
-from infra.components.base import child, metadata
 from contract.spec import DeploymentMode, InferenceServer, SecretRef, Spec
+from infra.components.base import child, metadata
 
 NAMESPACE = "splitstack-secrets"
 DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"

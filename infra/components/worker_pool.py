@@ -14,10 +14,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
+from contract.spec import DeploymentMode, Spec
 from infra.components.base import child, metadata, quantity_gib
 from infra.components.inference_server import custom_timeouts
 from infra.policy.rules import STARTUP_BUDGET_ANNOTATION
-from contract.spec import DeploymentMode, Spec
 
 FALLBACK_FAILURES = 3  # failed scaler polls before KEDA holds the fallback replica count
 

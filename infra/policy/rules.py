@@ -8,11 +8,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infra.policy.objects import (  # noqa: F401  (re-exported for the pack and the tests)
-    GPU, GPU_HEADROOM_ANNOTATION, MIN_STARTUP_BUDGET_S, SECRET_FLAGS, SECRET_NAME,
-    STARTUP_BUDGET_ANNOTATION, WORKLOADS, Obj, containers, gpu_count, ident, is_gpu_workload,
+    GPU,
+    GPU_HEADROOM_ANNOTATION,
+    MIN_STARTUP_BUDGET_S,
+    SECRET_FLAGS,
+    SECRET_NAME,
+    STARTUP_BUDGET_ANNOTATION,
+    WORKLOADS,
+    Obj,
+    containers,
+    gpu_count,
+    ident,
+    is_gpu_workload,
     pod_template,
 )
 from infra.policy.stack_rules import network_policy_coverage, service_monitor_selectors
+
 
 def probes_and_budgets(obj: Obj) -> list[str]:
     """GPU servers: startup probe budget >= the declared startup budget; readiness + liveness;

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from contract.models import Strict
-from pydantic import BaseModel, ConfigDict, Field
 
 
 class ActionParams(Strict):

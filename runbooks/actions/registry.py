@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contract.models import describe
 from pydantic import ValidationError
 
+from contract.models import describe
 from runbooks.actions import nodes, reports, server, tune, upgrade, workers
 from runbooks.actions.context import ActionContext
 from runbooks.actions.model import PlatformError, Refused, Report

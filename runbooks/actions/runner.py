@@ -15,7 +15,6 @@ from runbooks.actions.context import ActionContext
 from runbooks.actions.model import PlannedStep, PlatformError, Refused, Report
 from runbooks.platforms.base import ComponentState
 
-
 FAILED_GRACE_S = 3.0
 
 

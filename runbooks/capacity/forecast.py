@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from contract.models import Strict
 from pydantic import BaseModel, ConfigDict, Field
+
+from contract.models import Strict
 
 MANUAL_FILE = Path(__file__).parent / "manual_forecast.yaml"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from runbooks.actions.model import PlatformError
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
+from runbooks.actions.model import PlatformError
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
 

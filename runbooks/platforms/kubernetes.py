@@ -10,7 +10,7 @@ and 5xx are PlatformError.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from contract import naming
@@ -42,13 +42,13 @@ class KubernetesPlatform:
         self.core, self.apps = core, apps
         self.context = context
         self.ns = spec.namespace
-        self._now = clock or (lambda: datetime.now(timezone.utc))
+        self._now = clock or (lambda: datetime.now(UTC))
 
     @classmethod
     def from_kubeconfig(cls, spec: Spec, context: str | None = None) -> KubernetesPlatform:
-        from kubernetes import client, config
-
         import os
+
+        from kubernetes import client, config
 
         try:
             # KUBECONFIG read now, not at the client's import (its default is frozen then).

@@ -25,10 +25,23 @@ import httpx
 from contract.spec import Engine, Spec
 from runbooks.actions.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
-from runbooks.platforms.local_procs import (exit_reason, expected_ports, program_commands, program_index,
-                                           restart_count, server_mismatches, with_sim_args)
-from runbooks.platforms.specpatch import (SERVER_SETTINGS, WORKER_SETTINGS, effective_spec, get_path,
-                                         prefix_of, typed_changes)
+from runbooks.platforms.local_procs import (
+    exit_reason,
+    expected_ports,
+    program_commands,
+    program_index,
+    restart_count,
+    server_mismatches,
+    with_sim_args,
+)
+from runbooks.platforms.specpatch import (
+    SERVER_SETTINGS,
+    WORKER_SETTINGS,
+    effective_spec,
+    get_path,
+    prefix_of,
+    typed_changes,
+)
 from stack.components import BuildContext, HealthCheck, build_components
 from stack.health import probe
 from stack.launcher import LocalStack

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract.models import describe, dotted_loc
 from pydantic import ValidationError
 
+from contract.models import describe, dotted_loc
 from contract.spec import Spec
 from runbooks.actions.model import Refused
 

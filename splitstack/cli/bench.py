@@ -6,7 +6,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -18,8 +17,8 @@ console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: no wrapping at 80
 
 
-def _target(stack: Optional[str], url: Optional[str], model: Optional[str], api_key_env: Optional[str],
-            max_model_len: Optional[int], queue=None, pipeline: bool = False):
+def _target(stack: str | None, url: str | None, model: str | None, api_key_env: str | None,
+            max_model_len: int | None, queue=None, pipeline: bool = False):
     from bench.target import QueueOptions, from_stack, from_url
 
     queue = queue or QueueOptions()
@@ -60,7 +59,7 @@ def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_d
                         prometheus_url, documents_at)
 
 
-def _out_dir(out_dir: Optional[Path], name: str) -> Path:
+def _out_dir(out_dir: Path | None, name: str) -> Path:
     return out_dir or Path(".state/bench") / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
 
 
@@ -125,25 +124,25 @@ def _run(scn, target, limits=None, quiet=False, tokenizer=None):
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="Scenario name (bench/scenarios) or YAML path."),
-    stack: Optional[str] = typer.Option(None, help="Target a running splitstack stack (default local)."),
-    url: Optional[str] = typer.Option(None, help="Target any OpenAI-compatible server instead."),
-    model: Optional[str] = typer.Option(None, help="Served model name (with --url)."),
-    api_key_env: Optional[str] = typer.Option(None, help="Env var holding the API key (with --url)."),
-    max_model_len: Optional[int] = typer.Option(None, help="Context window for the guard (with --url)."),
-    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Open loop at this rate, req/s."),
-    concurrency: Optional[int] = typer.Option(None, help="Closed loop with this many users."),
-    duration_s: Optional[float] = typer.Option(None, "--duration", help="Measured window, s."),
-    count: Optional[int] = typer.Option(None, help="Measured requests."),
-    processes: Optional[int] = typer.Option(None, help="Client processes."),
-    seed: Optional[int] = typer.Option(None, help="Seed."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
-    tokenizer: Optional[str] = typer.Option(
+    stack: str | None = typer.Option(None, help="Target a running splitstack stack (default local)."),
+    url: str | None = typer.Option(None, help="Target any OpenAI-compatible server instead."),
+    model: str | None = typer.Option(None, help="Served model name (with --url)."),
+    api_key_env: str | None = typer.Option(None, help="Env var holding the API key (with --url)."),
+    max_model_len: int | None = typer.Option(None, help="Context window for the guard (with --url)."),
+    rate_rps: float | None = typer.Option(None, "--rate", help="Open loop at this rate, req/s."),
+    concurrency: int | None = typer.Option(None, help="Closed loop with this many users."),
+    duration_s: float | None = typer.Option(None, "--duration", help="Measured window, s."),
+    count: int | None = typer.Option(None, help="Measured requests."),
+    processes: int | None = typer.Option(None, help="Client processes."),
+    seed: int | None = typer.Option(None, help="Seed."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
+    tokenizer: str | None = typer.Option(
         None, help="Hugging Face tokenizer directory: cross-check the server's token counts client-side "
         "(a warning only; overrides the scenario's tokenizer)."),
-    queue_url: Optional[str] = QUEUE_URL, queue_url_env: Optional[str] = QUEUE_URL_ENV,
-    stream: Optional[str] = STREAM, group: Optional[str] = GROUP, dead_letter_stream: Optional[str] = DLQ,
-    output_dir: Optional[Path] = OUTPUT_DIR, prometheus_url: Optional[str] = PROM_URL,
-    documents_at: Optional[str] = DOCS_AT,
+    queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
+    stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
+    output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
+    documents_at: str | None = DOCS_AT,
 ) -> None:
     """Run a scenario; write records.jsonl, summary.json and report.html. Exit 2 if the run is invalid."""
     from bench.report.writer import write_run
@@ -164,8 +163,8 @@ def run(
     raise typer.Exit(0 if res.summary["validity"]["valid"] else 2)
 
 
-def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] = None, model: Optional[str] = None,
-             api_key_env: Optional[str] = None, baseline: Optional[Path] = None, out_dir: Optional[Path] = None,
+def gate_run(gate_file: str, stack: str | None = "local", url: str | None = None, model: str | None = None,
+             api_key_env: str | None = None, baseline: Path | None = None, out_dir: Path | None = None,
              quiet: bool = False, target=None, queue=None) -> int:
     """Run a gate file's scenario against the target, evaluate its gates, print the verdict and
     write the report. Returns the exit code (0 go, 1 no-go, 2 invalid). ``make demo`` calls this."""
@@ -206,16 +205,16 @@ def gate_run(gate_file: str, stack: Optional[str] = "local", url: Optional[str] 
 @app.command()
 def gate(
     gate_file: str = typer.Option(..., "--gate", help="Gate file (bench/gates/NAME.yaml or a path)."),
-    stack: Optional[str] = typer.Option("local", help="Running stack to test."),
-    url: Optional[str] = typer.Option(None, help="Or any OpenAI-compatible server."),
-    model: Optional[str] = typer.Option(None),
-    api_key_env: Optional[str] = typer.Option(None),
-    baseline: Optional[Path] = typer.Option(None, help="Baseline run folder for *_vs_baseline / equivalence gates."),
-    out_dir: Optional[Path] = typer.Option(None, "--out"),
-    queue_url: Optional[str] = QUEUE_URL, queue_url_env: Optional[str] = QUEUE_URL_ENV,
-    stream: Optional[str] = STREAM, group: Optional[str] = GROUP, dead_letter_stream: Optional[str] = DLQ,
-    output_dir: Optional[Path] = OUTPUT_DIR, prometheus_url: Optional[str] = PROM_URL,
-    documents_at: Optional[str] = DOCS_AT,
+    stack: str | None = typer.Option("local", help="Running stack to test."),
+    url: str | None = typer.Option(None, help="Or any OpenAI-compatible server."),
+    model: str | None = typer.Option(None),
+    api_key_env: str | None = typer.Option(None),
+    baseline: Path | None = typer.Option(None, help="Baseline run folder for *_vs_baseline / equivalence gates."),
+    out_dir: Path | None = typer.Option(None, "--out"),
+    queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
+    stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
+    output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
+    documents_at: str | None = DOCS_AT,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated)."""
     queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
@@ -227,7 +226,7 @@ def gate(
 def check(
     run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json)."),
     gate_file: str = typer.Option(..., "--gate"),
-    baseline: Optional[Path] = typer.Option(None),
+    baseline: Path | None = typer.Option(None),
 ) -> None:
     """Evaluate a gate file's offline gates on an existing run (e.g. one ingested from Locust)."""
     from bench.gating.context import GateContext
@@ -257,7 +256,7 @@ def compare(
     baseline: Path = typer.Argument(..., help="Baseline run folder."),
     candidate: Path = typer.Argument(..., help="Candidate run folder."),
     resamples: int = typer.Option(2000, help="Bootstrap resamples."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the comparison as JSON."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the comparison as JSON."),
 ) -> None:
     """Bootstrap CIs of candidate vs baseline; exit 1 if anything is significantly worse."""
     from bench.compare import compare as do_compare
@@ -299,12 +298,12 @@ def sweep(
     max_rps: float = typer.Option(1000.0),
     repeats: int = typer.Option(3),
     bisect_steps: int = typer.Option(3),
-    duration_s: Optional[float] = typer.Option(None, "--duration", help="Measured seconds per point."),
-    stack: Optional[str] = typer.Option("local"),
-    url: Optional[str] = typer.Option(None),
-    model: Optional[str] = typer.Option(None),
-    api_key_env: Optional[str] = typer.Option(None),
-    out_dir: Optional[Path] = typer.Option(None, "--out"),
+    duration_s: float | None = typer.Option(None, "--duration", help="Measured seconds per point."),
+    stack: str | None = typer.Option("local"),
+    url: str | None = typer.Option(None),
+    model: str | None = typer.Option(None),
+    api_key_env: str | None = typer.Option(None),
+    out_dir: Path | None = typer.Option(None, "--out"),
 ) -> None:
     """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
     from bench.report.writer import write_run

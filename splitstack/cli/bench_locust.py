@@ -4,7 +4,6 @@ report and gates. The process plumbing lives in launch.py; this module only wire
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -25,8 +24,8 @@ _KEY_ENV = typer.Option(None, help="Environment variable holding the server's AP
 
 
 def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
-    from splitstack.cli.bench import _target
     from bench.scenario import ChatScenario, load_scenario
+    from splitstack.cli.bench import _target
 
     scn = load_scenario(scenario)
     if not isinstance(scn, ChatScenario):
@@ -65,10 +64,10 @@ def _watching_server(target, launch):
 
 def _finish(paths, scn, target, settings: LocustSettings, rate_rps, server, source: str) -> None:
     """Ingest the records folder into records.jsonl, summary.json and report.html; exit 0 valid / 2 invalid."""
-    from splitstack.cli.bench import print_summary
     from bench.locust.ingest import ingest
     from bench.locust.launch import all_logs
     from bench.report.writer import write_run
+    from splitstack.cli.bench import print_summary
 
     recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
                            all_logs(paths), server=server, rate_rps=rate_rps)
@@ -106,14 +105,14 @@ def run(
     users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
     spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
     run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
-    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
+    rate_rps: float | None = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
     warmup_s: float = typer.Option(default("warmup_s"), help="Excluded from metrics at the start."),
     cooldown_s: float = typer.Option(default("cooldown_s"), help="Excluded from metrics at the end."),
     expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
                                                   help="With --workers: fail if they are not all connected by then."),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
-    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
-    api_key_env: Optional[str] = _KEY_ENV,
+    stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
+    api_key_env: str | None = _KEY_ENV,
     out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
 ) -> None:
     """Run Locust with the bench's locustfile on this machine; then ingest its records."""
@@ -145,14 +144,14 @@ def master(
     users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
     spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
     run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
-    rate_rps: Optional[float] = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
+    rate_rps: float | None = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
     warmup_s: float = typer.Option(default("warmup_s")),
     cooldown_s: float = typer.Option(default("cooldown_s")),
     expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
                                                   help="Fail if fewer workers have connected by then."),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
-    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
-    api_key_env: Optional[str] = _KEY_ENV,
+    stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
+    api_key_env: str | None = _KEY_ENV,
     out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
 ) -> None:
     """Headless master for workers on other machines (`bench locust worker --master-host THIS_HOST`);
@@ -180,8 +179,8 @@ def worker(
     master_port: int = typer.Option(DEFAULT_MASTER_PORT, help="Its --bind-port."),
     connect_timeout_s: float = typer.Option(default("connect_timeout_s"), help="Fail if the master does not answer."),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
-    stack: Optional[str] = _STACK, url: Optional[str] = _URL, model: Optional[str] = _MODEL,
-    api_key_env: Optional[str] = _KEY_ENV,
+    stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
+    api_key_env: str | None = _KEY_ENV,
     out_dir: Path = typer.Option(Path(".state/bench/locust-worker"), "--out", help="Worker log folder."),
 ) -> None:
     """A worker of a remote `bench locust master`: sends the scenario's requests and ships every
@@ -207,16 +206,16 @@ def ingest_cmd(
     cooldown_s: float = typer.Option(default("cooldown_s")),
     url: str = typer.Option("", help="Server URL (for the report)."),
     model: str = typer.Option("", help="Served model name (for the report)."),
-    rate_rps: Optional[float] = typer.Option(None, "--rate", help="The run's --rate, if it had one."),
-    log: Optional[Path] = typer.Option(None, help="Locust's output, to check its CPU warnings."),
+    rate_rps: float | None = typer.Option(None, "--rate", help="The run's --rate, if it had one."),
+    log: Path | None = typer.Option(None, help="Locust's output, to check its CPU warnings."),
     out_dir: Path = typer.Option(..., "--out"),
 ) -> None:
     """Build records.jsonl, summary.json and report.html from a Locust records folder."""
-    from splitstack.cli.bench import print_summary
     from bench.locust.ingest import ingest
     from bench.report.writer import write_run
     from bench.scenario import load_scenario
     from bench.target import Target
+    from splitstack.cli.bench import print_summary
 
     recs, summary = ingest(records_dir, load_scenario(scenario), Target(url, model), users, warmup_s, cooldown_s,
                            log.read_text() if log else "", rate_rps=rate_rps)

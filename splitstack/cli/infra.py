@@ -7,7 +7,7 @@ Mount with ``app.add_typer(splitstack.cli.infra.app, name="infra")``. Nothing he
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 import yaml
@@ -38,10 +38,10 @@ def render(
     )] = False,
 ) -> None:
     """Write every Kubernetes object `pulumi up` would create (captured under mocks)."""
+    from contract.spec_loader import project_root
     from infra.components.program import build  # noqa: F401  (fail early if pulumi is missing)
     from infra.policy.rules import check_all
     from infra.render import capture, write_manifests
-    from contract.spec_loader import project_root
 
     spec = _load(stack)
     try:
@@ -66,14 +66,18 @@ def render(
 @app.command()
 def compose(
     stack: Stack = "dev",
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         help="Compose file to write (prometheus/ goes beside it); stdout if omitted.")] = None,
 ) -> None:
     """Docker Compose for one GPU host, validated against the Compose specification schema."""
-    from infra.compose import (
-        HEADER, ComposeError, compose_document, validate_compose, write_compose,
-    )
     from contract.spec_loader import project_root
+    from infra.compose import (
+        HEADER,
+        ComposeError,
+        compose_document,
+        validate_compose,
+        write_compose,
+    )
 
     spec = _load(stack)
     try:

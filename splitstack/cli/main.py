@@ -5,26 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from contract.spec import Engine
-from contract.spec_loader import SpecError, load_stack, project_root
-from contract.spec_schema import SCHEMA_PATH, render_schema
-from stack.components import SetupError
-from stack.launcher import LocalStack, StackError
-from stack.presets import engine_overrides
 from bench.demo import DEMO_WORKERS, run_demo
-from contract.spec_loader import available_stacks
+from contract.spec import Engine
+from contract.spec_loader import SpecError, available_stacks, load_stack, project_root
+from contract.spec_schema import SCHEMA_PATH, render_schema
 from splitstack.cli import bench as bench_cli
 from splitstack.cli import infra as infra_cli
 from splitstack.cli import runbook as runbook_cli
 from splitstack.cli import sim as sim_cli
 from splitstack.cli import slo as slo_cli
 from splitstack.cli import worker as worker_cli
+from stack.components import SetupError
+from stack.launcher import LocalStack, StackError
+from stack.presets import engine_overrides
 
 app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
 spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
@@ -35,14 +34,14 @@ err = Console(stderr=True)
 StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi.<stack>.yaml.")]
 
 
-def _overrides(engine: Optional[Engine], workers: Optional[int]) -> dict:
+def _overrides(engine: Engine | None, workers: int | None) -> dict:
     out: dict = engine_overrides(engine) if engine is not None else {}
     if workers is not None:
         out["worker_pool.replicas"] = workers
     return out
 
 
-def _local(stack: str, engine: Optional[Engine] = None, workers: Optional[int] = None) -> LocalStack:
+def _local(stack: str, engine: Engine | None = None, workers: int | None = None) -> LocalStack:
     try:
         spec = load_stack(stack, overrides=_overrides(engine, workers))
     except SpecError as exc:
@@ -58,8 +57,8 @@ def _local(stack: str, engine: Optional[Engine] = None, workers: Optional[int] =
 @app.command()
 def up(
     stack: StackOpt = "local",
-    engine: Annotated[Optional[Engine], typer.Option(help="Override the engine of the first server.")] = None,
-    workers: Annotated[Optional[int], typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
+    engine: Annotated[Engine | None, typer.Option(help="Override the engine of the first server.")] = None,
+    workers: Annotated[int | None, typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
 ) -> None:
     """Start the local stack (health-gated); on failure nothing is left running."""
     local = _local(stack, engine, workers)
@@ -109,7 +108,7 @@ def status(stack: StackOpt = "local") -> None:
 
 @app.command()
 def logs(
-    component: Annotated[Optional[str], typer.Argument(help="Component; omit to list them.")] = None,
+    component: Annotated[str | None, typer.Argument(help="Component; omit to list them.")] = None,
     stack: StackOpt = "local",
     lines: Annotated[int, typer.Option("-n", help="Lines to show.")] = 50,
     follow: Annotated[bool, typer.Option("-f", help="Follow the log.")] = False,
@@ -133,7 +132,7 @@ def logs(
 def demo(
     stack: StackOpt = "local",
     engine: Annotated[Engine, typer.Option(help="sim: pipeline gate with 2 MinerU workers; vllm: chat gate.")] = Engine.sim,
-    gate: Annotated[Optional[str], typer.Option(help="Gate file name in bench/gates (default per engine).")] = None,
+    gate: Annotated[str | None, typer.Option(help="Gate file name in bench/gates (default per engine).")] = None,
 ) -> None:
     """Up, a real request, Prometheus scraping it, the go/no-go gate and its report, down.
 
@@ -160,7 +159,7 @@ def spec_show(stack: StackOpt = "local") -> None:
 
 
 @spec_app.command("validate")
-def spec_validate(stacks: Annotated[Optional[list[str]], typer.Argument()] = None) -> None:
+def spec_validate(stacks: Annotated[list[str] | None, typer.Argument()] = None) -> None:
     """Validate stacks (all Pulumi.<stack>.yaml files when none is named)."""
     failed = False
     for name in stacks or available_stacks():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -32,21 +32,21 @@ def _fail(message: str, code: int = 2) -> None:
 
 @capacity_app.command("fit")
 def capacity_fit(
-    model: Annotated[Optional[str], typer.Option(help="Catalog model name or HF repo id.")] = None,
-    model_config: Annotated[Optional[Path], typer.Option(
+    model: Annotated[str | None, typer.Option(help="Catalog model name or HF repo id.")] = None,
+    model_config: Annotated[Path | None, typer.Option(
         help="A Hugging Face config.json, for a model outside the catalog.")] = None,
-    params_total: Annotated[Optional[int], typer.Option(
+    params_total: Annotated[int | None, typer.Option(
         help="Checkpoint parameters, when --model-config cannot be counted (MoE etc.).")] = None,
     gpu: Annotated[str, typer.Option(help="Catalog GPU name, e.g. nvidia-h100-80gb.")] = "",
-    gpu_memory_gib: Annotated[Optional[float], typer.Option(
+    gpu_memory_gib: Annotated[float | None, typer.Option(
         help="CUDA-visible GiB of a GPU outside the catalog (instead of --gpu).")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.")] = 0.9,
     max_model_len: Annotated[int, typer.Option(help="vLLM --max-model-len, tokens.")] = 8192,
     tensor_parallel_size: Annotated[int, typer.Option(help="GPUs per replica.")] = 1,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
         help="vLLM --max-num-batched-tokens (default: vllm_memory.yaml).")] = None,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto, fp8, float16, bfloat16.")] = "auto",
-    activation_gib: Annotated[Optional[float], typer.Option(
+    activation_gib: Annotated[float | None, typer.Option(
         help="Measured peak activation (vLLM log), replaces the estimate.")] = None,
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
@@ -99,16 +99,16 @@ def capacity_matrix(
 
 @capacity_app.command("forecast")
 def capacity_forecast(
-    bench_summary: Annotated[Optional[Path], typer.Option(
+    bench_summary: Annotated[Path | None, typer.Option(
         help="Bench summary JSON: per-server PDFs/h from pdfs_per_hour (or pages_per_s).")] = None,
-    pages_per_pdf: Annotated[Optional[float], typer.Option(
+    pages_per_pdf: Annotated[float | None, typer.Option(
         help="Average pages per PDF, to convert a summary's pages_per_s.")] = None,
-    avg_pdfs_per_day: Annotated[Optional[float], typer.Option()] = None,
-    quarterly_growth: Annotated[Optional[float], typer.Option(help="0.2 = 20 %.")] = None,
-    peak_factor: Annotated[Optional[float], typer.Option()] = None,
-    per_server_pdfs_per_hour: Annotated[Optional[float], typer.Option()] = None,
-    per_worker_pdfs_per_hour: Annotated[Optional[float], typer.Option()] = None,
-    quarters: Annotated[Optional[int], typer.Option()] = None,
+    avg_pdfs_per_day: Annotated[float | None, typer.Option()] = None,
+    quarterly_growth: Annotated[float | None, typer.Option(help="0.2 = 20 %.")] = None,
+    peak_factor: Annotated[float | None, typer.Option()] = None,
+    per_server_pdfs_per_hour: Annotated[float | None, typer.Option()] = None,
+    per_worker_pdfs_per_hour: Annotated[float | None, typer.Option()] = None,
+    quarters: Annotated[int | None, typer.Option()] = None,
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
     """Servers, workers and monthly cost per quarter (the manual's forecast; flags override)."""
@@ -151,13 +151,13 @@ def capacity_forecast(
 @app.command("gpu-probe")
 def gpu_probe(
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
-    textfile: Annotated[Optional[Path], typer.Option(
+    textfile: Annotated[Path | None, typer.Option(
         help="Also write Prometheus text here (node_exporter textfile collector).")] = None,
-    serve_port: Annotated[Optional[int], typer.Option(
+    serve_port: Annotated[int | None, typer.Option(
         help="Serve /metrics on this port until interrupted (0 picks a free port).")] = None,
     serve_addr: Annotated[str, typer.Option(help="Address for --serve-port.")] = "127.0.0.1",
     xid_watch_s: Annotated[float, typer.Option(help="Watch for Xid events this long.")] = 0.0,
-    kernel_log: Annotated[Optional[Path], typer.Option(
+    kernel_log: Annotated[Path | None, typer.Option(
         help="Kernel log text (dmesg output) to scan for past 'NVRM: Xid' lines.")] = None,
     require_gpu: Annotated[bool, typer.Option(help="Exit 1 when no GPU is found.")] = False,
 ) -> None:
@@ -203,7 +203,7 @@ def _serve(port: int, addr: str, xid_watch_s: float) -> None:
 @app.command("wait-for-gpu-memory")
 def wait_for_gpu_memory_cmd(
     min_free_mib: Annotated[float, typer.Option(help="Free memory wanted per GPU, MiB.")],
-    gpu: Annotated[Optional[int], typer.Option(help="GPU index; default all.")] = None,
+    gpu: Annotated[int | None, typer.Option(help="GPU index; default all.")] = None,
     timeout_s: Annotated[float, typer.Option(help="Give up after this long.")] = 300.0,
     interval_s: Annotated[float, typer.Option(help="Seconds between reads.")] = 5.0,
 ) -> None:

@@ -11,7 +11,7 @@ import os
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 import yaml
@@ -28,18 +28,18 @@ class Output(str, Enum):
 
 Stack = Annotated[str, typer.Option("--stack", help="Deployment spec: Pulumi.<stack>.yaml.")]
 Apply = Annotated[bool, typer.Option("--apply", help="Act; without it only the plan is printed.")]
-SpecOverride = Annotated[Optional[list[str]], typer.Option(
+SpecOverride = Annotated[list[str] | None, typer.Option(
     "--spec-override", help="KEY=VALUE dotted spec override, as the local stack was started with "
     "(e.g. queue.port=16400); repeatable.")]
-PromUrl = Annotated[Optional[str], typer.Option(
+PromUrl = Annotated[str | None, typer.Option(
     "--prometheus-url", help="Prometheus base URL; default for a local stack: its own.")]
-KubeContext = Annotated[Optional[str], typer.Option(
+KubeContext = Annotated[str | None, typer.Option(
     "--kube-context", help="kubeconfig context (default: the current one).")]
-AuditLogOpt = Annotated[Optional[Path], typer.Option(
+AuditLogOpt = Annotated[Path | None, typer.Option(
     "--audit-log", help="Audit JSONL; default: <state_dir>/audit.jsonl (local) or "
     "~/.local/state/splitstack/audit-<stack>.jsonl.")]
 Out = Annotated[Output, typer.Option("--output", help="text or json.")]
-Server = Annotated[Optional[str], typer.Option("--server", help="Server name from the spec "
+Server = Annotated[str | None, typer.Option("--server", help="Server name from the spec "
                                                "(default: the workers' server).")]
 
 
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("audit-log")
     def audit_log_cmd(last: Annotated[int, typer.Option(help="How many records.")] = 20,
-                      action: Annotated[Optional[str], typer.Option(help="Only this action.")] = None,
+                      action: Annotated[str | None, typer.Option(help="Only this action.")] = None,
                       stack: Stack = "local", spec_override: SpecOverride = None,
                       kube_context: KubeContext = None, audit_log: AuditLogOpt = None) -> None:
         """The last runbook runs: when, who, what, outcome (read-only)."""
@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
     def diagnose_cmd(stack: Stack = "local", spec_override: SpecOverride = None,
                      prometheus_url: PromUrl = None, kube_context: KubeContext = None,
                      audit_log: AuditLogOpt = None, output: Out = Output.text,
-                     threshold: Annotated[Optional[list[str]], typer.Option(
+                     threshold: Annotated[list[str] | None, typer.Option(
                          help="NAME=VALUE override of runbooks/diagnose/thresholds.yaml.")] = None,
                      log_lines: Annotated[int, typer.Option(help="Log lines scanned.")] = 300,
                      gpu: Annotated[bool, typer.Option(help="Probe this machine's GPUs.")] = True) -> None:
@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
     def slo_status_cmd(stack: Stack = "local", spec_override: SpecOverride = None,
                        prometheus_url: PromUrl = None, audit_log: AuditLogOpt = None,
                        output: Out = Output.text,
-                       window: Annotated[Optional[str], typer.Option(help="e.g. 30d")] = None,
+                       window: Annotated[str | None, typer.Option(help="e.g. 30d")] = None,
                        current: Annotated[str, typer.Option(help="Burn-rate window.")] = "1h") -> None:
         """Attainment, error budget left and burn rate of every SLO (slo/objectives.yaml)."""
         run("slo-status", {"window": window, "current": current}, stack, False, spec_override,
@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("update-hf-token")
     def update_hf_token_cmd(server: Server = None, apply: Apply = False,
-                            token_env: Annotated[Optional[str], typer.Option(
+                            token_env: Annotated[str | None, typer.Option(
                                 help="Env var holding the new token (default: the spec's).")] = None,
                             force: Annotated[bool, typer.Option()] = False,
                             stack: Stack = "local", spec_override: SpecOverride = None,
@@ -190,7 +190,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("drain-gpu-node")
     def drain_cmd(server: Server = None, apply: Apply = False,
-                  node: Annotated[Optional[str], typer.Option(help="Node (default: the server's).")] = None,
+                  node: Annotated[str | None, typer.Option(help="Node (default: the server's).")] = None,
                   force: Annotated[bool, typer.Option()] = False,
                   stack: Stack = "local", spec_override: SpecOverride = None,
                   kube_context: KubeContext = None, audit_log: AuditLogOpt = None,

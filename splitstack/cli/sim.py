@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
@@ -29,17 +29,17 @@ def _fail(message: str, code: int = 2) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 8000,
-    api_key: Annotated[Optional[str], typer.Option(envvar="VLLM_API_KEY", help="require this Bearer token on /v1/* and /sim/* (env: VLLM_API_KEY, as vLLM)")] = None,
+    api_key: Annotated[str | None, typer.Option(envvar="VLLM_API_KEY", help="require this Bearer token on /v1/* and /sim/* (env: VLLM_API_KEY, as vLLM)")] = None,
     profile: Annotated[str, typer.Option(help="calibration profile name, or a path to a profile YAML")] = "instant",
     seed: Annotated[int, typer.Option(help="seed of every random draw")] = 0,
     model_name: Annotated[str, typer.Option(help="served model name")] = "tiny",
-    model_root: Annotated[Optional[str], typer.Option(help="'root' reported by /v1/models")] = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option(help="override the profile's max_num_seqs")] = None,
-    max_model_len: Annotated[Optional[int], typer.Option(help="override the profile's max_model_len")] = None,
+    model_root: Annotated[str | None, typer.Option(help="'root' reported by /v1/models")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="override the profile's max_num_seqs")] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="override the profile's max_model_len")] = None,
     text_only: Annotated[bool, typer.Option(help="reject images like a text-only model")] = False,
-    timings_max_entries: Annotated[Optional[int], typer.Option(help="per-request timestamps kept for GET "
+    timings_max_entries: Annotated[int | None, typer.Option(help="per-request timestamps kept for GET "
                                                                     "/sim/timings (0: none)")] = None,
-    fault: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE fault active from start (repeatable), "
+    fault: Annotated[list[str] | None, typer.Option(help="KEY=VALUE fault active from start (repeatable), "
                                                              "e.g. error_rate=0.1")] = None,
 ) -> None:
     """Serve the simulator until interrupted. Logs go to stderr."""
@@ -64,14 +64,14 @@ def fit(
                                                      "time order (two or more give load-dependent coefficients)")],
     name: Annotated[str, typer.Option(help="name of the new profile")],
     base: Annotated[str, typer.Option(help="profile whose limits and answer shapes are kept")] = "instant",
-    out: Annotated[Optional[Path], typer.Option(help="write the YAML here (default: stdout)")] = None,
-    drive: Annotated[Optional[str], typer.Option(help="base URL of a server to load at --levels while scraping "
+    out: Annotated[Path | None, typer.Option(help="write the YAML here (default: stdout)")] = None,
+    drive: Annotated[str | None, typer.Option(help="base URL of a server to load at --levels while scraping "
                                                       "(SOURCE must then be its /metrics URL)")] = None,
     levels: Annotated[str, typer.Option(help="concurrency levels for --drive")] = "1,4,8",
     requests_per_level: Annotated[int, typer.Option(help="requests per level for --drive")] = 24,
     max_tokens: Annotated[int, typer.Option(help="max_tokens of driven requests")] = 64,
-    api_key: Annotated[Optional[str], typer.Option(help="Bearer token for --drive and metric URLs")] = None,
-    model: Annotated[Optional[str], typer.Option(help="model name for --drive (default: the only one served)")] = None,
+    api_key: Annotated[str | None, typer.Option(help="Bearer token for --drive and metric URLs")] = None,
+    model: Annotated[str | None, typer.Option(help="model name for --drive (default: the only one served)")] = None,
 ) -> None:
     """Fit a profile's step-time coefficients from a real server's vllm:* histograms."""
     try:

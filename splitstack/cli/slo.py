@@ -7,7 +7,7 @@ Exit codes: 0 ok; 1 an error budget is exhausted (`status`) or generated files a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -52,7 +52,7 @@ def show(spec: SpecOpt = OBJECTIVES_PATH) -> None:
 
 @app.command()
 def rules(spec: SpecOpt = OBJECTIVES_PATH,
-          out: Annotated[Optional[Path], typer.Option(help="output folder (default alerts/generated)")] = None,
+          out: Annotated[Path | None, typer.Option(help="output folder (default alerts/generated)")] = None,
           check: Annotated[bool, typer.Option("--check", help="exit 1 if the files differ from a fresh render; write nothing")] = False) -> None:
     """Generate alerts/generated/*.rules.yml and their promtool unit tests from the spec."""
     from slo.rule_tests import ScenarioError
@@ -74,7 +74,7 @@ def rules(spec: SpecOpt = OBJECTIVES_PATH,
     console.print(f"{len(files)} files in {target}, {len(changed)} changed")
 
 
-def _evaluate(spec_path: Path, prometheus: Optional[str], records: Optional[Path], window: Optional[str],
+def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, window: str | None,
               current: str, step: str):
     from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
     from slo.records import RecordError, load_records
@@ -100,9 +100,9 @@ def _evaluate(spec_path: Path, prometheus: Optional[str], records: Optional[Path
         raise _fail(str(e)) from None
 
 
-PromOpt = Annotated[Optional[str], typer.Option("--prometheus", help="Prometheus URL (default http://127.0.0.1:9090)")]
-RecOpt = Annotated[Optional[Path], typer.Option("--records", help="bench records JSONL instead of Prometheus")]
-WinOpt = Annotated[Optional[str], typer.Option("--window", help="attainment window, e.g. 1h (default: each SLO's window_d)")]
+PromOpt = Annotated[str | None, typer.Option("--prometheus", help="Prometheus URL (default http://127.0.0.1:9090)")]
+RecOpt = Annotated[Path | None, typer.Option("--records", help="bench records JSONL instead of Prometheus")]
+WinOpt = Annotated[str | None, typer.Option("--window", help="attainment window, e.g. 1h (default: each SLO's window_d)")]
 CurOpt = Annotated[str, typer.Option("--current", help="window of the current burn rate")]
 StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-based SLIs")]
 
@@ -110,7 +110,7 @@ StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-bas
 @app.command()
 def report(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m",
-           json_out: Annotated[Optional[Path], typer.Option("--json", help="also write the report as JSON")] = None) -> None:
+           json_out: Annotated[Path | None, typer.Option("--json", help="also write the report as JSON")] = None) -> None:
     """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
     from slo.report import render_table, write_json
 
@@ -139,7 +139,7 @@ def status(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records:
 
 @app.command()
 def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
-               out: Annotated[Optional[Path], typer.Option(help="output folder (default dashboards/generated)")] = None,
+               out: Annotated[Path | None, typer.Option(help="output folder (default dashboards/generated)")] = None,
                check: Annotated[bool, typer.Option("--check", help="exit 1 if the JSON differs from a fresh render")] = False) -> None:
     """Generate the Grafana dashboards (JSON) from the spec and the metric catalog."""
     from dashboards.generate import DASHBOARD_DIR, render_dashboards
@@ -177,7 +177,7 @@ def schema(check: Annotated[bool, typer.Option("--check", help="exit 1 if slo/ob
 
 @openslo_app.command("export")
 def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
-                   out: Annotated[Optional[Path], typer.Option(help="write here instead of stdout")] = None) -> None:
+                   out: Annotated[Path | None, typer.Option(help="write here instead of stdout")] = None) -> None:
     """Export the spec as OpenSLO v1 documents (multi-document YAML)."""
     from slo.openslo import export_openslo
 
@@ -190,7 +190,7 @@ def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
 
 @openslo_app.command("import")
 def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (one or more documents)")],
-                   out: Annotated[Optional[Path], typer.Option(help="write the SLO spec here instead of stdout")] = None) -> None:
+                   out: Annotated[Path | None, typer.Option(help="write the SLO spec here instead of stdout")] = None) -> None:
     """Import OpenSLO v1 SLOs that fit splitstack's model into an objectives.yaml."""
     from slo.openslo import OpenSLOError, import_openslo
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -42,7 +42,7 @@ def _connect(spec):
     return r
 
 
-def _pages(value: Optional[str]):
+def _pages(value: str | None):
     if not value:
         return None
     from worker.jobs import PageRange
@@ -73,9 +73,9 @@ def register(app: typer.Typer) -> None:
     def submit_cmd(
         files: Annotated[list[Path], typer.Argument(help="PDF files (paths every worker can read).")],
         stack: StackOpt = "local",
-        pages: Annotated[Optional[str], typer.Option(help="Only these pages, FIRST-LAST (1-based).")] = None,
-        language: Annotated[Optional[str], typer.Option(help="Language hint recorded with the job.")] = None,
-        correlation_id: Annotated[Optional[str], typer.Option(help="Your id, echoed in logs and metadata.")] = None,
+        pages: Annotated[str | None, typer.Option(help="Only these pages, FIRST-LAST (1-based).")] = None,
+        language: Annotated[str | None, typer.Option(help="Language hint recorded with the job.")] = None,
+        correlation_id: Annotated[str | None, typer.Option(help="Your id, echoed in logs and metadata.")] = None,
         wait: Annotated[bool, typer.Option(help="Wait until every job is done or dead-lettered.")] = False,
         timeout_s: Annotated[float, typer.Option(help="Longest --wait, seconds.")] = 600.0,
     ) -> None:

@@ -14,11 +14,10 @@ import httpx
 import psutil
 import pytest
 
-from stack.components import SetupError
 from bench.demo import chat_once, wait_for_series
+from stack.components import SetupError
 from stack.launcher import StackError
 from stack.preflight import resolve_api_key
-
 from testsupport.stack import ROOT, local_stack
 
 pytestmark = pytest.mark.integration

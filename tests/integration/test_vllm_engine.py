@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 from localvllm.command import build_vllm_command, explain_startup_failure
+from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 from stack.health import listens_on
 from testsupport.stack import free_port
 

@@ -7,11 +7,16 @@ import base64
 
 import pulumi
 
-from infra.components.clouds import (
-    CPU_INSTANCE, ClusterOut, GPU_DISK_GIB, cpu_node_count, missing_sdk, require_region,
-)
 from contract.naming import GPU_POOL_LABEL
 from contract.spec import Spec
+from infra.components.clouds import (
+    CPU_INSTANCE,
+    GPU_DISK_GIB,
+    ClusterOut,
+    cpu_node_count,
+    missing_sdk,
+    require_region,
+)
 
 
 def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:

@@ -6,12 +6,17 @@ import json
 
 import pulumi
 
-from infra.components.clouds import (
-    CPU_INSTANCE, GPU_DISK_GIB, ClusterOut, cpu_node_count, missing_sdk, require_region,
-    taint_effect_enum,
-)
 from contract.naming import GPU_POOL_LABEL
 from contract.spec import Spec
+from infra.components.clouds import (
+    CPU_INSTANCE,
+    GPU_DISK_GIB,
+    ClusterOut,
+    cpu_node_count,
+    missing_sdk,
+    require_region,
+    taint_effect_enum,
+)
 
 NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",

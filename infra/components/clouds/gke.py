@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import pulumi
 
-from infra.components.clouds import (
-    CPU_INSTANCE, GPU_DISK_GIB, ClusterOut, cpu_node_count, missing_sdk, require_region,
-    taint_effect_enum,
-)
 from contract.naming import GPU_POOL_LABEL
 from contract.spec import Spec
+from infra.components.clouds import (
+    CPU_INSTANCE,
+    GPU_DISK_GIB,
+    ClusterOut,
+    cpu_node_count,
+    missing_sdk,
+    require_region,
+    taint_effect_enum,
+)
 
 SHARING = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 

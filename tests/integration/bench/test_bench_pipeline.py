@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from contract.spec import Engine
-
-from splitstack.cli.bench import gate_run
 from bench.report.writer import load_summary
 from bench.target import Target
+from contract.spec import Engine
+from splitstack.cli.bench import gate_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from splitstack.cli.bench import app
 from bench.pdfgen import make_pdf
+from splitstack.cli.bench import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx

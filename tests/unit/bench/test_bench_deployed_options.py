@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from splitstack.cli.bench import app
 from bench.target import QueueOptions, TargetError, from_deployed, from_stack, mask_url, queue_url_for
 from contract.spec_loader import load_stack
+from splitstack.cli.bench import app
 
 
 @pytest.mark.parametrize("url, shown", [

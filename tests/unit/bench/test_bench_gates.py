@@ -4,8 +4,16 @@ import pytest
 from pydantic import ValidationError
 
 from bench.gating.context import GateContext
-from bench.gating.models import (ErrorRateGate, GoodputGate, LatencyGate, LatencyVsBaselineGate, MemoryGrowthGate,
-                                 OutputEquivalenceGate, SLOGate, ThroughputGate)
+from bench.gating.models import (
+    ErrorRateGate,
+    GoodputGate,
+    LatencyGate,
+    LatencyVsBaselineGate,
+    MemoryGrowthGate,
+    OutputEquivalenceGate,
+    SLOGate,
+    ThroughputGate,
+)
 from bench.gating.spec import GateFile, load_gate_file
 from bench.gating.verdict import evaluate, verdict
 

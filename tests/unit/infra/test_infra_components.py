@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from contract import sizing
+from contract.spec_loader import parse_spec
 from infra.components.inference_server import InferenceServerArgs, validate
 from infra.components.platform_addons import gpu_operator_values, needs_gpu_operator, sharing_config
 from infra.components.program import build
-from contract.spec_loader import parse_spec
 
 from .infra_helpers import CLOUD_MODES, ROOT, make_raw, make_spec
 
@@ -160,16 +160,16 @@ def test_missing_cloud_sdk_names_the_extra(monkeypatch):
 
 
 def test_local_target_is_refused():
-    from infra.components.program import check
     from contract.spec_loader import load_stack
+    from infra.components.program import check
 
     with pytest.raises(ValueError, match="splitstack up --stack local"):
         check(load_stack("local"))
 
 
 def test_outputs_name_urls_and_commands():
-    from infra.components.program import stack_outputs
     from contract.spec_loader import load_stack
+    from infra.components.program import stack_outputs
 
     spec = load_stack("prod")
     out = stack_outputs(spec, "http://prom")
@@ -249,7 +249,8 @@ def test_hpa_fallback_when_keda_is_absent(mocks):
 
 
 def test_hpa_cannot_scale_from_zero():
-    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, validate as validate_pool
+    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs
+    from infra.components.worker_pool import validate as validate_pool
 
     raw = make_raw("existing")
     raw["worker_pool"].update(replicas=0, max_replicas=2)

@@ -3,19 +3,24 @@ by device id, secrets by host-variable reference, and a Prometheus config promto
 
 from __future__ import annotations
 
-import json
 import copy
 import hashlib
+import json
 import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from infra.compose import (
-    SCHEMA, ComposeError, assign_gpus, compose_document, validate_compose, write_compose,
-)
 from contract.spec_loader import load_stack, parse_spec
+from infra.compose import (
+    SCHEMA,
+    ComposeError,
+    assign_gpus,
+    compose_document,
+    validate_compose,
+    write_compose,
+)
 
 from .infra_helpers import ROOT, make_raw
 
@@ -105,8 +110,8 @@ def test_written_prometheus_config_passes_promtool(tmp_path):
 
 
 def test_compose_workers_read_the_resolved_spec_written_beside(tmp_path):
-    from infra.compose import WORKER_SPEC_FILE
     from contract.spec_loader import parse_spec as reparse
+    from infra.compose import WORKER_SPEC_FILE
 
     spec = load_stack("dev")
     write_compose(spec, ROOT, tmp_path / "compose.yaml")

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
+from contract.spec_loader import load_stack, parse_spec
 from infra.policy.manifests import supported_versions, validate_all, validate_object
 from infra.render import capture
-from contract.spec_loader import load_stack, parse_spec
 
 from .infra_helpers import ROOT, make_raw
 

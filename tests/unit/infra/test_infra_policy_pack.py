@@ -8,8 +8,13 @@ import copy
 import pulumi
 import pytest
 from pulumi_policy import (
-    PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions, ResourceValidationArgs,
-    ResourceValidationPolicy, StackValidationArgs, StackValidationPolicy,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from infra.components.inference_server import custom_timeouts

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pulumi
 import pytest
-from .infra_helpers import CLOUD_MODES, ROOT, make_spec
 
 from contract import sizing
 from infra.components.program import build
 from infra.policy import rules
+
+from .infra_helpers import CLOUD_MODES, ROOT, make_spec
 
 
 def objects_of(mocks, kind: str) -> list[dict]:

@@ -18,10 +18,10 @@ import yaml
 from google.protobuf import json_format
 from pulumi.runtime import rpc
 
+from contract.spec_loader import parse_spec
 from infra.components.program import build
 from infra.components.secrets import SecretsConfigError, config_key
 from infra.render import REDACTED, CaptureMocks, PlainMockMonitor, capture, write_manifests
-from contract.spec_loader import parse_spec
 
 from .infra_helpers import ROOT, make_raw, make_spec
 

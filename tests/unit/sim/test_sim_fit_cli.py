@@ -8,9 +8,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from splitstack.cli.sim import app
 from simulator.fit import FitError, fit_profile, parse_snapshot, read_snapshot
 from simulator.profile import Profile, load_profile
+from splitstack.cli.sim import app
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()

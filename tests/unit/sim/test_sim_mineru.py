@@ -7,8 +7,16 @@ import re
 
 import pytest
 
-from simulator.mineru import (BOTTOM, KIND_OF_BLOCK, TOP, detect_kind, layout_answer, plan_layout,
-                              recognition_pieces, request_rng)
+from simulator.mineru import (
+    BOTTOM,
+    KIND_OF_BLOCK,
+    TOP,
+    detect_kind,
+    layout_answer,
+    plan_layout,
+    recognition_pieces,
+    request_rng,
+)
 from simulator.profile import load_profile
 
 WORKLOAD = load_profile("mineru25-h200").mineru

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from splitstack.cli.slo import app
 from slo.writer import GENERATED_DIR
+from splitstack.cli.slo import app
 
 runner = CliRunner()
 SPECS = Path(__file__).parent / "fixtures" / "specs"

@@ -19,9 +19,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from contract import naming
-from infra.components.inference_server import vllm_args
 from contract.spec import Spec
 from contract.spec_loader import load_stack, project_root
+from infra.components.inference_server import vllm_args
 from runbooks.actions.context import ActionContext
 from runbooks.actions.settings import SafetySettings
 from runbooks.audit import AuditLog

@@ -9,8 +9,8 @@ import stat
 import typer
 from typer.testing import CliRunner
 
-from splitstack.cli.runbook_actions import register
 from runbooks.audit import AuditLog
+from splitstack.cli.runbook_actions import register
 
 runner = CliRunner()
 
