@@ -13,7 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from rich.console import Console
 
+from bench.gating.run import GateRun, run_gate
+from bench.target import from_local
 from contract.prometheus_jobs import JOB_SERVER
 from contract.spec import Engine
 from stack.launcher import LocalStack
@@ -80,11 +83,8 @@ def smoke(local: LocalStack, state: dict, say: Callable[[str], None]) -> None:
 
 
 def run_demo(local: LocalStack, say: Callable[[str], None] = print, gate: str | None = None,
-             out_dir: Path | None = None) -> int:
-    """Returns the gate's exit code: 0 go, 1 no-go, 2 invalid run."""
-    from bench.target import from_local
-    from splitstack.cli.bench import gate_run
-
+             out_dir: Path | None = None, console: Console | None = None) -> GateRun:
+    """The gate run; its ``exit_code`` is the demo's: 0 go, 1 no-go, 2 invalid run."""
     engine = local.spec.worker_server.engine
     gate = gate or DEMO_GATES[engine]
     try:
@@ -92,7 +92,7 @@ def run_demo(local: LocalStack, say: Callable[[str], None] = print, gate: str | 
         say(f"stack healthy in {state['startup_s']:.1f} s")
         smoke(local, state, say)
         say(f"running the go/no-go gate {gate!r} (bench/gates/{gate}.yaml)")
-        return gate_run(gate, stack=local.spec.stack, target=from_local(local), out_dir=out_dir)
+        return run_gate(gate, target=from_local(local), out_dir=out_dir, console=console)
     finally:
         local.down()
         say("stack down")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.load import NS, LoadSpec, open_schedule, phase_of
-from bench.records import AnyRecord, read_jsonl, write_jsonl
+from bench.records import AnyRecord, RequestRecord, read_jsonl, write_jsonl
 
 ProgressFn = Callable[[int, int, int], None]  # (finished, errors, in_flight)
 
@@ -67,7 +67,6 @@ def _cpu_s() -> float:
 
 def _overload_record(sender: Sender, index: int, intended: int, phase: str, t0: int,
                      process: int) -> AnyRecord:
-    from bench.records import RequestRecord
 
     now = time.monotonic_ns() - t0
     return RequestRecord(request_id=f"p{process}-{index}", phase=phase, process=process,

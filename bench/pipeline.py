@@ -39,6 +39,8 @@ from bench.pdfgen import count_pages, make_pdf
 from bench.records import PipelineRecord
 from bench.scenario import PipelineScenario
 from bench.target import Target, mask_url
+from worker.jobs import Job
+from worker.queue import JobQueue
 
 TERMINAL = ("done", "dead_lettered")
 MARKDOWN = "document.md"  # worker/store.py's output file names
@@ -114,8 +116,6 @@ class PipelineWorkload:
     async def sender(self, process: int, timeout_s: float) -> PipelineSender:
         import redis.asyncio as aioredis
 
-        from worker.queue import JobQueue
-
         client = aioredis.Redis.from_url(self.redis_url, decode_responses=True)
         queue = JobQueue(client, self.stream, self.group, self.dead_letter_stream, consumer=f"bench-{process}")
         return PipelineSender(self, queue, client, process)
@@ -130,8 +130,6 @@ class PipelineSender:
         self._poller: asyncio.Task | None = None
 
     async def send(self, index: int, intended_ns: int, phase: str, t0: int) -> PipelineRecord:
-        from worker.jobs import Job
-
         doc = self.wl.documents[index % len(self.wl.documents)]
         job = Job(source=doc.source, correlation_id=f"bench-{self.process}-{index}")
         rec = PipelineRecord(request_id=job.job_id, phase=phase, process=self.process, document=doc.path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,12 +11,7 @@ import httpx
 
 from bench.target import Target
 from contract.metrics import BreakerState  # the gauge's values, defined once with the metric
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from stack.procs import free_port
 
 
 def time_worker_startup(target: Target, timeout_s: float) -> float | None:
@@ -36,7 +30,7 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     paths = LocalStack(spec, root).paths
     ctx = BuildContext(spec, paths, root, target.api_key)
     comp = worker_component(ctx, spec.worker_pool.replicas + 50)  # an index no replica uses
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, **comp.env, ENV_METRICS_PORT: str(port), "PYTHONUNBUFFERED": "1"}
     if target.queue_url:
         env[spec.queue.url_env] = target.queue_url

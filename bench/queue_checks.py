@@ -19,7 +19,9 @@ from typing import Any
 
 import redis
 
+from bench.pipeline import METADATA
 from bench.target import TargetError
+from worker.jobs import Job
 
 UNREADABLE_KINDS = ("not_found", "unreadable", "url_not_allowed", "download_failed")
 
@@ -112,7 +114,6 @@ async def run_canary(queue, client, source: str, pickup_s: float, finish_s: floa
                      poll_s: float = 0.1) -> dict[str, Any]:
     """Submit one document and follow it: picked up within ``pickup_s``, terminal within
     ``finish_s``. Returns its final job record (plus ``job_id`` and ``latency_s``)."""
-    from worker.jobs import Job
 
     job = Job(source=source, correlation_id="bench-canary")
     t0 = time.monotonic()
@@ -154,8 +155,6 @@ def judge_canary(rec: dict[str, Any], source: str, local_folder: str, output_dir
                           "measuring (`splitstack jobs --dead`). Nothing was measured.")
     if output_dir is not None:
         from pathlib import Path
-
-        from bench.pipeline import METADATA
 
         if not (Path(output_dir) / rec["job_id"] / METADATA).is_file():
             raise TargetError(f"--output-dir {output_dir}: the workers finished the canary document (job "

@@ -13,16 +13,18 @@ from typing import Any
 
 import httpx
 
-from bench import engine, server_metrics, tokcheck
+from bench import engine, queue_checks, server_metrics, tokcheck
 from bench.agreement import agreement
 from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
+from bench.pipeline import PipelineWorkload, outputs_summary, pipeline_checks
 from bench.records import AnyRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.server_view import ServerView
 from bench.target import Target, TargetError
 from bench.validity import ValidityLimits, check
+from worker.queue import JobQueue
 
 
 @dataclass
@@ -50,8 +52,6 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
             if tok is not None:  # counted now, before the clock starts: never in the send path
                 prompts = tokcheck.count_prompts(tok[0], workload.prepared)
         else:
-            from bench.pipeline import PipelineWorkload
-
             workload = PipelineWorkload.build(scn, target)
             canary = pipeline_preflight(workload, target)  # stream, group, live workers; canary if deployed
         view = ServerView(target, http)  # the server's /metrics, or Prometheus for a deployed stack
@@ -70,8 +70,6 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         server["source"] = view.source
     extra = None
     if isinstance(scn, PipelineScenario):
-        from bench.pipeline import outputs_summary, pipeline_checks
-
         extra = pipeline_checks(result.records)  # type: ignore[arg-type]
     summary = summarize(scn, target, result, limits, t_start, server, extra)
     if isinstance(scn, PipelineScenario):
@@ -110,8 +108,6 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
     import redis
     import redis.asyncio as aioredis
 
-    from bench import queue_checks
-
     spec = target.stack_spec()
     client = redis.Redis.from_url(target.queue_url, decode_responses=True, socket_connect_timeout=5,
                                   socket_timeout=10)
@@ -122,7 +118,6 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
     facts: dict[str, Any] = {"queue_at_start": state.as_dict()}
     if target.deployment is None:
         return facts
-    from worker.queue import JobQueue
 
     doc = workload.documents[0]
 

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from contract.spec_loader import SpecError, load_stack, parse_spec, project_root
+from stack.launcher import LocalStack
+from stack.preflight import resolve_api_key
+
 
 class TargetError(ValueError):
     pass
@@ -53,7 +57,6 @@ class Target:
     def stack_spec(self):
         if self.spec is not None:
             return self.spec
-        from contract.spec_loader import load_stack
 
         return load_stack(self.stack or "local")
 
@@ -92,6 +95,22 @@ class QueueOptions:
         return {k: v for k, v in names.items() if v}
 
 
+def resolve(stack: str | None, url: str | None, model: str | None, api_key_env: str | None,
+            max_model_len: int | None = None, queue: QueueOptions | None = None,
+            pipeline: bool = False) -> Target:
+    """The target the command-line options name: a server by URL, a local stack, or a deployed
+    stack's queue (a pipeline run on a deployed stack, or on an explicit queue, takes its names from
+    the stack's spec; ``url`` then only serves readiness probes and /metrics)."""
+    queue = queue or QueueOptions()
+    deployed = pipeline and (queue.explicit_queue or (stack not in (None, "local")))
+    if url and not deployed:
+        if not model:
+            raise TargetError("--url needs --model (the served model name)")
+        return from_url(url, model, api_key_env, max_model_len)
+    return from_stack(stack or "local", queue=queue, url=url, model=model, api_key_env=api_key_env,
+                      pipeline=pipeline)
+
+
 def from_url(url: str, model: str, api_key_env: str | None = None,
              max_model_len: int | None = None) -> Target:
     key = os.environ.get(api_key_env) if api_key_env else None
@@ -103,8 +122,6 @@ def from_url(url: str, model: str, api_key_env: str | None = None,
 def from_stack(stack: str, root: Path | None = None, queue: QueueOptions | None = None,
                url: str | None = None, model: str | None = None, api_key_env: str | None = None,
                pipeline: bool = True) -> Target:
-    from contract.spec_loader import SpecError, load_stack, project_root
-    from stack.launcher import LocalStack
 
     root = root or project_root()
     queue = queue or QueueOptions()
@@ -126,7 +143,6 @@ def from_stack(stack: str, root: Path | None = None, queue: QueueOptions | None 
     state = local.read_state()
     if state and "spec" in state:
         # The stack as it was started (`--engine sim` and other overrides), not the bare file.
-        from contract.spec_loader import parse_spec
 
         local = LocalStack(parse_spec(state["spec"], str(local.paths.state_file)), root)
     target = from_local(local)
@@ -200,7 +216,6 @@ def from_deployed(spec, queue: QueueOptions, url: str | None = None, model: str 
 
 def from_local(local) -> Target:  # local: stack.launcher.LocalStack
     """A running local stack: URLs from its state file, the API key the stack generated."""
-    from stack.preflight import resolve_api_key
 
     spec = local.spec
     server = spec.worker_server

@@ -84,7 +84,8 @@ def ensure_venv(name: str, package: str, python: str = sys.executable) -> Path |
         return f"venv failed: {r.stderr[-300:]}"
     r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", package], capture_output=True, text=True)
     if r.returncode != 0:
-        return f"pip install {package} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
+        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode
+        return f"pip install {package} failed: {last}"
     marker.write_text(package)
     return venv / "bin"
 
@@ -106,7 +107,8 @@ def run_child(argv: list[str], env: dict | None = None, cwd: Path | None = None)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode not in (0, 2):  # bench exits 2 for an invalid run: still measured
-        raise RuntimeError(f"{argv[0]} {' '.join(argv[1:4])} failed ({r.returncode}):\n{r.stdout[-1500:]}\n{r.stderr[-2500:]}")
+        raise RuntimeError(f"{argv[0]} {' '.join(argv[1:4])} failed ({r.returncode}):\n"
+                           f"{r.stdout[-1500:]}\n{r.stderr[-2500:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, wall, r.stdout + r.stderr
 
@@ -114,8 +116,9 @@ def run_child(argv: list[str], env: dict | None = None, cwd: Path | None = None)
 # -- tools: argv for (url, rate, n, workdir) -------------------------------------------------------
 def ours(url, rate, n, work):
     scn = work / "scn.yaml"
-    scn.write_text(f"kind: chat\nname: overhead\nprompt_tokens: {{mean: {IN_TOK}}}\noutput_tokens: {{mean: {OUT_TOK}}}\n"
-                   f"prompt_pool: 64\nload: {{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}\n")
+    scn.write_text(f"kind: chat\nname: overhead\nprompt_tokens: {{mean: {IN_TOK}}}\n"
+                   f"output_tokens: {{mean: {OUT_TOK}}}\nprompt_pool: 64\n"
+                   f"load: {{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}\n")
     return [sys.executable, "-m", "bench", "run", str(scn), "--url", url, "--model", "tiny",
             "--out", str(work / f"ours-{n}")], {}
 
@@ -194,7 +197,7 @@ def measure(tool: str, url: str, rate: float, n: int, skip_install: bool) -> dic
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 return {"tool": tool, "error": str(exc)[-600:]}
             results[size] = (cpu, wall, served(url) - s0)
-    (c1, w1, s1), (c2, w2, s2) = results[n // 4], results[n]
+    (c1, _, s1), (c2, w2, s2) = results[n // 4], results[n]
     if s2 < 0.8 * n:  # inference-perf runs for a duration: its count is Poisson
         return {"tool": tool, "error": f"the server saw only {s2:.0f} of {n} requests"}
     return {"tool": tool, "cpu_s_per_1k": 1000 * (c2 - c1) / max(1.0, s2 - s1),
@@ -302,8 +305,8 @@ def ours_part(url: str, sim_pid: int, a: argparse.Namespace) -> dict:
           f"{'off' if not GAUGE_INTERVAL_S[0] else f'every {GAUGE_INTERVAL_S[0]:g} s'} (--gauge-interval-s)")
     with pin as now:
         if now:
-            result["pinning"] = f"client pid {os.getpid()} on CPU {sorted(now[os.getpid()])}, simulator pid {sim_pid} " \
-                                f"on CPU {sorted(now[sim_pid])}"
+            result["pinning"] = (f"client pid {os.getpid()} on CPU {sorted(now[os.getpid()])}, "
+                                 f"simulator pid {sim_pid} on CPU {sorted(now[sim_pid])}")
         print(f"\nthis bench, max rate and TTFT accuracy: {result['pinning']}", flush=True)
         if a.capacity:
             result.update({"max_rate_rps": a.capacity, "points": [], "note": "--capacity given: no search"})

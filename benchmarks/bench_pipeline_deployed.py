@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 import yaml
 from typer.testing import CliRunner
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # testsupport/ is not installed
 from bench.pdfgen import make_pdf
 from splitstack.cli.bench import app
 from testsupport.worker import Harness

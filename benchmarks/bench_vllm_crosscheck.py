@@ -90,13 +90,16 @@ def main() -> None:
         v = run_vllm_bench(url, model_dir, a, out)
         s = run_ours(url, a, out)
         print(table(v, s))
-        print(f"server agreement of this bench: {[(x['metric'], round(x['diff_ms'], 2), x['agrees']) for x in s['agreement']]}")
-        bad = [f"{c['check']}: {c['measured']} (need {c['threshold']})" for c in s["validity"]["checks"] if not c["passed"]]
+        agreement = [(x["metric"], round(x["diff_ms"], 2), x["agrees"]) for x in s["agreement"]]
+        print(f"server agreement of this bench: {agreement}")
+        bad = [f"{c['check']}: {c['measured']} (need {c['threshold']})"
+               for c in s["validity"]["checks"] if not c["passed"]]
         print(f"run validity: {s['validity']['valid']} {bad or ''}")
         h = s["server"]["histograms"]
-        print("vLLM's own means: ttft %.2f ms, e2e %.2f ms, queue %.2f ms" % (
-            h["vllm:time_to_first_token_seconds"]["mean_s"] * 1e3, h["vllm:e2e_request_latency_seconds"]["mean_s"] * 1e3,
-            (h.get("vllm:request_queue_time_seconds") or {}).get("mean_s", 0) * 1e3))
+        ttft_ms = h["vllm:time_to_first_token_seconds"]["mean_s"] * 1e3
+        e2e_ms = h["vllm:e2e_request_latency_seconds"]["mean_s"] * 1e3
+        queue_ms = (h.get("vllm:request_queue_time_seconds") or {}).get("mean_s", 0) * 1e3
+        print(f"vLLM's own means: ttft {ttft_ms:.2f} ms, e2e {e2e_ms:.2f} ms, queue {queue_ms:.2f} ms")
 
 
 if __name__ == "__main__":

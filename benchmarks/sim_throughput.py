@@ -18,8 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,15 +25,13 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # testsupport/ is not installed
+from testsupport.procs import NotReady, free_port, running
+
+SIM_READY_S = 30.0
 TOKENS = 64
 BODY = {"model": "tiny", "messages": [{"role": "user", "content": "Say something."}], "max_tokens": TOKENS,
         "stream": True}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_request(port: int) -> bytes:
@@ -88,41 +84,32 @@ def main() -> int:
                                                          "(e.g. vllm-cpu-tiny) shows the cost of one write per token")
     args = ap.parse_args()
     port = free_port()
-    cmd = [sys.executable, "-m", "splitstack.cli.sim", "serve", "--port", str(port), "--profile", args.profile, "--seed", "1"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, preexec_fn=lambda: os.sched_setaffinity(
-        0, {args.server_cpu}))
+    cmd = [sys.executable, "-m", "splitstack.cli.sim", "serve", "--port", str(port), "--profile", args.profile,
+           "--seed", "1"]
     try:
-        os.sched_setaffinity(0, {args.client_cpu})
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise SystemExit(f"simulator did not start: {proc.stderr.read().decode()}")
-                time.sleep(0.1)
-        server = psutil.Process(proc.pid)
-        print(f"simulator pid {proc.pid} pinned to cpu {args.server_cpu}; client on cpu {args.client_cpu}; "
-              f"{TOKENS} tokens per streamed chat completion, profile {args.profile}")
-        results = []
-        for c in [int(x) for x in args.concurrency.split(",")]:
-            r = asyncio.run(run_level(port, c, args.seconds, server))
-            results.append(r)
-            print(f"  concurrency {c:4d}: {r['rps']:8.1f} completions/s  server CPU {r['server_cpu_util']:.2f} cores  "
-                  f"{r['server_cpu_s_per_1000']:.2f} CPU-s/1000 req  ({r['ok']} ok, {r['bad']} bad)")
-        best = max(results, key=lambda r: r["rps"])
-        print(f"max sustained streamed completions/s (one core, {TOKENS} tokens): {best['rps']:.1f} "
-              f"at concurrency {best['concurrency']}")
-        print(f"server CPU-seconds per 1,000 requests: {best['server_cpu_s_per_1000']:.2f} "
-              f"(one saturated core: ~{1000 / best['server_cpu_s_per_1000']:.0f} completions/s)")
-        return 1 if any(r["bad"] for r in results) else 0
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        with running("sim", cmd, port=port, ready="/health", ready_timeout_s=SIM_READY_S,
+                     preexec_fn=lambda: os.sched_setaffinity(0, {args.server_cpu})) as sim:
+            return measure(args, port, psutil.Process(sim.pid))
+    except NotReady as exc:
+        raise SystemExit(f"simulator did not start: {exc}") from exc
+
+
+def measure(args: argparse.Namespace, port: int, server: psutil.Process) -> int:
+    os.sched_setaffinity(0, {args.client_cpu})
+    print(f"simulator pid {server.pid} pinned to cpu {args.server_cpu}; client on cpu {args.client_cpu}; "
+          f"{TOKENS} tokens per streamed chat completion, profile {args.profile}")
+    results = []
+    for c in [int(x) for x in args.concurrency.split(",")]:
+        r = asyncio.run(run_level(port, c, args.seconds, server))
+        results.append(r)
+        print(f"  concurrency {c:4d}: {r['rps']:8.1f} completions/s  server CPU {r['server_cpu_util']:.2f} cores  "
+              f"{r['server_cpu_s_per_1000']:.2f} CPU-s/1000 req  ({r['ok']} ok, {r['bad']} bad)")
+    best = max(results, key=lambda r: r["rps"])
+    print(f"max sustained streamed completions/s (one core, {TOKENS} tokens): {best['rps']:.1f} "
+          f"at concurrency {best['concurrency']}")
+    print(f"server CPU-seconds per 1,000 requests: {best['server_cpu_s_per_1000']:.2f} "
+          f"(one saturated core: ~{1000 / best['server_cpu_s_per_1000']:.0f} completions/s)")
+    return 1 if any(r["bad"] for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # testsupport/ is not installed
 from bench.demo import chat_once
 from stack.preflight import resolve_api_key
 from testsupport.stack import local_stack

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from localvllm.command import build_vllm_command, explain_startup_failure  # noqa: E402
 from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
 from stack.health import listens_on  # noqa: E402
-from testsupport.stack import free_port  # noqa: E402
+from testsupport.procs import NotReady, free_port, http_ok, running  # noqa: E402
 
 API_KEY = "bench"
 CHAT = {"model": SERVED_MODEL_NAME, "max_tokens": 64, "ignore_eos": True,
@@ -42,6 +40,7 @@ CHAT = {"model": SERVED_MODEL_NAME, "max_tokens": 64, "ignore_eos": True,
 
 
 VARIANTS = ("default", "multiproc", "compile")
+STOP_TIMEOUT_S = 60.0  # SIGTERM to SIGKILL; how long the group took is one of the measurements
 
 
 def _apply_variant(variant: str, argv: list[str], env: dict[str, str]) -> None:
@@ -63,20 +62,6 @@ def _tree_memory_bytes(pid: int) -> tuple[int, int, int]:
     return sum(i.rss for i in infos), sum(i.pss for i in infos), len(procs)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> float:
-    """SIGTERM the process group; seconds until every process of it is gone."""
-    t0 = time.monotonic()
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=60)
-    while time.monotonic() - t0 < 60:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    return time.monotonic() - t0
-
-
 def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> dict[str, float]:
     port = free_port()
     argv, env = build_vllm_command(
@@ -85,46 +70,27 @@ def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> d
         max_num_batched_tokens=4096, kv_cache_space_gib=0.25, base_env=os.environ,
     )
     _apply_variant(variant, argv, env)
-    base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {API_KEY}"}
-    t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    try:
-        while True:
-            if proc.poll() is not None:
-                why = explain_startup_failure(log_path.read_text(errors="replace"), proc.returncode)
-                raise SystemExit(f"vLLM exited with {proc.returncode}: {why}; log {log_path}")
-            try:
-                if (httpx.get(f"{base}/health", timeout=2).status_code == 200
-                        and listens_on(proc.pid, port)):
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() - t0 > budget_s:
-                raise SystemExit(f"vLLM not healthy after {budget_s} s; log {log_path}")
-            time.sleep(0.25)
-        startup_s = time.monotonic() - t0
+    with running("vllm", argv, log_path, port=port, env=env, stop_timeout_s=STOP_TIMEOUT_S) as vllm:
+        base = vllm.url
+        try:
+            # a 200 from /health proves nothing if another process grabbed the port first
+            startup_s = vllm.wait_ready(lambda: http_ok(f"{base}/health") and listens_on(vllm.pid, port), budget_s)
+        except NotReady as exc:
+            why = explain_startup_failure(exc.log_text, exc.returncode) if exc.returncode is not None else None
+            raise SystemExit(f"vLLM did not start: {why or 'unknown cause'}\n{exc}") from exc
         latencies = []
         for _ in range(6):
             t = time.monotonic()
             r = httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=headers, timeout=60)
             r.raise_for_status()
             latencies.append(time.monotonic() - t)
-        rss, pss, nprocs = _tree_memory_bytes(proc.pid)
-        stop_s = _stop(proc)
-        return {"startup_s": startup_s, "rss_mib": rss / 2**20, "pss_mib": pss / 2**20, "processes": nprocs,
-                "latency_64tok_s": statistics.median(latencies[1:]), "stop_s": stop_s}
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        rss, pss, nprocs = _tree_memory_bytes(vllm.pid)
+        t0 = time.monotonic()
+        vllm.stop(STOP_TIMEOUT_S)  # returns once every process of the group is gone
+        stop_s = time.monotonic() - t0
+    return {"startup_s": startup_s, "rss_mib": rss / 2**20, "pss_mib": pss / 2**20, "processes": nprocs,
+            "latency_64tok_s": statistics.median(latencies[1:]), "stop_s": stop_s}
 
 
 def main() -> int:

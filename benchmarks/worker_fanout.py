@@ -31,6 +31,7 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # testsupport/ is not installed
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "pdfs"))
 
 

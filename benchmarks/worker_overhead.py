@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # testsupport/ is not installed
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "pdfs"))
 
 
@@ -44,11 +45,13 @@ def direct_loop(server_url: str, api_key: str, pdfs: list[str], window: int, con
     from mineru.utils.enum_class import MakeMode
 
     async def one(path: str, out: Path) -> None:
-        middle, _ = await aio_doc_analyze(Path(path).read_bytes(), image_writer=FileBasedDataWriter(str(out / "images")),
+        middle, _ = await aio_doc_analyze(Path(path).read_bytes(),
+                                          image_writer=FileBasedDataWriter(str(out / "images")),
                                           backend="http-client", server_url=server_url + "/",
                                           max_concurrency=concurrency)
-        (out / "document.md").write_text(union_make(middle["pdf_info"], MakeMode.MM_MD, "images"))
-        (out / "content_list.json").write_text(json.dumps(union_make(middle["pdf_info"], MakeMode.CONTENT_LIST, "images")))
+        pages = middle["pdf_info"]
+        (out / "document.md").write_text(union_make(pages, MakeMode.MM_MD, "images"))
+        (out / "content_list.json").write_text(json.dumps(union_make(pages, MakeMode.CONTENT_LIST, "images")))
 
     async def run() -> float:
         with tempfile.TemporaryDirectory() as tmp:

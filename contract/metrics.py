@@ -80,7 +80,8 @@ PDFS_IN_FLIGHT = "mineru_pdfs_in_flight"
 
 WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=PDF_PROCESSING_DURATION, type=MetricType.histogram, source=Source.worker,
-              help="Seconds from taking a PDF off the queue to its outputs being stored; observed for successful PDFs only.",
+              help="Seconds from taking a PDF off the queue to its outputs being stored; "
+                   "observed for successful PDFs only.",
               labels=("backend",), buckets=PDF_PROCESSING_BUCKETS_S),
     MetricDef(name=PDFS_PROCESSED, type=MetricType.counter, source=Source.worker,
               help="PDFs processed successfully (outputs stored).", labels=("backend",)),
@@ -93,7 +94,8 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=CLIENT_REQUESTS, type=MetricType.counter, source=Source.worker,
               help="HTTP requests from the worker to the inference server (every attempt).", labels=("endpoint",)),
     MetricDef(name=CLIENT_FAILURES, type=MetricType.counter, source=Source.worker,
-              help="Failed requests to the inference server, by failure kind (timeout, connect, http_5xx, http_4xx, breaker_open).",
+              help="Failed requests to the inference server, by failure kind "
+                   "(timeout, connect, http_5xx, http_4xx, breaker_open).",
               labels=("endpoint", "kind")),
     MetricDef(name=CLIENT_RETRIES, type=MetricType.counter, source=Source.worker,
               help="Retries of requests to the inference server.", labels=("endpoint",)),

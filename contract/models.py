@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 
@@ -64,3 +65,25 @@ def describe(
 ) -> str:
     """All problems of ``exc`` on one line (or joined by ``sep``)."""
     return sep.join(error_lines(exc, root, loc))
+
+
+def parse_assignments(items: Iterable[str], flag: str, example: str, yaml_values: bool = True,
+                      key_name: str = "KEY") -> dict[str, Any]:
+    """``KEY=VALUE`` flags (``--set``, ``--spec-override``, ``--fault``...) as a dict.
+
+    Values are YAML scalars (``5``, ``2.5``, ``true``, ``[a, b]``, text) unless ``yaml_values`` is
+    false; a malformed item raises ValueError naming the flag and an example.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} {item!r}: expected {key_name}=VALUE, e.g. {flag} {example}")
+        if yaml_values:
+            try:
+                out[key.strip()] = yaml.safe_load(value)
+            except yaml.YAMLError as exc:
+                raise ValueError(f"{flag} {item!r}: the value is not valid YAML ({exc})") from None
+        else:
+            out[key.strip()] = value.strip()
+    return out

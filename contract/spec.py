@@ -32,6 +32,16 @@ def _default_gpu_taints() -> list[Taint]:
     return [Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")]
 
 
+def _require_pinned_tag(tag: str) -> str:
+    """The image-tag check shared by every model that pins a vLLM image."""
+    if tag in ("", "latest"):
+        raise ValueError(
+            f"image tag {tag!r} is not pinned: set a release tag such as 'v0.32.0' so a "
+            "restart cannot silently change the vLLM version"
+        )
+    return tag
+
+
 class GpuNodePool(Strict):
     cloud: Cloud = Field(description="Where GPU nodes come from: eks, gke, aks or existing.")
     region: str = Field(default="", description="Cloud region or zone; unused for 'existing'.")
@@ -145,12 +155,7 @@ class InferenceServer(Strict):
     @field_validator("image_tag")
     @classmethod
     def _no_latest(cls, tag: str) -> str:
-        if tag in ("", "latest"):
-            raise ValueError(
-                f"image tag {tag!r} is not pinned: set a release tag such as 'v0.32.0' so a "
-                "restart cannot silently change the vLLM version"
-            )
-        return tag
+        return _require_pinned_tag(tag)
 
     @model_validator(mode="after")
     def _batched_tokens_cover_seqs(self) -> InferenceServer:
@@ -214,7 +219,7 @@ class WorkerPool(Strict):
     @field_validator("image_tag")
     @classmethod
     def _no_latest(cls, tag: str) -> str:
-        return InferenceServer._no_latest(tag)
+        return _require_pinned_tag(tag)
 
 
 class Queue(Strict):

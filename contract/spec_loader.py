@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from contract.models import format_loc
 from contract.spec import Spec
@@ -127,7 +128,7 @@ def set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
         node[last] = value
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: ErrorDetails) -> str:
     loc = _format_loc(err["loc"])
     msg = str(err["msg"])
     if err["type"] == "extra_forbidden":

@@ -93,7 +93,8 @@ def inference_server(spec: SLOSpec) -> dict:
           thresholds=[("red", None), ("green", 1)])
     b.add("Requests running / waiting", [(f"sum({_sel('vllm:num_requests_running', job)})", "running"),
                                           (f"sum({_sel('vllm:num_requests_waiting', job)})", "waiting")],
-          thresholds=[("green", None), ("red", 50)], description="Waiting above 50 for 15 min pages capacity (InferenceQueueBacklog).")
+          thresholds=[("green", None), ("red", 50)],
+          description="Waiting above 50 for 15 min pages capacity (InferenceQueueBacklog).")
     b.add("KV cache usage", [(f"max by (instance) ({_sel('vllm:kv_cache_usage_perc', job)})", "{{instance}}")],
           unit="percentunit", max_value=1, thresholds=[("green", None), ("orange", 0.9), ("red", 0.95)])
     b.add("Token throughput", [(f"sum(rate({_sel('vllm:prompt_tokens_total', job)}[1m]))", "prompt tokens/s"),
@@ -103,7 +104,8 @@ def inference_server(spec: SLOSpec) -> dict:
     b.add("Inter-token latency", _quantiles("vllm:inter_token_latency_seconds", job), unit="s")
     b.add("End-to-end request latency", _quantiles("vllm:e2e_request_latency_seconds", job), unit="s")
     b.add("Queue time", _quantiles("vllm:request_queue_time_seconds", job), unit="s")
-    b.add("HTTP responses by status", [(f"sum by (status) (rate({_sel('http_requests_total', job)}[5m]))", "{{status}}")],
+    b.add("HTTP responses by status",
+          [(f"sum by (status) (rate({_sel('http_requests_total', job)}[5m]))", "{{status}}")],
           unit="reqps")
     b.add("Preemptions", [(f"sum(rate({_sel('vllm:num_preemptions_total', job)}[5m]))", "preemptions/s")])
     return _dashboard("splitstack-inference-server", "splitstack / Inference server health", ["vllm"], b)
@@ -157,15 +159,17 @@ def slo_dashboard(spec: SLOSpec) -> dict:
     b.add("Inference server uptime (30 d)", [(_ratio30d("inference-server-uptime"), "uptime")], kind="stat",
           unit="percentunit", thresholds=[("red", None), ("green", float(up.target))], width=8,
           description=f"Target {dec(up.target * 100)} %.")
-    b.add("Error budget remaining", [(f'1 - slo:sli_error:ratio_rate30d{{slo="{s.name}"}} / {dec(s.error_budget)}', s.name)
-                                     for s in spec.slos], kind="bargauge", unit="percentunit", width=8,
+    b.add("Error budget remaining",
+          [(f'1 - slo:sli_error:ratio_rate30d{{slo="{s.name}"}} / {dec(s.error_budget)}', s.name)
+           for s in spec.slos], kind="bargauge", unit="percentunit", width=8,
           thresholds=[("red", None), ("orange", 0.25), ("green", 0.5)])
     lat = [(f"histogram_quantile({q}, sum by (le) (rate({_sel(c.PDF_PROCESSING_DURATION + '_bucket', job)}[5m])))", n)
            for n, q in QUANTILES]
     b.add("PDF latency p50 / p95 / p99", lat, unit="s",
           thresholds=[("green", None), ("yellow", 45), ("orange", 90), ("red", 120)])
     per_hour = f"sum(rate({_sel(c.PDFS_PROCESSED, job)}[1h])) * 3600"
-    b.add("Throughput (PDFs / hour)", [(per_hour, "last hour"), (f"avg_over_time(({per_hour})[7d:1m])", "7-day average")],
+    b.add("Throughput (PDFs / hour)",
+          [(per_hour, "last hour"), (f"avg_over_time(({per_hour})[7d:1m])", "7-day average")],
           thresholds=[("red", None), ("green", 60)])
     bad = _rate0(c.PDFS_FAILED, job)
     b.add("Error rate", [(f"{bad} / ({_rate0(c.PDFS_PROCESSED, job)} + {bad})", "failed / all")],

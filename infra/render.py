@@ -53,13 +53,13 @@ class PlainMockMonitor(MockMonitor):
     the mock deserializes them through ``get_resource`` on its own event loop, and the next
     wait on the program's loop fails with "attached to a different loop"."""
 
-    def GetDeploymentInfo(self, request: Any) -> Any:
+    def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802 - name fixed by Pulumi's monitor protocol
         info = super().GetDeploymentInfo(request)
         features = [f for f in info.supportedFeatures
                     if f != resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
         return resource_pb2.DeploymentInfo(supportedFeatures=features)
 
-    def SupportsFeature(self, request: Any) -> Any:
+    def SupportsFeature(self, request: Any) -> Any:  # noqa: N802 - name fixed by Pulumi's monitor protocol
         if request.id == "resourceReferences":
             return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
         return super().SupportsFeature(request)
@@ -86,8 +86,8 @@ class CaptureMocks(pulumi.runtime.Mocks):
         # another event loop.
         return f"{args.name}-id", dict(CLOUD_STATE.get(args.typ, {}))
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
-        return CLOUD_CALLS.get(args.token, {})
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+        return CLOUD_CALLS.get(args.token, {}), []  # no check failures
 
     @property
     def kubernetes_objects(self) -> list[dict[str, Any]]:
@@ -113,7 +113,9 @@ def redact(obj: dict[str, Any]) -> dict[str, Any]:
     out = dict(obj)
     for field_name in ("data", "stringData"):
         value = out.get(field_name)
-        if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+        # Pulumi names its wire signatures only privately (pulumi/runtime/rpc.py).
+        sig_key, secret_sig = rpc._special_sig_key, rpc._special_secret_sig  # noqa: SLF001 - no public name
+        if isinstance(value, dict) and value.get(sig_key) == secret_sig:
             value = value.get("value")  # the mock keeps a secret's wire wrapper: unwrap it
         if isinstance(value, dict):
             out[field_name] = {k: REDACTED for k in value}

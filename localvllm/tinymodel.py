@@ -61,24 +61,27 @@ class TinyModelParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    seed: int = Field(20261126, description="Seed of the weights and of the tokenizer corpus.")
-    vocab_size: int = Field(4096, ge=512, description="Tokenizer vocabulary = embedding rows.")
-    hidden_size: int = Field(128, ge=32, description="Model width.")
-    intermediate_size: int = Field(256, ge=32, description="MLP width.")
-    num_hidden_layers: int = Field(2, ge=1, description="Decoder layers.")
-    num_attention_heads: int = Field(2, ge=1, description="Query heads; head_dim = hidden/heads.")
-    num_key_value_heads: int = Field(1, ge=1, description="KV heads (grouped-query attention).")
-    max_position_embeddings: int = Field(8192, ge=4096, description="Longest context in tokens.")
-    rope_theta: float = Field(1_000_000.0, description="RoPE base, as in Qwen2.5.")
-    torch_dtype: str = Field("bfloat16", description="Dtype of the stored weights and config.")
-    init_std: float = Field(0.02, gt=0, description="Std-dev of the random weight matrices.")
-    corpus_lines: int = Field(20000, ge=1000, description="Lines in the generated BPE corpus.")
+    seed: int = Field(default=20261126, description="Seed of the weights and of the tokenizer corpus.")
+    vocab_size: int = Field(default=4096, ge=512, description="Tokenizer vocabulary = embedding rows.")
+    hidden_size: int = Field(default=128, ge=32, description="Model width.")
+    intermediate_size: int = Field(default=256, ge=32, description="MLP width.")
+    num_hidden_layers: int = Field(default=2, ge=1, description="Decoder layers.")
+    num_attention_heads: int = Field(default=2, ge=1, description="Query heads; head_dim = hidden/heads.")
+    num_key_value_heads: int = Field(default=1, ge=1, description="KV heads (grouped-query attention).")
+    max_position_embeddings: int = Field(default=8192, ge=4096, description="Longest context in tokens.")
+    rope_theta: float = Field(default=1_000_000.0, description="RoPE base, as in Qwen2.5.")
+    torch_dtype: str = Field(default="bfloat16", description="Dtype of the stored weights and config.")
+    init_std: float = Field(default=0.02, gt=0, description="Std-dev of the random weight matrices.")
+    corpus_lines: int = Field(default=20000, ge=1000, description="Lines in the generated BPE corpus.")
 
     def digest(self) -> str:
         payload = json.dumps(
             {"generator_version": GENERATOR_VERSION, **self.model_dump()}, sort_keys=True
         )
         return hashlib.sha256(payload.encode()).hexdigest()
+
+
+DEFAULT_PARAMS = TinyModelParams()  # frozen, so one shared default instance is safe
 
 
 # ---------------------------------------------------------------- corpus -------------------
@@ -276,7 +279,7 @@ def _file_hashes(directory: Path) -> dict[str, str]:
     }
 
 
-def is_up_to_date(out_dir: Path, params: TinyModelParams = TinyModelParams()) -> bool:
+def is_up_to_date(out_dir: Path, params: TinyModelParams = DEFAULT_PARAMS) -> bool:
     """True when ``out_dir`` holds exactly what ``params`` generate (stamp and file hashes)."""
     stamp_path = out_dir / STAMP_FILE
     if not stamp_path.is_file():
@@ -288,7 +291,7 @@ def is_up_to_date(out_dir: Path, params: TinyModelParams = TinyModelParams()) ->
     return stamp.get("params_sha256") == params.digest() and stamp.get("files") == _file_hashes(out_dir)
 
 
-def ensure_tiny_model(out_dir: Path = DEFAULT_MODEL_DIR, params: TinyModelParams = TinyModelParams()) -> Path:
+def ensure_tiny_model(out_dir: Path = DEFAULT_MODEL_DIR, params: TinyModelParams = DEFAULT_PARAMS) -> Path:
     """Generate the tiny model into ``out_dir`` unless it is already there; return ``out_dir``.
 
     Safe to call concurrently (a lock file beside the directory); generation happens in a

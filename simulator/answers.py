@@ -42,7 +42,7 @@ class Answerer:
         if key is not None:
             digest = hashlib.sha256(f"{self.seed}|{key}".encode()).digest()
             rng_chat = random.Random(int.from_bytes(digest[:8], "big"))
-        if kind is not None:
+        if kind is not None and image is not None:  # a kind is only detected with an image
             self.kind_counts[kind] += 1
             rng = request_rng(self.seed, kind, image)
             if kind == "layout":

@@ -32,6 +32,20 @@ def mineru_prompt_tokens(kind: str, width_px: int, height_px: int, latency: Late
     return chat_prompt_tokens([SYSTEM_PROMPT, prompt]) + image_tokens(width_px, height_px, latency)
 
 
+def _finished_s(req: SimRequest) -> float:
+    """When a request the scheduler has run to completion finished."""
+    if req.finished_s is None:
+        raise RuntimeError(f"request {req.rid} has not finished")
+    return req.finished_s
+
+
+def _ttft_s(req: SimRequest) -> float:
+    """Time to first token of a request the scheduler has run to completion."""
+    if req.first_token_s is None:
+        raise RuntimeError(f"request {req.rid} has no first token")
+    return req.first_token_s - req.arrival_s
+
+
 @dataclass
 class Capacity:
     pages: int
@@ -69,10 +83,10 @@ def mineru_saturation(profile: Profile, pages: int = 200, seed: int = 0) -> Capa
     end = simulate(sched, reqs)
     # Steady state: rates between the 10th and 90th percentile finish times, so the ramp-up and
     # the drain (a partly empty batch at the end) do not bias the capacity.
-    done = sorted(reqs, key=lambda r: r.finished_s)
+    done = sorted(reqs, key=_finished_s)
     lo, hi = len(done) // 10, len(done) * 9 // 10
     window = done[lo + 1:hi + 1]
-    span = done[hi].finished_s - done[lo].finished_s
+    span = _finished_s(done[hi]) - _finished_s(done[lo])
     tokens_per_s = sum(r.output_tokens for r in window) / span
     pages_per_s = tokens_per_s * pages / sum(r.output_tokens for r in reqs)  # at the mean tokens per page
     return Capacity(pages, end, pages_per_s, tokens_per_s, len(reqs))
@@ -129,7 +143,7 @@ def mineru_open_loop(profile: Profile, pages_per_s: float, pages: int = 300, see
                 if remaining[req.handle] == 0:
                     finished[req.handle] = now
     latencies = sorted(finished[p] - started[p] for p in finished)
-    ttfts = sorted(r.first_token_s - r.arrival_s for r in all_reqs)
+    ttfts = sorted(_ttft_s(r) for r in all_reqs)
     # service rate while pages keep arriving (the drain after the last arrival is not load)
     first, last = min(started.values()), max(started.values())
     done_in_window = sum(1 for p in finished.values() if p <= last)
@@ -137,6 +151,6 @@ def mineru_open_loop(profile: Profile, pages_per_s: float, pages: int = 300, see
     def pct(values: list[float], q: float) -> float:
         return values[min(len(values) - 1, int(q * len(values)))]
 
-    tokens = sum(r.output_tokens for r in all_reqs if first <= r.finished_s <= last)
+    tokens = sum(r.output_tokens for r in all_reqs if first <= _finished_s(r) <= last)
     return Rehearsal(pages_per_s, done_in_window / (last - first), pct(latencies, 0.5), pct(latencies, 0.95),
                      pct(ttfts, 0.95), max_waiting, tokens / (last - first))

@@ -23,17 +23,22 @@ class FaultError(ValueError):
 class FaultSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    added_latency_ms: float = Field(0.0, ge=0, description="extra delay before the first token of every request")
-    error_rate: float = Field(0.0, ge=0, le=1, description="fraction of requests answered with error_status")
-    error_status: Literal[500, 503] = Field(503, description="status of injected errors (503 carries Retry-After)")
-    retry_after_s: int = Field(1, ge=0, description="Retry-After header of injected 503s")
-    reset_rate: float = Field(0.0, ge=0, le=1, description="fraction of requests whose connection is cut mid-response")
-    hang_rate: float = Field(0.0, ge=0, le=1, description="fraction of requests that never get an answer")
-    kv_capacity_factor: float = Field(1.0, gt=0, le=1, description="fraction of the profile's KV cache available "
-                                                                   "(KV exhaustion: queueing and preemptions)")
-    slow_start_s: float = Field(0.0, ge=0, description="delay before the server listens (start-up only)")
-    crash_after_requests: int | None = Field(None, ge=0, description="exit the process (status 70) after this "
-                                                                     "many inference requests; 0 = now")
+    added_latency_ms: float = Field(
+        default=0.0, ge=0, description="extra delay before the first token of every request")
+    error_rate: float = Field(default=0.0, ge=0, le=1, description="fraction of requests answered with error_status")
+    error_status: Literal[500, 503] = Field(
+        default=503, description="status of injected errors (503 carries Retry-After)")
+    retry_after_s: int = Field(default=1, ge=0, description="Retry-After header of injected 503s")
+    reset_rate: float = Field(
+        default=0.0, ge=0, le=1, description="fraction of requests whose connection is cut mid-response")
+    hang_rate: float = Field(default=0.0, ge=0, le=1, description="fraction of requests that never get an answer")
+    kv_capacity_factor: float = Field(default=1.0, gt=0, le=1,
+                                      description="fraction of the profile's KV cache available "
+                                                  "(KV exhaustion: queueing and preemptions)")
+    slow_start_s: float = Field(default=0.0, ge=0, description="delay before the server listens (start-up only)")
+    crash_after_requests: int | None = Field(default=None, ge=0,
+                                             description="exit the process (status 70) after this "
+                                                         "many inference requests; 0 = now")
 
 
 class Action(str, Enum):

@@ -27,7 +27,8 @@ from .help_texts import HELP
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0)
 REQUEST_TIME_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
                         480.0, 960.0, 1920.0, 7680.0)
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -71,7 +72,7 @@ class Hist:
         return fam
 
 
-def add_hist(fam: Metric, h: Hist, labels: dict[str, str]) -> None:
+def add_hist(fam: HistogramMetricFamily, h: Hist, labels: dict[str, str]) -> None:
     names = sorted(labels)
     values = [labels[k] for k in names]
     cum = 0
@@ -139,8 +140,9 @@ class EngineMetrics:
         self.counters["generation_tokens"] += n
         self.h["vllm:inter_token_latency_seconds"].observe(itl_s, n)
 
-    def finished(self, *, reason: str, prompt_tokens: int, generated: int, max_tokens: int, max_tokens_param: int | None,
-                 e2e_s: float, queue_s: float, prefill_s: float, decode_s: float, preemptions: int) -> None:
+    def finished(self, *, reason: str, prompt_tokens: int, generated: int, max_tokens: int,
+                 max_tokens_param: int | None, e2e_s: float, queue_s: float, prefill_s: float, decode_s: float,
+                 preemptions: int) -> None:
         self.success[reason] = self.success.get(reason, 0) + 1
         if reason in ("abort", "error"):
             return
@@ -221,12 +223,22 @@ class EngineMetrics:
         yield info
 
 
+@dataclass(slots=True)
+class _Sizes:
+    """Request and response body sizes of one handler (two summaries sharing the count)."""
+
+    created: float
+    count: int = 0
+    request_bytes: int = 0
+    response_bytes: int = 0
+
+
 class HttpMetrics:
     """prometheus-fastapi-instrumentator's families, as vLLM exposes them."""
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, str, str], list[float]] = {}  # (handler, method, status) -> [count, created]
-        self.sizes: dict[str, list[float]] = {}  # handler -> [req count, req sum, resp sum, created]
+        self.sizes: dict[str, _Sizes] = {}  # by handler
         self.duration: dict[tuple[str, str], Hist] = {}
         self.highr = Hist(HTTP_HIGHR_BUCKETS)
 
@@ -238,10 +250,10 @@ class HttpMetrics:
         entry[0] += 1
         s = self.sizes.get(handler)
         if s is None:
-            s = self.sizes[handler] = [0, 0, 0, time.time()]
-        s[0] += 1
-        s[1] += req_bytes
-        s[2] += resp_bytes
+            s = self.sizes[handler] = _Sizes(created=time.time())
+        s.count += 1
+        s.request_bytes += req_bytes
+        s.response_bytes += resp_bytes
         h = self.duration.get((handler, method))
         if h is None:
             h = self.duration[(handler, method)] = Hist(HTTP_BUCKETS)
@@ -253,18 +265,18 @@ class HttpMetrics:
         for (handler, method, status), (count, created) in self.requests.items():
             req.add_metric([handler, method, status], count, created=created)
         yield req
-        for idx, name in ((1, "http_request_size_bytes"), (2, "http_response_size_bytes")):
-            fam = SummaryMetricFamily(name, HELP[name], labels=["handler"])
+        for name, request_side in (("http_request_size_bytes", True), ("http_response_size_bytes", False)):
+            sizes = SummaryMetricFamily(name, HELP[name], labels=["handler"])
             for handler, s in self.sizes.items():
-                fam.add_metric([handler], s[0], s[idx])
-                fam.samples.append(Sample(name + "_created", {"handler": handler}, s[3]))
-            yield fam
+                sizes.add_metric([handler], s.count, s.request_bytes if request_side else s.response_bytes)
+                sizes.samples.append(Sample(name + "_created", {"handler": handler}, s.created))
+            yield sizes
         yield self.highr.family("http_request_duration_highr_seconds", {})
-        fam = HistogramMetricFamily("http_request_duration_seconds", HELP["http_request_duration_seconds"],
-                                    labels=["handler", "method"])
+        durations = HistogramMetricFamily("http_request_duration_seconds", HELP["http_request_duration_seconds"],
+                                          labels=["handler", "method"])
         for (handler, method), h in self.duration.items():
-            add_hist(fam, h, {"handler": handler, "method": method})
-        yield fam
+            add_hist(durations, h, {"handler": handler, "method": method})
+        yield durations
 
 
 class _Adapter:
@@ -272,7 +284,8 @@ class _Adapter:
         self.collect = fn
 
 
-def build_registry(engine: EngineMetrics, http: HttpMetrics, registry: CollectorRegistry | None = None) -> CollectorRegistry:
+def build_registry(engine: EngineMetrics, http: HttpMetrics,
+                   registry: CollectorRegistry | None = None) -> CollectorRegistry:
     registry = registry or CollectorRegistry(auto_describe=False)
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)

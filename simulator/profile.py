@@ -27,12 +27,13 @@ class Dist(Strict):
     """A seeded scalar distribution, clipped to [min, max] and rounded by the caller if needed."""
 
     kind: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
-        description="fixed: always `mean`; uniform: between min and max; normal/lognormal: mean and sd of the value itself"
+        description="fixed: always `mean`; uniform: between min and max; "
+                    "normal/lognormal: mean and sd of the value itself"
     )
-    mean: float = Field(0.0, description="mean of the value (fixed: the value)")
-    sd: float = Field(0.0, ge=0, description="standard deviation of the value")
-    min: float = Field(0.0, description="lower clip")
-    max: float = Field(1e9, description="upper clip")
+    mean: float = Field(default=0.0, description="mean of the value (fixed: the value)")
+    sd: float = Field(default=0.0, ge=0, description="standard deviation of the value")
+    min: float = Field(default=0.0, description="lower clip")
+    max: float = Field(default=1e9, description="upper clip")
 
     @model_validator(mode="after")
     def _check(self) -> Dist:
@@ -59,11 +60,12 @@ class Dist(Strict):
 class EngineLimits(Strict):
     """Scheduler limits, named like vLLM's flags (overridable from the command line)."""
 
-    max_num_seqs: int = Field(256, ge=1, description="--max-num-seqs: most sequences in one batch")
-    max_model_len: int = Field(16384, ge=16, description="--max-model-len: context length in tokens")
-    max_num_batched_tokens: int = Field(8192, ge=1, description="token budget of one engine step (chunked prefill)")
-    kv_cache_tokens: int = Field(1_048_576, ge=16, description="KV-cache capacity in tokens")
-    block_size_tokens: int = Field(16, ge=1, description="KV-cache block size in tokens")
+    max_num_seqs: int = Field(default=256, ge=1, description="--max-num-seqs: most sequences in one batch")
+    max_model_len: int = Field(default=16384, ge=16, description="--max-model-len: context length in tokens")
+    max_num_batched_tokens: int = Field(
+        default=8192, ge=1, description="token budget of one engine step (chunked prefill)")
+    kv_cache_tokens: int = Field(default=1_048_576, ge=16, description="KV-cache capacity in tokens")
+    block_size_tokens: int = Field(default=16, ge=1, description="KV-cache block size in tokens")
 
 
 class LatencyModel(Strict):
@@ -73,10 +75,11 @@ class LatencyModel(Strict):
     step_base_ms: float = Field(ge=0, description="fixed cost of one engine step (launch, sampling, scheduling)")
     decode_per_seq_ms: float = Field(ge=0, description="extra step time per sequence decoding in the step")
     prefill_per_token_ms: float = Field(ge=0, description="step time per prompt token prefilled in the step")
-    image_encode_ms: float = Field(ge=0, description="vision-encoder time per image, charged in the step its prefill starts")
-    image_patch_px: int = Field(28, ge=1, description="pixels per side of one image token after patch merging")
-    image_max_tokens: int = Field(16384, ge=1, description="cap on tokens of one image")
-    startup_s: float = Field(0.0, ge=0, description="time from process start to /health 200 (model load)")
+    image_encode_ms: float = Field(
+        ge=0, description="vision-encoder time per image, charged in the step its prefill starts")
+    image_patch_px: int = Field(default=28, ge=1, description="pixels per side of one image token after patch merging")
+    image_max_tokens: int = Field(default=16384, ge=1, description="cap on tokens of one image")
+    startup_s: float = Field(default=0.0, ge=0, description="time from process start to /health 200 (model load)")
 
 
 class MineruWorkload(Strict):
@@ -92,9 +95,9 @@ class MineruWorkload(Strict):
 class Reference(Strict):
     """Published capacity the profile was calibrated against (checked by a unit test)."""
 
-    pages_per_s: float | None = Field(None, gt=0, description="pages/s at saturation")
-    output_tokens_per_s: float | None = Field(None, gt=0, description="generated tokens/s at saturation")
-    tolerance_frac: float = Field(0.2, gt=0, description="how close the simulated capacity must come")
+    pages_per_s: float | None = Field(default=None, gt=0, description="pages/s at saturation")
+    output_tokens_per_s: float | None = Field(default=None, gt=0, description="generated tokens/s at saturation")
+    tolerance_frac: float = Field(default=0.2, gt=0, description="how close the simulated capacity must come")
 
 
 class Profile(Strict):

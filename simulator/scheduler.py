@@ -217,7 +217,7 @@ class Scheduler:
         itl: dict[float, int] = {}
         for req in emitted:
             req.generated += 1
-            if req.first_token_s is None:
+            if req.last_token_s is None:  # its first token (first_token_s and last_token_s are set together)
                 req.first_token_s = end_s
             else:
                 gap = end_s - req.last_token_s

@@ -79,7 +79,8 @@ class ChatStream(_Stream):
         return b',"usage":' + _usage_stream(self.prompt_tokens, completion) if self.continuous else b""
 
     def role(self) -> bytes:
-        return (self.head + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+        return (self.head
+                + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
                 + self._usage(0) + b',"prompt_token_ids":null,"prompt_text":null}\n\n')
 
     def token(self, text: str, completion: int) -> bytes:
@@ -87,7 +88,8 @@ class ChatStream(_Stream):
                 + b'},"logprobs":null,"finish_reason":null,"token_ids":null}]' + self._usage(completion) + b"}\n\n")
 
     def last(self, text: str, completion: int, finish_reason: str) -> bytes:
-        return (self.head + b'{"index":0,"delta":{"content":' + orjson.dumps(text) + b'},"logprobs":null,"finish_reason":"'
+        return (self.head + b'{"index":0,"delta":{"content":' + orjson.dumps(text)
+                + b'},"logprobs":null,"finish_reason":"'
                 + finish_reason.encode() + b'","stop_reason":null,"token_ids":null}]' + self._usage(completion)
                 + self.finish_tail + b"}\n\n")
 

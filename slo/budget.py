@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
+from functools import partial
 
 from slo.spec import SLO
 
@@ -80,14 +81,14 @@ class Evaluation:
 def evaluate(slo: SLO, window: Counts | None, current: Counts | None, window_s: int, current_window_s: int,
              no_data_hint: str = "") -> Evaluation:
     """Attainment and budget over ``window``; burn rate and time to exhaustion from ``current``."""
-    base = dict(slo=slo.name, target=slo.target, window_s=window_s, current_window_s=current_window_s)
+    new = partial(Evaluation, slo=slo.name, target=slo.target, window_s=window_s, current_window_s=current_window_s)
     if window is None or window.total == 0:
-        return Evaluation(**base, status=Status.no_data,
-                          message=f"slo {slo.name!r}: no events in the window. {no_data_hint}".strip())
+        return new(status=Status.no_data,
+                   message=f"slo {slo.name!r}: no events in the window. {no_data_hint}".strip())
     if window.total < slo.min_events:
-        return Evaluation(**base, status=Status.insufficient_data, good=window.good, total=window.total,
-                          message=f"slo {slo.name!r}: {float(window.total):g} events < min_events {slo.min_events}; "
-                                  "run longer or lower min_events in slo/objectives.yaml")
+        return new(status=Status.insufficient_data, good=window.good, total=window.total,
+                   message=f"slo {slo.name!r}: {float(window.total):g} events < min_events {slo.min_events}; "
+                           "run longer or lower min_events in slo/objectives.yaml")
     budget_ratio = Fraction(slo.error_budget)
     attainment = window.good / window.total
     budget_total = budget_ratio * window.total
@@ -105,6 +106,6 @@ def evaluate(slo: SLO, window: Counts | None, current: Counts | None, window_s: 
     else:
         msg = f"current burn rate needs >= {slo.min_events} events in the last {current_window_s} s"
     status = Status.exhausted if remaining <= 0 else Status.ok
-    return Evaluation(**base, status=status, good=window.good, total=window.total, attainment=attainment,
-                      budget_total=budget_total, budget_spent=window.bad, budget_remaining_ratio=remaining,
-                      burn_rate=burn, time_to_exhaustion_s=tte, message=msg)
+    return new(status=status, good=window.good, total=window.total, attainment=attainment,
+               budget_total=budget_total, budget_spent=window.bad, budget_remaining_ratio=remaining,
+               burn_rate=burn, time_to_exhaustion_s=tte, message=msg)

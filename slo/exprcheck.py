@@ -12,6 +12,10 @@ import promql_parser
 from contract import metrics as catalog
 
 RECORD_PREFIX = "slo:"
+# What promql_parser.parse raises (py-promql-parser, src/expr.rs): ValueError for text that does
+# not parse, OverflowError for a duration beyond a timedelta, NotImplementedError for an
+# extension node.
+PARSE_ERRORS = (ValueError, OverflowError, NotImplementedError)
 
 
 class ExprError(ValueError):
@@ -22,20 +26,19 @@ def metric_names(expr: str) -> set[str]:
     """Names of every vector selector in ``expr``; ExprError if it does not parse."""
     try:
         root = promql_parser.parse(expr)
-    except Exception as e:  # the binding raises a bare Exception/ValueError with the parser's text
+    except PARSE_ERRORS as e:  # carries the parser's text
         raise ExprError(f"does not parse: {e}") from None
     names: set[str] = set()
-    stack = [root]
+    stack: list[promql_parser.Expr] = [root]
     while stack:
         node = stack.pop()
-        kind = type(node).__name__
-        if kind == "VectorSelector":
+        if isinstance(node, promql_parser.VectorSelector):
             if node.name:
                 names.add(node.name)
             else:  # {__name__="x"} style
                 names |= {m.value for m in node.matchers.matchers if m.name == "__name__"}
             continue
-        if kind == "MatrixSelector":
+        if isinstance(node, promql_parser.MatrixSelector):
             stack.append(node.vector_selector)
             continue
         for attr in ("expr", "lhs", "rhs", "param"):

@@ -21,6 +21,7 @@ import yaml
 from contract import metrics as catalog
 from contract.metrics import MetricType
 from slo import promql
+from slo.exprcheck import PARSE_ERRORS
 from slo.report import fmt_duration_s, parse_duration_s
 from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, SLOSpec, SpecError, ThresholdSLI, UptimeSLI, dec, parse_spec
 
@@ -46,11 +47,13 @@ def _indicator(slo: SLO, jobs: Jobs) -> dict:
     sli = slo.sli
     if isinstance(sli, EventRatioSLI):
         job = jobs.of(sli.job)
-        spec = {"ratioMetric": {"counter": True, "bad": _source(_sum(sli.bad, job)), "total": _source(_sum(sli.total, job))}}
+        spec = {"ratioMetric": {"counter": True, "bad": _source(_sum(sli.bad, job)),
+                                "total": _source(_sum(sli.total, job))}}
     elif isinstance(sli, LatencySLI):
         job = jobs.of(sli.job)
+        good = _sum((sli.histogram + "_bucket",), job, promql.le_matcher(sli.threshold_s))
         spec = {"ratioMetric": {"counter": True,
-                                "good": _source(_sum((sli.histogram + "_bucket",), job, promql.le_matcher(sli.threshold_s))),
+                                "good": _source(good),
                                 "total": _source(_sum((sli.histogram + "_count",), job))}}
     else:
         spec = {"thresholdMetric": _source(promql.indicator_expr(slo, jobs) if isinstance(sli, UptimeSLI)
@@ -104,18 +107,19 @@ def export_openslo(spec: SLOSpec) -> str:
 
 
 # --- import ------------------------------------------------------------------------------------
-def _selectors(query: str, where: str) -> list:
+def _selectors(query: str, where: str) -> list[promql_parser.VectorSelector]:
     try:
         root = promql_parser.parse(query)
-    except Exception as e:
+    except PARSE_ERRORS as e:
         raise OpenSLOError(f"{where}: query {query!r} does not parse: {e}") from None
-    out, stack = [], [root]
+    out: list[promql_parser.VectorSelector] = []
+    stack: list[promql_parser.Expr] = [root]
     while stack:
         n = stack.pop()
-        if type(n).__name__ == "VectorSelector":
+        if isinstance(n, promql_parser.VectorSelector):
             out.append(n)
             continue
-        if type(n).__name__ == "MatrixSelector":
+        if isinstance(n, promql_parser.MatrixSelector):
             stack.append(n.vector_selector)
             continue
         for a in ("expr", "lhs", "rhs"):
@@ -125,7 +129,13 @@ def _selectors(query: str, where: str) -> list:
     return out
 
 
-def _matcher(sel, name: str) -> str | None:
+def _metric_name(sel: promql_parser.VectorSelector, where: str) -> str:
+    if sel.name is None:
+        raise OpenSLOError(f"{where}: selector {sel} names no metric; write the metric name before the braces")
+    return sel.name
+
+
+def _matcher(sel: promql_parser.VectorSelector, name: str) -> str | None:
     for m in sel.matchers.matchers:
         if m.name == name:
             return m.value
@@ -134,7 +144,7 @@ def _matcher(sel, name: str) -> str | None:
 
 def _role(job: str | None, jobs: Jobs, where: str) -> str:
     for role in ("inference_server", "workers"):
-        if jobs.of(role) == job:  # type: ignore[arg-type]
+        if jobs.of(role) == job:
             return role
     raise OpenSLOError(f"{where}: job {job!r} is neither the inference server job {jobs.inference_server!r} "
                        f"nor the workers job {jobs.workers!r}; add a job=\"...\" matcher with one of them")
@@ -156,13 +166,15 @@ def _sli_from_queries(doc: dict, jobs: Jobs, where: str) -> dict:
         total = _selectors(_query(rm.get("total"), f"{where}.total"), where)
         if "good" in rm:
             good = _selectors(_query(rm["good"], f"{where}.good"), where)
-            fam = catalog.family_of(good[0].name) if len(good) == 1 else None
-            if fam and fam.type is MetricType.histogram and good[0].name.endswith("_bucket"):
-                le = _matcher(good[0], "le")
-                if le is None:
-                    raise OpenSLOError(f"{where}: the good query reads {good[0].name} without an le matcher")
-                return {"kind": "latency", "job": _role(_matcher(good[0], "job"), jobs, where), "histogram": fam.name,
-                        "threshold_s": le.split("(")[0]}
+            if len(good) == 1:
+                good_name = _metric_name(good[0], where)
+                fam = catalog.family_of(good_name)
+                if fam and fam.type is MetricType.histogram and good_name.endswith("_bucket"):
+                    le = _matcher(good[0], "le")
+                    if le is None:
+                        raise OpenSLOError(f"{where}: the good query reads {good_name} without an le matcher")
+                    return {"kind": "latency", "job": _role(_matcher(good[0], "job"), jobs, where),
+                            "histogram": fam.name, "threshold_s": le.split("(")[0]}
             bad_names = [s.name for s in total if s.name not in {g.name for g in good}]
             if not bad_names:
                 raise OpenSLOError(f"{where}: cannot derive bad events: every total counter is also good")
@@ -180,7 +192,7 @@ def _sli_from_queries(doc: dict, jobs: Jobs, where: str) -> dict:
                                                        if _matcher(s, "job") != jobs.prometheus})}
         if len(sels) == 1:
             try:
-                fam = catalog.get(sels[0].name)
+                fam = catalog.get(_metric_name(sels[0], where))
             except KeyError as e:
                 raise OpenSLOError(f"{where}: {e.args[0]}") from None
             measure = "max" if fam.type is MetricType.gauge else "rate_per_hour"
@@ -205,7 +217,8 @@ def _slo_entry(doc: dict, jobs: Jobs) -> dict:
     except (ValueError, KeyError):
         raise OpenSLOError(f"{where}: timeWindow duration must be like 30d") from None
     if window_s % 86400:
-        raise OpenSLOError(f"{where}: timeWindow {fmt_duration_s(window_s)} is not whole days; splitstack windows are days")
+        raise OpenSLOError(
+            f"{where}: timeWindow {fmt_duration_s(window_s)} is not whole days; splitstack windows are days")
     obj = (spec.get("objectives") or [None])[0]
     if obj is None:
         raise OpenSLOError(f"{where}: no objectives")

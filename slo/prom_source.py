@@ -15,7 +15,7 @@ from urllib3.util.retry import Retry
 
 from slo import promql
 from slo.budget import Counts, exact
-from slo.spec import SLO, Jobs
+from slo.spec import SLO, Jobs, UptimeSLI
 
 
 class PrometheusUnreachable(RuntimeError):
@@ -54,7 +54,8 @@ class PrometheusSource:
         try:
             result = self._prom.custom_query(expr, params=params)
         except requests.RequestException as e:
-            raise PrometheusUnreachable(f"Prometheus at {self.url} is unreachable ({e}); start it or pass --prometheus URL") from None
+            raise PrometheusUnreachable(
+                f"Prometheus at {self.url} is unreachable ({e}); start it or pass --prometheus URL") from None
         except PrometheusApiClientException as e:
             raise QueryFailed(f"slo {slo.name!r}: Prometheus rejected the query {expr!r}: {e}") from None
         if not result:
@@ -81,5 +82,5 @@ class PrometheusSource:
 
 def _jobs_of(slo: SLO, jobs: Jobs) -> list[str]:
     sli = slo.sli
-    roles = getattr(sli, "jobs", None) or (sli.job,)
+    roles = sli.jobs if isinstance(sli, UptimeSLI) else (sli.job,)  # an UptimeSLI has >= 1 job
     return [jobs.of(r) for r in roles]

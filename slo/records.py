@@ -36,8 +36,8 @@ class Record(BaseModel):
 
     kind: Literal["pdf", "chat", "probe", "gauge"]
     t_s: float = Field(description="unix time the request was sent / the sample taken, seconds")
-    duration_s: float | None = Field(None, ge=0)
-    ttft_s: float | None = Field(None, ge=0)
+    duration_s: float | None = Field(default=None, ge=0)
+    ttft_s: float | None = Field(default=None, ge=0)
     ok: bool = True
     target: JobRole | None = None
     metric: str | None = None
@@ -155,14 +155,14 @@ def _threshold_counts(slo: SLO, sli: ThresholdSLI, recs: list[Record]) -> Counts
             per_hour = Fraction(done) * 3600 / exact(max(hi - lo, 1e-9))
             good += _meets(per_hour, sli)
         return Counts(Fraction(good), Fraction(len(bounds)))
-    samples = [r for r in recs if r.kind == "gauge" and r.metric == sli.metric and r.value is not None]
+    samples = [(r.t_s, r.value) for r in recs if r.kind == "gauge" and r.metric == sli.metric and r.value is not None]
     if not samples:
         return None
-    start = min(r.t_s for r in samples)
+    start = min(t_s for t_s, _ in samples)
     by_slice: dict[int, float] = {}
-    for r in samples:
-        k = int((r.t_s - start) // slice_s)
-        by_slice[k] = max(by_slice.get(k, r.value), r.value)  # type: ignore[arg-type]
+    for t_s, value in samples:
+        k = int((t_s - start) // slice_s)
+        by_slice[k] = max(by_slice.get(k, value), value)
     good = sum(_meets(exact(v), sli) for v in by_slice.values())
     return Counts(Fraction(good), Fraction(len(by_slice)))
 

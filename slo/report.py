@@ -72,7 +72,8 @@ def _tte(s: float | None) -> str:
 
 def render_table(spec: SLOSpec, evals: list[Evaluation], console: Console, title: str) -> None:
     table = Table(title=title)
-    for col in ("SLO", "target", "window", "attainment", "events", "budget left", "burn rate", "exhausted in", "status"):
+    for col in ("SLO", "target", "window", "attainment", "events", "budget left", "burn rate", "exhausted in",
+                "status"):
         table.add_column(col, justify="left" if col in ("SLO", "status") else "right")
     colour = {Status.ok: "green", Status.exhausted: "red", Status.insufficient_data: "yellow", Status.no_data: "yellow"}
     for e in evals:

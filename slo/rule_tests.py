@@ -88,7 +88,8 @@ def _event_tests(slo: SLO, spec: SLOSpec, alerts: list[BurnAlert]) -> list[tuple
                 b = float(sli.threshold_s)
                 le_text = (f"{b}" if i % 2 == 0 else f"{int(b)}") if b.is_integer() else repr(b)
             tests.append((1, {
-                "name": f"{slo.name}: error ratio {label} {a.window.severity.value} threshold {promql_dec(a.threshold)} "
+                "name": f"{slo.name}: error ratio {label} {a.window.severity.value} "
+                        f"threshold {promql_dec(a.threshold)} "
                         f"({a.window.long}/{a.window.short}){f', le={le_text!r}' if le_text else ''}",
                 "interval": "1m",
                 "input_series": _event_series(slo, spec, bad, le_text),
@@ -130,8 +131,9 @@ class _Grid:
 
 def _grid(slo: SLO, a: BurnAlert) -> _Grid:
     step = max(1, a.window.short_window_min // 5)
-    rate_based = isinstance(slo.sli, ThresholdSLI) and slo.sli.measure == "rate_per_hour"
-    if rate_based:
+    rate_based = False
+    if isinstance(slo.sli, ThresholdSLI) and slo.sli.measure == "rate_per_hour":
+        rate_based = True
         step = min(step, max(1, slo.sli.slice_min // 2))  # rate() needs two samples per slice
     samples = a.window.long_window_min // step + 1
     return _Grid(step, samples, 1 if rate_based else 0)
@@ -188,7 +190,8 @@ def _time_tests(slo: SLO, spec: SLOSpec, alerts: list[BurnAlert]) -> list[tuple[
         grid = _grid(slo, a)
         k = next((b for b in range(1, grid.samples + 1) if _fires(grid, b, a)), None)
         if k is None:
-            raise ScenarioError(f"slo {slo.name!r}: {a.window.long}/{a.window.short} alert cannot fire on a {grid.step_min}m grid")
+            raise ScenarioError(
+                f"slo {slo.name!r}: {a.window.long}/{a.window.short} alert cannot fire on a {grid.step_min}m grid")
         eval_min = (grid.samples - 1) * grid.step_min
         for bad, label in ((k, "fires"), (k - 1, "silent")):
             firing = [b for b in alerts if _fires(grid, bad, b)]

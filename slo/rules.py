@@ -58,7 +58,8 @@ class BurnAlert:
             "summary": f"SLO {s.name}: error budget burning at >= {dec(self.factor.quantize(Decimal('0.0001')))}x",
             "description": (
                 f"{s.title}: the error ratio over both {w.long} and {w.short} is at least {dec(self.threshold)} "
-                f"({dec(self.factor.quantize(Decimal('0.0001')))}x the {dec(s.error_budget)} error budget of a {dec(s.target * 100)} % target over "
+                f"({dec(self.factor.quantize(Decimal('0.0001')))}x the {dec(s.error_budget)} error budget "
+                f"of a {dec(s.target * 100)} % target over "
                 f"{s.window_d} d); at this rate {dec(w.budget_consumed_ratio * 100)} % of the budget goes in {w.long}."
                 + ("" if s.time_based else f" (Only with at least {s.min_events} events in {w.long}.)")
             ),

@@ -45,9 +45,10 @@ class SpecError(ValueError):
 class Jobs(Strict):
     """Prometheus job names of the scrape targets (the local stack's names are the defaults)."""
 
-    inference_server: str = Field("inference-server", description="job of the inference server (vLLM or the simulator)")
-    workers: str = Field("workers", description="job of the MinerU workers")
-    prometheus: str = Field("prometheus", description="job of Prometheus scraping itself")
+    inference_server: str = Field(
+        default="inference-server", description="job of the inference server (vLLM or the simulator)")
+    workers: str = Field(default="workers", description="job of the MinerU workers")
+    prometheus: str = Field(default="prometheus", description="job of Prometheus scraping itself")
 
     def of(self, role: JobRole) -> str:
         return getattr(self, role)
@@ -124,11 +125,13 @@ class ThresholdSLI(Strict):
     kind: Literal["threshold"]
     job: JobRole = Field(description="which scrape job exports the metric")
     metric: str = Field(description="catalog counter (rate_per_hour) or gauge (max)")
-    measure: Literal["rate_per_hour", "max"] = Field(description="rate_per_hour of a counter, or max of a gauge over the slice")
+    measure: Literal["rate_per_hour", "max"] = Field(
+        description="rate_per_hour of a counter, or max of a gauge over the slice")
     comparison: Literal["gte", "lte"] = Field(description="good when value >= (gte) or <= (lte) the threshold")
     threshold: Decimal = Field(description="in the metric's unit (per hour for rate_per_hour)")
     slice_min: int = Field(gt=0, description="length of one time slice, minutes")
-    idle_gauge: str | None = Field(None, description="gauge that is 0 when there is no demand; an idle slice counts as good")
+    idle_gauge: str | None = Field(
+        default=None, description="gauge that is 0 when there is no demand; an idle slice counts as good")
 
     @model_validator(mode="after")
     def _types(self) -> ThresholdSLI:
@@ -153,10 +156,13 @@ class SLO(Strict):
     source: str = Field(description="where the objective comes from (document and section)")
     sli: SLI = Field(description="the indicator, by kind")
     target: Decimal = Field(gt=0, lt=1, description="share of good events (or good slices) required, e.g. 0.995")
-    window_d: int = Field(30, gt=0, description="rolling SLO window, days")
-    min_events: int = Field(20, ge=1, description="below this many events (or slices) in a window the calculators report insufficient data")
-    alerts: tuple[Severity, ...] = Field((Severity.page, Severity.ticket), description="burn-rate alert severities to generate")
-    runbook_action: str = Field("slo-status", description="`runbook <action>` that handles this SLO's alerts")
+    window_d: int = Field(default=30, gt=0, description="rolling SLO window, days")
+    min_events: int = Field(
+        default=20, ge=1,
+        description="below this many events (or slices) in a window the calculators report insufficient data")
+    alerts: tuple[Severity, ...] = Field(
+        default=(Severity.page, Severity.ticket), description="burn-rate alert severities to generate")
+    runbook_action: str = Field(default="slo-status", description="`runbook <action>` that handles this SLO's alerts")
 
     @property
     def error_budget(self) -> Decimal:
@@ -181,8 +187,9 @@ class SLO(Strict):
             threshold = w.factor_for(self.window_d) * self.error_budget
             if threshold >= 1:
                 raise ValueError(
-                    f"{w.severity.value} burn rate {dec(w.factor_for(self.window_d))}x over {w.long} times error budget "
-                    f"{dec(self.error_budget)} = {dec(threshold)} >= 1: an error ratio cannot exceed 1, so this alert could never fire; "
+                    f"{w.severity.value} burn rate {dec(w.factor_for(self.window_d))}x over {w.long} "
+                    f"times error budget {dec(self.error_budget)} = {dec(threshold)} >= 1: "
+                    "an error ratio cannot exceed 1, so this alert could never fire; "
                     f"raise target or drop {w.severity.value!r} from alerts"
                 )
 
@@ -191,7 +198,8 @@ class SLOSpec(Strict):
 
     version: Literal[1] = Field(description="spec format version")
     jobs: Jobs = Field(default_factory=Jobs, description="Prometheus job names of the scrape targets")
-    absent_for_min: int = Field(10, gt=0, description="minutes a needed metric must be missing before SLOMetricAbsent fires")
+    absent_for_min: int = Field(
+        default=10, gt=0, description="minutes a needed metric must be missing before SLOMetricAbsent fires")
     slos: tuple[SLO, ...] = Field(min_length=1, description="the objectives")
 
     @model_validator(mode="after")
@@ -220,9 +228,9 @@ def _loc(loc: tuple, data: object) -> str:
     out, node = "", data
     for part in loc:
         if isinstance(part, int):
-            name = node[part].get("name") if isinstance(node, list) and part < len(node) and isinstance(node[part], dict) else None
-            out += f"[{part}{' ' + name if name else ''}]"
             node = node[part] if isinstance(node, list) and part < len(node) else None
+            name = node.get("name") if isinstance(node, dict) else None
+            out += f"[{part}{' ' + name if name else ''}]"
         else:
             if part in ("event_ratio", "latency", "uptime", "threshold") and out.endswith("sli"):
                 continue  # the discriminator tag pydantic inserts: not a key the user wrote

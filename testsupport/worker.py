@@ -1,16 +1,13 @@
 """Real processes on loopback for the worker's integration tests and benchmarks: Redis, the
-simulator, N workers. Every process is started on a free port and stopped (killed if needed) by
-:meth:`Harness.close`, also on failure."""
+simulator, N workers. Every process is started on a free port in its own process group
+(testsupport/procs.py) and stopped by :meth:`Harness.close` (SIGTERM, SIGKILL if needed), also on
+failure."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,54 +17,13 @@ import redis
 
 from contract.spec_loader import load_stack, project_root
 from stack.workers import write_resolved_spec
+from testsupport.procs import Service, free_port, start, wait_until
 
 ROOT = project_root(Path(__file__))
 API_KEY = "test-key-not-secret"
 MODEL = "tiny"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise TimeoutError(f"{what}: not true after {timeout_s:.0f} s")
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen
-    log: Path
-    port: int
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 25.0) -> int | None:
-        if self.alive():
-            self.popen.send_signal(sig)
-            try:
-                self.popen.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
-        return self.popen.returncode
+REDIS_READY_S = 10.0
+WORKER_READY_S = 60.0  # imports, Redis, /v1/models, MinerU loaded: slow on a busy CI box
 
 
 @dataclass
@@ -75,7 +31,7 @@ class Harness:
     root: Path
     overrides: dict[str, Any] = field(default_factory=dict)
     env_extra: dict[str, str] = field(default_factory=dict)
-    procs: list[Proc] = field(default_factory=list)
+    procs: list[Service] = field(default_factory=list)
     redis_port: int = field(default_factory=free_port)
     server_port: int = field(default_factory=free_port)
     sim_profile: str = "instant"
@@ -92,24 +48,20 @@ class Harness:
                 "queue.port": self.redis_port, "local.state_dir": str(self.root / "state"),
                 **self.overrides}
 
-    # -- processes ----------------------------------------------------------------------------
-    def _start(self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None) -> Proc:
-        log = self.logs / f"{name}.log"
-        f = open(log, "ab")
-        popen = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                 start_new_session=True)
-        proc = Proc(name, popen, log, port)
+    # -- processes: each in its own group, stopped by close() -------------------------------------
+    def _start(self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None) -> Service:
+        proc = start(name, argv, self.logs / f"{name}.log", port=port,
+                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         self.procs.append(proc)
         return proc
 
-    def start_redis(self) -> Proc:
+    def start_redis(self) -> Service:
         data = self.root / "redis"
         data.mkdir(exist_ok=True)
         proc = self._start("redis", [shutil.which("redis-server") or "redis-server", "--bind", "127.0.0.1",
                                      "--port", str(self.redis_port), "--dir", str(data), "--save", "",
                                      "--appendonly", "yes", "--appendfsync", "everysec"], self.redis_port)
-        wait_until(lambda: self._redis_ping(), 10, "redis up")
+        proc.wait_ready(self._redis_ping, REDIS_READY_S)
         return proc
 
     def _redis_ping(self) -> bool:
@@ -118,12 +70,13 @@ class Harness:
         except redis.RedisError:
             return False
 
-    def start_sim(self, *extra: str) -> Proc:
+    def start_sim(self, *extra: str) -> Service:
         proc = self._start(f"sim-{len(self.procs)}", [
-            sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1", "--port", str(self.server_port),
-            "--api-key", API_KEY, "--profile", self.sim_profile, "--seed", "0", "--model-name", MODEL, *extra,
+            sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1",
+            "--port", str(self.server_port), "--api-key", API_KEY, "--profile", self.sim_profile,
+            "--seed", "0", "--model-name", MODEL, *extra,
         ], self.server_port)
-        wait_until(lambda: _http_ok(f"http://127.0.0.1:{self.server_port}/health"), 30, "simulator up")
+        proc.wait_ready("/health")
         return proc
 
     def worker_env(self, port: int) -> dict[str, str]:
@@ -140,25 +93,22 @@ class Harness:
             **self.env_extra,
         }
 
-    def start_worker(self, index: int | None = None, wait_ready: bool = True) -> Proc:
+    def start_worker(self, index: int | None = None, wait_ready: bool = True) -> Service:
         index = len([p for p in self.procs if p.name.startswith("worker")]) if index is None else index
         port = free_port()
-        proc = self._start(f"worker-{index}", [sys.executable, "-m", "splitstack.cli.worker_process", "--stack", "local",
-                                               "--index", str(index)], port, self.worker_env(port))
+        proc = self._start(f"worker-{index}", [sys.executable, "-m", "splitstack.cli.worker_process",
+                                               "--stack", "local", "--index", str(index)],
+                           port, self.worker_env(port))
         if wait_ready:
             self.wait_ready(proc)
         return proc
 
-    def wait_ready(self, proc: Proc, timeout_s: float = 60) -> None:
-        def ready() -> bool:
-            if not proc.alive():
-                raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.log.read_text()[-3000:]}")
-            return _http_ok(f"http://127.0.0.1:{proc.port}/readyz")
-        wait_until(ready, timeout_s, f"{proc.name} ready")
+    def wait_ready(self, proc: Service, timeout_s: float = WORKER_READY_S) -> None:
+        proc.wait_ready("/readyz", timeout_s)
 
     def close(self) -> None:
         for proc in reversed(self.procs):
-            proc.stop(signal.SIGTERM, timeout_s=20)
+            proc.stop()
 
     # -- clients ------------------------------------------------------------------------------
     @property
@@ -168,7 +118,7 @@ class Harness:
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True, socket_connect_timeout=2)
 
-    def metrics(self, proc: Proc) -> str:
+    def metrics(self, proc: Service) -> str:
         return httpx.get(f"http://127.0.0.1:{proc.port}/metrics", timeout=5).text
 
     def submit(self, paths: list[Path], **kw: Any) -> list[str]:

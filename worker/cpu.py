@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,9 +92,10 @@ def pin_local_worker(index: int, cpu_limit_millicores: int,
     return cpus
 
 
-def size_render_pool(budget: CpuBudget, env: dict[str, str] | None = None) -> int:
+def size_render_pool(budget: CpuBudget, env: MutableMapping[str, str] | None = None) -> int:
     """Set MinerU's render-process count to the budget unless the operator set it already."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     if env.get(ENV_RENDER_PROCESSES, "").strip():
         try:
             return int(env[ENV_RENDER_PROCESSES])

@@ -12,6 +12,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from contract.models import parse_assignments
 from contract.spec import Target, WorkerBackend
 from contract.spec_loader import load_stack, parse_spec, set_path
 from contract.worker_env import ENV_SPEC_FILE
@@ -33,16 +34,7 @@ logger = logging.getLogger("worker")
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """``--set a.b=value`` flags; values are YAML scalars (5, 2.5, true, text)."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {pair!r}: expected KEY=VALUE, e.g. "
-                             "--set worker_pool.circuit_breaker.recovery_timeout_s=5")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
+    return parse_assignments(pairs, "--set", "worker_pool.circuit_breaker.recovery_timeout_s=5")
 
 
 def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backend:

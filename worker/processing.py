@@ -7,16 +7,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import psutil
+from tenacity.wait import wait_exponential_jitter
 
 from worker import fanout
+from worker.backends import Backend
+from worker.breaker import CircuitBreaker
 from worker.client import request_counter
+from worker.config import WorkerSettings
 from worker.errors import PermanentError, ServerAnswerError, TransientError
+from worker.jobs import Job, PartOf
 from worker.logs import log
 from worker.memory import malloc_trim
+from worker.metrics import WorkerMetrics
 from worker.pdfcheck import check_range, extract_pages, inspect_pdf
-from worker.queue import Delivery
+from worker.queue import Delivery, JobQueue
 from worker.sources import fetch
+from worker.store import DirectoryStore
 from worker.tracing import current_trace
 
 logger = logging.getLogger("worker")
@@ -24,6 +33,24 @@ EXIT_RECYCLE = 75  # EX_TEMPFAIL: supervisord (autorestart=unexpected) and Kuber
 
 
 class JobSteps:
+    # Set by worker.runner.Worker.__init__ (declared here for the type checker only).
+    s: WorkerSettings
+    queue: JobQueue
+    store: DirectoryStore
+    metrics: WorkerMetrics
+    breaker: CircuitBreaker
+    backend: Backend | None
+    announce_ttl_s: float
+    _stopping: asyncio.Event
+    _docs_since_recycle: int
+    _job_backoff: wait_exponential_jitter
+    _proc: psutil.Process
+
+    if TYPE_CHECKING:  # defined by worker.runner.Worker
+        def request_stop(self, reason: str, exit_code: int = 0) -> None: ...
+
+        async def _hold(self, seconds: float) -> None: ...
+
     async def _process(self, d: Delivery) -> None:
         job = d.job
         if job is None:
@@ -47,7 +74,7 @@ class JobSteps:
         attempt = 0
         while True:
             try:
-                await self._attempt(d, t0)
+                await self._attempt(d, job, t0)
                 return
             except (PermanentError, ServerAnswerError) as exc:
                 kind = exc.kind if isinstance(exc, PermanentError) else "server_rejected"
@@ -55,7 +82,11 @@ class JobSteps:
                 return
             except TransientError as exc:
                 attempt += 1
-                wait = max(self.breaker.seconds_until_trial(), self._job_backoff.__call__(_Attempt(attempt)))
+                trial_s = self.breaker.seconds_until_trial()
+                # tenacity types the argument as a RetryCallState; its wait strategies read only
+                # attempt_number, which _Attempt carries.
+                backoff_s = self._job_backoff.__call__(_Attempt(attempt))  # type: ignore[arg-type]
+                wait = max(trial_s, backoff_s)
                 log(logger, logging.WARNING, "transient failure; job kept and retried",
                     error=str(exc), attempt=attempt, retry_in_s=round(wait, 2),
                     breaker=self.breaker.state.name)
@@ -64,8 +95,7 @@ class JobSteps:
                     await self.queue.release(d)
                     return
 
-    async def _attempt(self, d: Delivery, t0: float) -> None:
-        job = d.job
+    async def _attempt(self, d: Delivery, job: Job, t0: float) -> None:
         pool = self.s.pool
         data = await fetch(job.source, self.s.url_allowlist)
         page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_pages)
@@ -82,6 +112,8 @@ class JobSteps:
             data = await asyncio.to_thread(extract_pages, data, job.pages)
             first = job.pages.first - 1
         assert self.backend is not None
+        requests_sent = request_counter.get()  # this job's counter, set by worker/runner.py
+        assert requests_sent is not None
         staging = self.store.staging(job.job_id)
         try:
             result = await self.backend.process(data, staging, first)
@@ -93,7 +125,7 @@ class JobSteps:
                 "language": job.language, "backend": self.backend.name,
                 "mineru_version": self.backend.version if self.backend.name == "vlm-http-client" else None,
                 "model": self.s.model_name, "server_url": self.s.server_url,
-                "requests_sent": request_counter.get()[0], "processing_s": round(elapsed, 3),
+                "requests_sent": requests_sent[0], "processing_s": round(elapsed, 3),
                 "queue_wait_s": round(max(0.0, time.time() - elapsed - job.submitted_at), 3),
                 "worker": self.s.consumer, "trace_id": trace.trace_id if trace else None,
                 "deliveries": d.deliveries, "part_of": job.part_of.model_dump() if job.part_of else None,
@@ -114,14 +146,15 @@ class JobSteps:
             requests=metadata["requests_sent"], committed=committed)
         self._after_document()
 
-    async def _finish_part(self, job) -> None:
+    async def _finish_part(self, job: Job) -> None:
         """For a part: record it, and merge the parent if it was the last one."""
         if job.part_of is None:
             return
         if await fanout.record_part_done(self.queue, job.part_of):
             await self._merge(job.part_of)
 
-    async def _merge(self, part) -> None:
+    async def _merge(self, part: PartOf) -> None:
+        assert self.backend is not None
         committed, elapsed = await fanout.merge_parent(
             self.queue, self.store, part, self.backend.name, self.backend.version,
             self.s.model_name, self.s.consumer)

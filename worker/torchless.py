@@ -15,4 +15,6 @@ def keep_torch_out() -> None:
     MinerU handles as "no torch". Call it before anything imports MinerU."""
     if os.environ.get(ENV_ALLOW_TORCH) != "1":
         for name in ("torch", "torch_npu"):
-            sys.modules.setdefault(name, None)  # type: ignore[assignment]
+            # typeshed types sys.modules values as modules only; None is the import system's
+            # documented "not importable" marker (docs.python.org/3/reference/import.html).
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]

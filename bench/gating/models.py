@@ -12,9 +12,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.gating.context import GateContext, GateResult
-from bench.metrics import derive
+from bench.metrics import derive, itl_gaps_ms
+from bench.probes import breaker_cycle, time_worker_startup
 from bench.records import PipelineRecord, RequestRecord
 from bench.stats import bootstrap_diff_ci, min_samples_for, pct_stat
+from slo.records import Record as SLORecord
+from slo.records import RecordError, from_bench, sli_counts
+from slo.spec import SpecError, load_spec
 
 LatencyMetric = Literal["ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "doc_latency_s"]
 
@@ -46,8 +50,6 @@ def _latency_values(summary_or_records, metric: str, records) -> list[float]:
                 out.append((r.end_ns - r.sent_ns) / 1e9)
             continue
         if metric == "itl_ms":
-            from bench.metrics import itl_gaps_ms
-
             out.extend(itl_gaps_ms(r))
             continue
         if metric == "doc_latency_s":
@@ -207,10 +209,6 @@ class SLOGate(Gate):
     slo: str = Field(description="SLO name in slo/objectives.yaml.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        from slo.records import Record as SLORecord
-        from slo.records import RecordError, from_bench, sli_counts
-        from slo.spec import SpecError, load_spec
-
         try:
             slo = load_spec().get(self.slo)
         except SpecError as exc:  # names the known SLOs
@@ -360,7 +358,6 @@ class WorkerStartupGate(Gate):
         thr = f"<= {self.max_s:g} s spawn -> ready"
         if ctx.target is None or ctx.target.stack is None:
             return self._r("not_evaluable", None, thr, "needs a local stack (--stack) to start a worker like it does")
-        from bench.probes import time_worker_startup
 
         try:
             took = time_worker_startup(ctx.target, self.timeout_s)
@@ -386,7 +383,6 @@ class BreakerGate(Gate):
         thr = f"opens <= {self.open_within_s:g} s, all closed <= {self.recover_within_s:g} s after"
         if ctx.target is None or ctx.http is None or ctx.target.stack is None:
             return self._r("not_evaluable", None, thr, "needs a local stack with workers (--stack)")
-        from bench.probes import breaker_cycle
 
         try:
             res = breaker_cycle(ctx.target, ctx.http, self.metric, self.open_within_s, self.recover_within_s)

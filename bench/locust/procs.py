@@ -9,9 +9,7 @@ descendant that left it.
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -19,16 +17,13 @@ from pathlib import Path
 
 import psutil
 
+from stack.procs import free_port, stop_group
+
+__all__ = ["Fleet", "LocustProc", "LocustRunError", "free_port", "raise_on_sigterm", "wait_for"]
+
 
 class LocustRunError(RuntimeError):
     """A Locust run that could not complete; the message says which process and why."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (for the master's ZeroMQ socket)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -77,24 +72,12 @@ class Fleet:
                 pass
         return out
 
-    def terminate(self, p: LocustProc, timeout_s: float) -> None:
-        """SIGTERM (Locust shuts down cleanly on it), then SIGKILL after timeout_s."""
-        if p.proc.poll() is None:
-            _signal_group(p.proc.pid, signal.SIGTERM)
-            try:
-                p.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
-
     def close(self) -> None:
         # the whole tree first: once a process dies, its children are orphans no parent lists any more
         tree = [psutil.Process(pid) for pid in self.pids() if psutil.pid_exists(pid)]
         for p in self.procs:  # master (started first) first: it tells its workers to drain and quit
-            self.terminate(p, self.grace_s)
-        for p in self.procs:
-            if p.proc.poll() is None:
-                _signal_group(p.proc.pid, signal.SIGKILL)
-        for ps in tree:
+            stop_group(p.proc, self.grace_s)  # SIGTERM (Locust shuts down cleanly on it), SIGKILL after grace_s
+        for ps in tree:  # descendants that left their group (setsid) got no signal so far
             if _alive(ps):
                 try:
                     ps.kill()
@@ -122,13 +105,6 @@ def _alive(ps: psutil.Process) -> bool:
         return ps.is_running() and ps.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)  # start_new_session: the group id is the pid
-    except ProcessLookupError:
-        pass
 
 
 def raise_on_sigterm() -> None:

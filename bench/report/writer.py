@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from bench.records import AnyRecord, write_jsonl
+from bench.report.html import render
+
+RUNS_DIR = Path(".state/bench")  # default home of run folders, relative to where the bench runs
+
+
+def new_run_dir(out_dir: Path | None, name: str) -> Path:
+    """``out_dir`` when given, else a new folder ``.state/bench/<UTC time>-<name>``."""
+    return out_dir or RUNS_DIR / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -21,8 +30,6 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
 
 def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
               gates: dict[str, Any] | None = None, sweep: dict[str, Any] | None = None) -> dict[str, Path]:
-    from bench.report.html import render
-
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"records": out_dir / "records.jsonl", "summary": out_dir / "summary.json",
              "report": out_dir / "report.html"}

@@ -10,7 +10,7 @@ the Secret must exist already (the stack output ``create_secrets`` prints the co
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -86,7 +86,7 @@ def read_secret_values(spec: Spec) -> dict[RefKey, pulumi.Output[str]]:
     return values
 
 
-def _check_whole_secrets(refs: dict[RefKey, list[str]], values: dict[RefKey, object]) -> None:
+def _check_whole_secrets(refs: dict[RefKey, list[str]], values: Mapping[RefKey, object]) -> None:
     # The program owns a Secret it creates: a key it does not know would be missing from it.
     for name in sorted({n for n, _ in values}):
         missing = sorted(k for n, k in refs if n == name and (n, k) not in values)

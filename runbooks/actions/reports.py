@@ -10,10 +10,13 @@ from pathlib import Path
 
 from pydantic import Field
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import PlatformError, Refused, Report
-from runbooks.actions.params import ActionParams
+from runbooks.context import ActionContext
+from runbooks.model import PlatformError, Refused, Report
+from runbooks.params import ActionParams
 from runbooks.platforms.base import WORKERS
+from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
+from slo.report import evaluate_prometheus, parse_duration_s
+from slo.spec import load_spec
 
 
 class SloStatusParams(ActionParams):
@@ -22,10 +25,6 @@ class SloStatusParams(ActionParams):
 
 
 def slo_status(ctx: ActionContext, p: SloStatusParams) -> Report:
-    from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
-    from slo.report import evaluate_prometheus, parse_duration_s
-    from slo.spec import load_spec
-
     if ctx.prometheus is None:
         raise Refused("slo-status needs Prometheus: pass --prometheus-url (the local stack's is found "
                       "from its state)")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import PlannedStep, PlatformError, Refused, Report
+from runbooks.context import ActionContext
+from runbooks.model import PlannedStep, PlatformError, Refused, Report
 from runbooks.platforms.base import ComponentState
 
 FAILED_GRACE_S = 3.0

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import Refused, Report
-from runbooks.actions.params import ServerParams
 from runbooks.actions.runner import Step, health_step, run_plan
+from runbooks.context import ActionContext
 from runbooks.diagnose.signatures import match_logs
+from runbooks.model import Refused, Report
+from runbooks.params import ServerParams
 
 # A restart cannot fix these: the fault moves with the process (the GPU, the token).
 _NOT_FIXED_BY_RESTART = {

@@ -6,26 +6,17 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import Refused, Report
-from runbooks.actions.params import ActionParams, ServerParams
 from runbooks.actions.runner import Step, health_step, run_plan, wait_healthy
+from runbooks.context import ActionContext
+from runbooks.model import Refused, Report
+from runbooks.params import ActionParams, ServerParams
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.specpatch import SERVER_SETTINGS, WORKER_SETTINGS, typed_changes
 
 
-def parse_assignments(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise Refused(f"--set {item!r}: expected KNOB=VALUE, e.g. max_num_batched_tokens=4096")
-        out[key.strip()] = value.strip()
-    return out
-
-
 class TuneParams(ServerParams):
-    set: dict[str, str] = Field(description="Knob=value pairs; knobs are spec field names.")
+    set: dict[str, str] = Field(description="Knob=value pairs; knobs are spec field names.",
+                                json_schema_extra={"cli_key": "KNOB", "cli_example": "max_num_batched_tokens=4096"})
 
     @field_validator("set")
     @classmethod

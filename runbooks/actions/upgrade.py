@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
+import yaml
 from pydantic import Field, field_validator
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import Refused, Report
-from runbooks.actions.params import ServerParams
 from runbooks.actions.runner import Step, StepFailed, health_step, run_plan, wait_healthy
+from runbooks.context import ActionContext
+from runbooks.model import Refused, Report
+from runbooks.params import ServerParams
 from runbooks.platforms.specpatch import typed_changes
 
 VERSION_KEYS = ("image_tag", "sim_profile", "extra_args")
@@ -18,7 +19,8 @@ VERSION_KEYS = ("image_tag", "sim_profile", "extra_args")
 
 class UpgradeServerParams(ServerParams):
     to: dict[str, object] = Field(description="New version settings: image_tag (k8s), sim_profile "
-                                  "or extra_args (the local simulator), e.g. {'image_tag': 'v0.33.0'}.")
+                                  "or extra_args (the local simulator), e.g. {'image_tag': 'v0.33.0'}.",
+                                  json_schema_extra={"cli_example": "image_tag=v0.33.0"})
     prompt: str = Field(default="Test", description="Content of the test chat completion.")
 
     @field_validator("to")
@@ -28,6 +30,11 @@ class UpgradeServerParams(ServerParams):
         if not v or bad:
             raise ValueError(f"upgrade sets only {', '.join(VERSION_KEYS)}"
                              + (f"; not {', '.join(bad)} (use `runbook tune` for knobs)" if bad else ""))
+        if isinstance(v.get("extra_args"), str):  # from the command line: a YAML list
+            try:
+                v = {**v, "extra_args": yaml.safe_load(str(v["extra_args"]))}
+            except yaml.YAMLError as exc:
+                raise ValueError(f"extra_args {v['extra_args']!r} is not a YAML list: {exc}") from None
         return v
 
 

@@ -7,10 +7,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
 from contract.metrics import BREAKER_STATE, BreakerState
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import PlatformError, Refused, Report
-from runbooks.actions.params import ActionParams
 from runbooks.actions.runner import Step, StepFailed, health_step, run_plan, wait_healthy
+from runbooks.context import ActionContext
+from runbooks.model import PlatformError, Refused, Report
+from runbooks.params import ActionParams
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.specpatch import typed_changes
 

@@ -13,11 +13,12 @@ from typing import Any
 
 from pydantic import Field
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import PlatformError, Refused, Report
-from runbooks.actions.params import ActionParams
+from runbooks.context import ActionContext
 from runbooks.diagnose.signals import load_thresholds
 from runbooks.diagnose.signatures import match_logs
+from runbooks.gpu.probe import probe
+from runbooks.model import PlatformError, Refused, Report
+from runbooks.params import ActionParams
 from runbooks.platforms.base import WORKERS, server_component
 
 # Priority of cases when several hold: an outage before a slowdown, a cause before a symptom.
@@ -49,7 +50,9 @@ class Finding:
 
 class DiagnoseParams(ActionParams):
     thresholds: dict[str, str] = Field(default_factory=dict, description="Overrides of "
-                                       "runbooks/diagnose/thresholds.yaml, e.g. queue_waiting_max=5.")
+                                       "runbooks/diagnose/thresholds.yaml, e.g. queue_waiting_max=5.",
+                                       json_schema_extra={"cli_flag": "threshold", "cli_key": "NAME",
+                                                          "cli_example": "queue_waiting_max=5"})
     log_lines: int = Field(default=300, ge=10, le=100_000, description="Log lines scanned per component.")
     gpu: bool = Field(default=True, description="Read this machine's GPUs through NVML.")
 
@@ -134,8 +137,6 @@ def _workers(ctx: ActionContext, evidence: list[str]) -> Finding | None:
 
 
 def _gpu(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
-    from runbooks.gpu.probe import probe
-
     result = probe(ctx.nvml, use_real=ctx.use_real_nvml)
     if not result.available:
         evidence.append(f"GPU probe (this machine): {result.reason}")

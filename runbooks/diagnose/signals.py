@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
-from runbooks.actions.model import PlatformError
+from runbooks.model import PlatformError
 
 THRESHOLDS_FILE = Path(__file__).with_name("thresholds.yaml")
 

@@ -10,12 +10,18 @@ and 5xx are PlatformError.
 
 from __future__ import annotations
 
+import base64
+import os
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any
 
+from urllib3.exceptions import HTTPError as Urllib3Error
+
 from contract import naming
+from contract.extras import require
 from contract.spec import Spec
-from runbooks.actions.model import PlatformError, Refused
+from runbooks.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.specpatch import SERVER_SETTINGS, WORKER_SETTINGS, typed_changes
 
@@ -46,10 +52,7 @@ class KubernetesPlatform:
 
     @classmethod
     def from_kubeconfig(cls, spec: Spec, context: str | None = None) -> KubernetesPlatform:
-        import os
-
-        from kubernetes import client, config
-
+        client, config = _kubernetes().client, _kubernetes().config
         try:
             # KUBECONFIG read now, not at the client's import (its default is frozen then).
             config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), context=context)
@@ -64,9 +67,7 @@ class KubernetesPlatform:
 
     # -- errors -------------------------------------------------------------------------------
     def _call(self, what: str, fn, *args, **kwargs):
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError as Urllib3Error
-
+        ApiException = _kubernetes().client.exceptions.ApiException  # noqa: N806 - a class
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
@@ -274,8 +275,7 @@ class KubernetesPlatform:
                    {"spec": {"unschedulable": on}})
 
     def evict_component_pods(self, component: str, node: str, force: bool = False) -> list[str]:
-        from kubernetes import client
-
+        client = _kubernetes().client
         _, labels = self._deployment(component)
         names = []
         for pod in self._pods(labels, node):
@@ -290,15 +290,11 @@ class KubernetesPlatform:
         return names
 
     def secret_value(self, name: str, key: str) -> str | None:
-        import base64
-
         secret = self._call(f"read secret {name}", self.core.read_namespaced_secret, name, self.ns)
         raw = (secret.data or {}).get(key)
         return base64.b64decode(raw).decode() if raw is not None else None
 
     def set_secret_value(self, name: str, key: str, value: str) -> None:
-        import base64
-
         patch = {"data": {key: base64.b64encode(value.encode()).decode()}}
         self._call(f"patch secret {name}", self.core.patch_namespaced_secret, name, self.ns, patch)
 
@@ -311,3 +307,10 @@ def _replace_extra(args: list[str], old: list[str], new: list[str]) -> list[str]
 
 
 __all__ = ["KubernetesPlatform", "SERVER_SETTINGS", "WORKER_SETTINGS"]
+
+
+def _kubernetes() -> ModuleType:
+    """The official Kubernetes client (the `runbooks` extra), imported when a cluster is used."""
+    kubernetes = require("kubernetes", "runbooks", "runbook actions on a Kubernetes stack")
+    require("kubernetes.client.exceptions", "runbooks", "runbook actions on a Kubernetes stack")
+    return kubernetes

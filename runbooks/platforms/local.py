@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from contract.spec import Engine, Spec
-from runbooks.actions.model import PlatformError, Refused
+from runbooks.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.local_procs import (
     exit_reason,

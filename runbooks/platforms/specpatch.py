@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from contract.models import describe, dotted_loc
 from contract.spec import Spec
-from runbooks.actions.model import Refused
+from runbooks.model import Refused
 
 SERVER_SETTINGS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
                    "gpu_memory_utilization", "kv_cache_space_gib", "sim_profile", "image_tag",

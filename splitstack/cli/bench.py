@@ -1,36 +1,35 @@
-"""The ``bench`` command (also mounted as ``splitstack bench``)."""
+"""The ``bench`` command (also mounted as ``splitstack bench``): parses options, calls the bench
+package, prints what it returns.
+
+Exit codes: 0 success (a valid run; a GO verdict), 1 NO-GO or a significant regression
+(`compare`), 2 invalid run, bad input or an unreachable target.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
+
+from bench.compare import compare as do_compare
+from bench.gating.run import check_run, load_run, run_gate
+from bench.gating.spec import GATE_DIR
+from bench.progress import live_progress
+from bench.records import read_jsonl
+from bench.report.html import render
+from bench.report.writer import load_summary, new_run_dir, write_run
+from bench.runner import run_scenario
+from bench.scenario import SCENARIO_DIR, load_scenario
+from bench.search import SearchSpec, search
+from bench.target import QueueOptions, mask_url, resolve
+from splitstack.cli.bench_locust import locust_app
+from splitstack.cli.bench_output import console, fail, out, print_gates, print_summary
 
 app = typer.Typer(help="Load tests, go/no-go gates, comparisons and reports for splitstack.",
                   no_args_is_help=True, add_completion=False)
-console = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: no wrapping at 80
-
-
-def _target(stack: str | None, url: str | None, model: str | None, api_key_env: str | None,
-            max_model_len: int | None, queue=None, pipeline: bool = False):
-    from bench.target import QueueOptions, from_stack, from_url
-
-    queue = queue or QueueOptions()
-    # A pipeline run on a deployed stack (or on an explicit queue) takes its names from the stack's
-    # spec; --url then only serves readiness probes and /metrics.
-    deployed = pipeline and (queue.explicit_queue or (stack not in (None, "local")))
-    if url and not deployed:
-        if not model:
-            raise typer.BadParameter("--url needs --model (the served model name)")
-        return from_url(url, model, api_key_env, max_model_len)
-    return from_stack(stack or "local", queue=queue, url=url, model=model, api_key_env=api_key_env,
-                      pipeline=pipeline)
+app.add_typer(locust_app, name="locust")
 
 
 # Pipeline runs on a queue the local stack launcher did not start (a deployed stack): see
@@ -49,9 +48,8 @@ DOCS_AT = typer.Option(None, "--documents-at", help="Where the workers read the 
                        "worker mounts or an allow-listed http(s) URL prefix (same file names).")
 
 
-def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url, documents_at):
-    from bench.target import QueueOptions, mask_url
-
+def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
+           documents_at) -> QueueOptions:
     if queue_url and mask_url(queue_url) != queue_url:
         console.print("[yellow]warning:[/] --queue-url carries a password, visible in shell history and `ps`; "
                       "prefer --queue-url-env VAR", soft_wrap=True)
@@ -59,66 +57,9 @@ def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_d
                         prometheus_url, documents_at)
 
 
-def _out_dir(out_dir: Path | None, name: str) -> Path:
-    return out_dir or Path(".state/bench") / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def print_summary(s: dict) -> None:
-    t = Table(title=f"{s['run']['scenario']}: {s['run']['load_label']}, window {s['window_s']:.1f} s")
-    for c in ("metric", "n", "mean", "p50", "p90", "p95", "p99", "max"):
-        t.add_column(c, justify="right" if c != "metric" else "left")
-    for name, d in s["latency"].items():
-        if d.get("n"):
-            t.add_row(name, str(d["n"]), *(f"{d[k]:.3f}" for k in ("mean", "p50", "p90", "p95", "p99", "max")))
-    out.print(t)
-    out.print("requests: " + ", ".join(f"{k}={v}" for k, v in s["requests"].items()))
-    out.print("throughput: " + ", ".join(f"{k}={v:.2f}" for k, v in s["throughput"].items()))
-    if s.get("errors_by_reason"):
-        out.print(f"errors: {s['errors_by_reason']}")
-    if s.get("pipeline"):
-        from bench.pipeline import summary_lines as pipeline_lines
-
-        for line in pipeline_lines(s["pipeline"]):
-            out.print(line, soft_wrap=True)
-    for a in s.get("agreement", []):
-        out.print(f"server agreement {a['metric']}: client {a['client_ms']:.2f} ms vs server {a['server_ms']:.2f} ms "
-                  f"(tolerance {a['tolerance_ms']:.2f} ms): {'agrees' if a['agrees'] else 'DIFFERS'}")
-    if s.get("tokenizer_crosscheck"):
-        from bench.tokcheck import summary_lines
-
-        for line in summary_lines(s["tokenizer_crosscheck"]):
-            out.print(line, markup=False, highlight=False)
-    v = s["validity"]
-    out.print(f"run validity: {'[green]valid[/green]' if v['valid'] else '[red]INVALID[/red]'}")
-    for c in v["checks"]:
-        if not c["passed"]:
-            out.print(f"  [red]x[/red] {c['check']}: {c['measured']} (need {c['threshold']}): {c['why']}")
-
-
-def print_gates(g: dict) -> None:
-    t = Table(title="gates")
-    for c in ("gate", "kind", "measured", "threshold", "result", "why"):
-        t.add_column(c)
-    colors = {"pass": "green", "fail": "red", "not_evaluable": "yellow"}
-    for r in g["results"]:
-        t.add_row(r["name"], r["kind"], str(r["measured"]), r["threshold"],
-                  f"[{colors[r['status']]}]{r['status']}[/]", r["reason"])
-    out.print(t)
-    color = {"go": "green", "no-go": "red", "invalid": "yellow"}[g["verdict"]]
-    out.print(f"verdict: [bold {color}]{g['verdict'].upper()}[/] (exit {g['exit_code']}): {g['reason']}")
-
-
-def _run(scn, target, limits=None, quiet=False, tokenizer=None):
-    from bench.progress import live_progress
-    from bench.runner import run_scenario
-
-    with live_progress(scn.load, console, enabled=not quiet and sys.stderr.isatty()) as cb:
-        return run_scenario(scn, target, limits=limits, progress=cb, tokenizer=tokenizer)
+def _run(scn, target, tokenizer=None):
+    with live_progress(scn.load, console, enabled=console.is_terminal) as cb:
+        return run_scenario(scn, target, progress=cb, tokenizer=tokenizer)
 
 
 @app.command()
@@ -145,61 +86,19 @@ def run(
     documents_at: str | None = DOCS_AT,
 ) -> None:
     """Run a scenario; write records.jsonl, summary.json and report.html. Exit 2 if the run is invalid."""
-    from bench.report.writer import write_run
-    from bench.scenario import load_scenario
-
     try:
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
                                        "count": count, "processes": processes, "seed": seed})
         queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                        documents_at)
-        target = _target(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline")
+        target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline")
         res = _run(scn, target, tokenizer=tokenizer)
     except (ValueError, RuntimeError) as exc:
-        _fail(str(exc))
-    paths = write_run(_out_dir(out_dir, scn.name), res.records, res.summary)
+        raise fail(str(exc)) from None
+    paths = write_run(new_run_dir(out_dir, scn.name), res.records, res.summary)
     print_summary(res.summary)
     out.print(f"report: {paths['report']}")
     raise typer.Exit(0 if res.summary["validity"]["valid"] else 2)
-
-
-def gate_run(gate_file: str, stack: str | None = "local", url: str | None = None, model: str | None = None,
-             api_key_env: str | None = None, baseline: Path | None = None, out_dir: Path | None = None,
-             quiet: bool = False, target=None, queue=None) -> int:
-    """Run a gate file's scenario against the target, evaluate its gates, print the verdict and
-    write the report. Returns the exit code (0 go, 1 no-go, 2 invalid). ``make demo`` calls this."""
-    import httpx
-
-    from bench.gating.context import GateContext
-    from bench.gating.spec import load_gate_file
-    from bench.gating.verdict import evaluate, verdict
-    from bench.records import read_jsonl
-    from bench.report.writer import load_summary, write_run
-    from bench.scenario import load_scenario
-
-    try:
-        gf = load_gate_file(gate_file)
-        scn = load_scenario(gf.scenario, gf.load)
-        target = target or _target(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline")
-        res = _run(scn, target, gf.validity, quiet)
-    except (ValueError, RuntimeError) as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        return 2
-    base_sum = base_rec = None
-    if baseline is not None:
-        base_sum = load_summary(baseline)
-        base_rec = list(read_jsonl(baseline / "records.jsonl"))
-    with httpx.Client(timeout=30.0) as http:
-        ctx = GateContext(res.summary, res.records, target, http, base_sum, base_rec)
-        results = evaluate(gf.gates, ctx)
-    bad = [f"{c['check']}: {c['why']}" for c in res.summary["validity"]["checks"] if not c["passed"]]
-    g = verdict(results, res.summary["validity"]["valid"], bad)
-    g["gate_file"] = gf.name
-    paths = write_run(_out_dir(out_dir, f"gate-{gf.name}"), res.records, res.summary, gates=g)
-    print_summary(res.summary)
-    print_gates(g)
-    out.print(f"report: {paths['report']}")
-    return g["exit_code"]
 
 
 @app.command()
@@ -219,7 +118,19 @@ def gate(
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated)."""
     queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                    documents_at)
-    raise typer.Exit(gate_run(gate_file, stack, url, model, api_key_env, baseline, out_dir, queue=queue))
+    try:
+        result = run_gate(gate_file, stack=stack, url=url, model=model, api_key_env=api_key_env, queue=queue,
+                          baseline=baseline, out_dir=out_dir, console=console)
+    except (ValueError, RuntimeError, FileNotFoundError) as exc:
+        raise fail(str(exc)) from None
+    print_gate_run(result.summary, result.gates, result.paths)
+    raise typer.Exit(result.exit_code)
+
+
+def print_gate_run(summary: dict, gates: dict, paths: dict[str, Path]) -> None:
+    print_summary(summary)
+    print_gates(gates)
+    out.print(f"report: {paths['report']}")
 
 
 @app.command()
@@ -229,26 +140,12 @@ def check(
     baseline: Path | None = typer.Option(None),
 ) -> None:
     """Evaluate a gate file's offline gates on an existing run (e.g. one ingested from Locust)."""
-    from bench.gating.context import GateContext
-    from bench.gating.spec import load_gate_file
-    from bench.gating.verdict import evaluate, verdict
-    from bench.records import read_jsonl
-    from bench.report.writer import load_summary, write_run
-
     try:
-        gf = load_gate_file(gate_file)
-        summary = load_summary(run_dir)
-        records = list(read_jsonl(run_dir / "records.jsonl"))
-        bs = load_summary(baseline) if baseline else None
-        br = list(read_jsonl(baseline / "records.jsonl")) if baseline else None
+        result = check_run(run_dir, gate_file, baseline)
     except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
-    results = evaluate(gf.gates, GateContext(summary, records, None, None, bs, br))
-    bad = [f"{c['check']}: {c['why']}" for c in summary["validity"]["checks"] if not c["passed"]]
-    g = verdict(results, summary["validity"]["valid"], bad)
-    write_run(run_dir, records, {k: v for k, v in summary.items() if k != "gates"}, gates=g)
-    print_gates(g)
-    raise typer.Exit(g["exit_code"])
+        raise fail(str(exc)) from None
+    print_gates(result.gates)
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -259,16 +156,12 @@ def compare(
     json_out: Path | None = typer.Option(None, "--json", help="Write the comparison as JSON."),
 ) -> None:
     """Bootstrap CIs of candidate vs baseline; exit 1 if anything is significantly worse."""
-    from bench.compare import compare as do_compare
-    from bench.records import read_jsonl
-    from bench.report.writer import load_summary
-
     try:
-        b = (list(read_jsonl(baseline / "records.jsonl")), load_summary(baseline))
-        c = (list(read_jsonl(candidate / "records.jsonl")), load_summary(candidate))
-        res = do_compare(b, c, resamples=resamples)
+        b_sum, b_rec = load_run(baseline)
+        c_sum, c_rec = load_run(candidate)
+        res = do_compare((b_rec, b_sum), (c_rec, c_sum), resamples=resamples)
     except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+        raise fail(str(exc)) from None
     t = Table(title=f"{candidate} vs {baseline} ({res['confidence']:.0%} bootstrap CI)")
     for col in ("metric", "stat", "baseline", "candidate", "change", "CI", "call"):
         t.add_column(col)
@@ -306,12 +199,10 @@ def sweep(
     out_dir: Path | None = typer.Option(None, "--out"),
 ) -> None:
     """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
-    from bench.report.writer import write_run
-    from bench.runner import run_scenario
-    from bench.scenario import load_scenario
-    from bench.search import SearchSpec, search
-
-    target = _target(stack, url, model, api_key_env, None)
+    try:
+        target = resolve(stack, url, model, api_key_env)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     spec = SearchSpec(metric=metric, percentile=percentile, max_value=max_value, start_rps=start_rps,
                       factor=factor, max_rps=max_rps, repeats=repeats, bisect_steps=bisect_steps)
     last = {}
@@ -324,7 +215,7 @@ def sweep(
 
     result = search(run_at, spec, log=lambda m: console.print(m))
     res = last["res"]
-    paths = write_run(_out_dir(out_dir, "sweep"), res.records, res.summary, sweep=result)
+    paths = write_run(new_run_dir(out_dir, "sweep"), res.records, res.summary, sweep=result)
     out.print(result["conclusion"])
     out.print(f"report: {paths['report']}")
 
@@ -332,10 +223,6 @@ def sweep(
 @app.command()
 def report(run_dir: Path = typer.Argument(...)) -> None:
     """Re-render report.html of a run folder from its files."""
-    from bench.records import read_jsonl
-    from bench.report.html import render
-    from bench.report.writer import load_summary
-
     s = load_summary(run_dir)
     (run_dir / "report.html").write_text(render(s, list(read_jsonl(run_dir / "records.jsonl"))))
     out.print(f"report: {run_dir / 'report.html'}")
@@ -344,21 +231,7 @@ def report(run_dir: Path = typer.Argument(...)) -> None:
 @app.command()
 def scenarios() -> None:
     """List bundled scenarios and gate files."""
-    from bench.gating.spec import GATE_DIR
-    from bench.scenario import SCENARIO_DIR
-
     for p in sorted(SCENARIO_DIR.glob("*.yaml")):
         out.print(f"scenario  {p.stem}")
     for p in sorted(GATE_DIR.glob("*.yaml")):
         out.print(f"gate      {p.stem}")
-
-
-def _mount_locust() -> None:
-    try:
-        from splitstack.cli.bench_locust import locust_app
-    except ImportError:
-        return
-    app.add_typer(locust_app, name="locust")
-
-
-_mount_locust()

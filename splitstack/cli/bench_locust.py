@@ -6,14 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from pydantic import ValidationError
+from rich.markup import escape
 
+from bench.locust.ingest import ingest
+from bench.locust.launch import RunPaths, locust_env, run_distributed, run_headless, run_worker
+from bench.locust.procs import LocustRunError, free_port, raise_on_sigterm
+from bench.locust.session import chat_scenario_and_target, finish_run, watch_server
 from bench.locust.settings import DEFAULT_MASTER_PORT, LocustSettings, default
+from bench.report.writer import write_run
+from bench.scenario import load_scenario
+from bench.target import Target
+from splitstack.cli.bench_output import console as err
+from splitstack.cli.bench_output import fail, out, print_summary
 
 locust_app = typer.Typer(help="Load from many machines with Locust; results feed the same reports and gates.",
                          no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
 
 # options shared by the commands (typer needs them spelled per command; defaults come from settings.py)
 _SCENARIO = typer.Argument(..., help="A chat scenario (name or path).")
@@ -24,55 +32,22 @@ _KEY_ENV = typer.Option(None, help="Environment variable holding the server's AP
 
 
 def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
-    from bench.scenario import ChatScenario, load_scenario
-    from splitstack.cli.bench import _target
-
-    scn = load_scenario(scenario)
-    if not isinstance(scn, ChatScenario):
-        raise typer.BadParameter("the locustfile drives chat scenarios; run pipeline scenarios with `bench run`")
-    return scn, _target(stack, url, model, api_key_env, None)
+    try:
+        return chat_scenario_and_target(scenario, stack, url, model, api_key_env)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 def _settings(**kw) -> LocustSettings:
-    from pydantic import ValidationError
-
     try:
         return LocustSettings(**{k: v for k, v in kw.items() if v is not None})
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
 
 
-def _watching_server(target, launch):
-    """Run ``launch`` while the server's own metrics are scraped (before, every second, after), as
-    `bench run` does, so Locust runs get the same server diff, gauges and client/server agreement."""
-    import httpx
-
-    from bench import server_metrics
-    from bench.server_view import ServerView
-
-    with httpx.Client(timeout=30.0) as http:
-        view = ServerView(target, http)
-        before = view.before()
-        with view.sampler() as sampler:
-            launch()
-        after = view.after()
-    server = server_metrics.diff(before, after)
-    if server is not None:
-        server.update(sampled=sampler.summary(), samples=sampler.samples, source=view.source)
-    return server, view.source
-
-
 def _finish(paths, scn, target, settings: LocustSettings, rate_rps, server, source: str) -> None:
-    """Ingest the records folder into records.jsonl, summary.json and report.html; exit 0 valid / 2 invalid."""
-    from bench.locust.ingest import ingest
-    from bench.locust.launch import all_logs
-    from bench.report.writer import write_run
-    from splitstack.cli.bench import print_summary
-
-    recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
-                           all_logs(paths), server=server, rate_rps=rate_rps)
-    summary["server_source"] = source
-    written = write_run(paths.out_dir, recs, summary)
+    """Print the ingested run; exit 0 valid / 2 invalid."""
+    summary, written = finish_run(paths, scn, target, settings, rate_rps, server, source)
     print_summary(summary)
     out.print(f"report: {written['report']}  (Locust's own: {paths.out_dir}/locust_final_stats.json and "
               f"locust_*.csv; logs: {paths.logs})")
@@ -81,10 +56,6 @@ def _finish(paths, scn, target, settings: LocustSettings, rate_rps, server, sour
 
 def _guarded(fn, paths) -> int:
     """Run a launch function; Locust failures and Ctrl-C become clear messages (every process is stopped)."""
-    from rich.markup import escape
-
-    from bench.locust.procs import LocustRunError, raise_on_sigterm
-
     raise_on_sigterm()
     try:
         return fn()
@@ -116,20 +87,17 @@ def run(
     out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
 ) -> None:
     """Run Locust with the bench's locustfile on this machine; then ingest its records."""
-    from bench.locust.launch import RunPaths, locust_env, run_distributed, run_headless
-    from bench.locust.procs import free_port
-
     scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
     env = locust_env(scenario, target, api_key_env, s, paths.records)
     if workers == 0:
-        server = _watching_server(target, lambda: _guarded(
+        server = watch_server(target, lambda: _guarded(
             lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths))
     else:
         port = free_port()
-        server = _watching_server(target, lambda: _guarded(
+        server = watch_server(target, lambda: _guarded(
             lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
                                     local_workers=workers, bind_host="127.0.0.1", port=port), paths))
     _finish(paths, scn, target, s, rate_rps, *server)
@@ -156,8 +124,6 @@ def master(
 ) -> None:
     """Headless master for workers on other machines (`bench locust worker --master-host THIS_HOST`);
     their records are shipped here and ingested into one report."""
-    from bench.locust.launch import RunPaths, locust_env, run_distributed
-
     scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
@@ -166,7 +132,7 @@ def master(
     out.print(f"locust master on {bind_host}:{bind_port}: waiting up to {s.expect_workers_max_wait_s} s for "
               f"{expect_workers} workers: bench locust worker {scenario} --master-host <this host> "
               f"--master-port {bind_port} --url {target.base_url} --model {target.model}")
-    server = _watching_server(target, lambda: _guarded(
+    server = watch_server(target, lambda: _guarded(
         lambda: run_distributed(paths, env, None, target.base_url, s, rate_rps, expect_workers=expect_workers,
                                 local_workers=0, bind_host=bind_host, port=bind_port), paths))
     _finish(paths, scn, target, s, rate_rps, *server)
@@ -185,8 +151,6 @@ def worker(
 ) -> None:
     """A worker of a remote `bench locust master`: sends the scenario's requests and ships every
     per-request record to the master. Load settings (users, rate, run time) come from the master."""
-    from bench.locust.launch import RunPaths, locust_env, run_worker
-
     _, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(connect_timeout_s=connect_timeout_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
@@ -211,12 +175,6 @@ def ingest_cmd(
     out_dir: Path = typer.Option(..., "--out"),
 ) -> None:
     """Build records.jsonl, summary.json and report.html from a Locust records folder."""
-    from bench.locust.ingest import ingest
-    from bench.report.writer import write_run
-    from bench.scenario import load_scenario
-    from bench.target import Target
-    from splitstack.cli.bench import print_summary
-
     recs, summary = ingest(records_dir, load_scenario(scenario), Target(url, model), users, warmup_s, cooldown_s,
                            log.read_text() if log else "", rate_rps=rate_rps)
     paths = write_run(out_dir, recs, summary)

@@ -12,6 +12,12 @@ from typing import Annotated
 import typer
 import yaml
 
+from contract.spec_loader import SpecError, load_stack, project_root
+from infra.compose import HEADER, ComposeError, compose_document, validate_compose, write_compose
+from infra.policy.manifests import validate_all
+from infra.policy.rules import check_all
+from infra.render import capture, write_manifests
+
 app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
                   no_args_is_help=True)
 
@@ -19,8 +25,6 @@ Stack = Annotated[str, typer.Option(help="Stack name: reads Pulumi.<stack>.yaml.
 
 
 def _load(stack: str):
-    from contract.spec_loader import SpecError, load_stack
-
     try:
         return load_stack(stack)
     except SpecError as exc:
@@ -38,10 +42,6 @@ def render(
     )] = False,
 ) -> None:
     """Write every Kubernetes object `pulumi up` would create (captured under mocks)."""
-    from contract.spec_loader import project_root
-    from infra.components.program import build  # noqa: F401  (fail early if pulumi is missing)
-    from infra.policy.rules import check_all
-    from infra.render import capture, write_manifests
 
     spec = _load(stack)
     try:
@@ -54,8 +54,6 @@ def render(
     violations = [f"[{rule}] {v}" for rule, vs in check_all(result.objects).items() for v in vs]
     problems = []
     if validate:
-        from infra.policy.manifests import validate_all
-
         problems = validate_all(result.objects)
     for line in violations + problems:
         typer.echo(line, err=True)
@@ -70,14 +68,6 @@ def compose(
         help="Compose file to write (prometheus/ goes beside it); stdout if omitted.")] = None,
 ) -> None:
     """Docker Compose for one GPU host, validated against the Compose specification schema."""
-    from contract.spec_loader import project_root
-    from infra.compose import (
-        HEADER,
-        ComposeError,
-        compose_document,
-        validate_compose,
-        write_compose,
-    )
 
     spec = _load(stack)
     try:

@@ -140,11 +140,12 @@ def demo(
     """
     local = _local(stack, engine, DEMO_WORKERS[engine])
     try:
-        code = run_demo(local, console.print, gate)
-    except (SetupError, StackError) as exc:
+        result = run_demo(local, console.print, gate, console=err)
+    except (SetupError, StackError, ValueError, RuntimeError) as exc:
         err.print(f"[red]demo failed:[/red] {exc}")
         raise typer.Exit(2) from None
-    raise typer.Exit(code)
+    bench_cli.print_gate_run(result.summary, result.gates, result.paths)
+    raise typer.Exit(result.exit_code)
 
 
 @spec_app.command("show")

@@ -1,17 +1,33 @@
-"""The `runbook` CLI (typer). This file wires commands to the library; no logic lives here.
-
-Commands so far: capacity-plan (fit, matrix, forecast), gpu-probe, wait-for-gpu-memory.
-Later runbook actions add their commands to `app`.
-"""
+"""The `runbook` command line: capacity planning, GPU probes and (splitstack/cli/runbook_actions.py)
+the on-call actions. It parses options, calls the runbooks package and prints what it returns."""
 
 from __future__ import annotations
 
 import json
+import threading
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
+
+from contract.capacity import CatalogError, Overrides, find_gpu, find_model, plan
+from runbooks.capacity.forecast import (
+    BenchSummaryError,
+    ForecastInputs,
+    forecast,
+    load_manual,
+    per_server_from_bench,
+    render_table,
+)
+from runbooks.capacity.matrix import matrix_table
+from runbooks.capacity.params import spec_from_config
+from runbooks.gpu.export import serve, write_textfile
+from runbooks.gpu.probe import probe
+from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
+from runbooks.gpu.xid import parse_kernel_log
+from splitstack.cli.runbook_actions import register as register_actions
 
 app = typer.Typer(name="runbook", help="On-call runbook actions for splitstack.",
                   no_args_is_help=True, add_completion=False)
@@ -51,8 +67,6 @@ def capacity_fit(
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
     """Does a model fit a GPU under vLLM: KV cache tokens and full-length sequences at once."""
-    from contract.capacity import CatalogError, Overrides, find_gpu, find_model, plan
-    from runbooks.capacity.params import spec_from_config
 
     try:
         if model_config is not None:
@@ -91,7 +105,6 @@ def capacity_matrix(
     max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 8192,
 ) -> None:
     """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
-    from runbooks.capacity.matrix import matrix_table
 
     typer.echo(matrix_table(gpu_memory_utilization=gpu_memory_utilization,
                             max_model_len=max_model_len))
@@ -112,16 +125,6 @@ def capacity_forecast(
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
     """Servers, workers and monthly cost per quarter (the manual's forecast; flags override)."""
-    from pydantic import ValidationError
-
-    from runbooks.capacity.forecast import (
-        BenchSummaryError,
-        ForecastInputs,
-        forecast,
-        load_manual,
-        per_server_from_bench,
-        render_table,
-    )
 
     base = load_manual()
     updates = {k: v for k, v in dict(
@@ -162,8 +165,6 @@ def gpu_probe(
     require_gpu: Annotated[bool, typer.Option(help="Exit 1 when no GPU is found.")] = False,
 ) -> None:
     """Read every GPU through NVML: memory, utilization, temperature, ECC, Xid, processes."""
-    from runbooks.gpu.probe import probe
-    from runbooks.gpu.xid import parse_kernel_log
 
     result = probe(xid_watch_s=xid_watch_s)
     past = parse_kernel_log(kernel_log.read_text(errors="replace")) if kernel_log else []
@@ -176,8 +177,6 @@ def gpu_probe(
         for x in past:
             typer.echo(f"  kernel log: PCI {x.pci_bus} Xid {x.xid} ({x.meaning}): {x.message}")
     if textfile is not None:
-        from runbooks.gpu.export import write_textfile
-
         write_textfile(textfile, result)
         typer.echo(f"wrote {textfile}", err=True)
     if serve_port is not None:
@@ -187,11 +186,6 @@ def gpu_probe(
 
 
 def _serve(port: int, addr: str, xid_watch_s: float) -> None:
-    import threading
-
-    from runbooks.gpu.export import serve
-    from runbooks.gpu.probe import probe
-
     server, _thread = serve(lambda: probe(xid_watch_s=xid_watch_s), port=port, addr=addr)
     typer.echo(f"serving http://{addr}:{server.server_port}/metrics (Ctrl-C stops)", err=True)
     try:
@@ -208,7 +202,6 @@ def wait_for_gpu_memory_cmd(
     interval_s: Annotated[float, typer.Option(help="Seconds between reads.")] = 5.0,
 ) -> None:
     """Wait until GPU memory is free (read-only). Exit 0 ready, 1 timeout, 2 no GPU/bad input."""
-    from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
 
     try:
         params = WaitParams(min_free_mib=min_free_mib, gpu_index=gpu, timeout_s=timeout_s,
@@ -221,13 +214,7 @@ def wait_for_gpu_memory_cmd(
     raise typer.Exit({"ready": 0, "timeout": 1}.get(report.outcome, 2))
 
 
-def _register_actions() -> None:
-    from splitstack.cli.runbook_actions import register
-
-    register(app)
-
-
-_register_actions()
+register_actions(app)
 
 if __name__ == "__main__":
     app()

@@ -6,13 +6,23 @@ Exit codes: 0 ok; 1 an error budget is exhausted (`status`) or generated files a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from slo.spec import OBJECTIVES_PATH, SpecError, load_spec
+from dashboards.generate import DASHBOARD_DIR, render_dashboards
+from slo import promql
+from slo.budget import Status
+from slo.openslo import OpenSLOError, export_openslo, import_openslo
+from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
+from slo.records import RecordError, load_records
+from slo.report import evaluate_prometheus, evaluate_records, parse_duration_s, render_table, write_json
+from slo.rule_tests import ScenarioError
+from slo.spec import OBJECTIVES_PATH, SLOSpec, SpecError, load_spec
+from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
 
 app = typer.Typer(help="SLOs: show the spec, generate alert rules and dashboards, report error budgets.",
                   no_args_is_help=True)
@@ -40,7 +50,6 @@ def _spec(path: Path):
 @app.command()
 def show(spec: SpecOpt = OBJECTIVES_PATH) -> None:
     """Print every SLO with its target, window and SLI as PromQL (5-minute error ratio)."""
-    from slo import promql
 
     s = _spec(spec)
     for slo in s.slos:
@@ -55,8 +64,6 @@ def rules(spec: SpecOpt = OBJECTIVES_PATH,
           out: Annotated[Path | None, typer.Option(help="output folder (default alerts/generated)")] = None,
           check: Annotated[bool, typer.Option("--check", help="exit 1 if the files differ from a fresh render; write nothing")] = False) -> None:
     """Generate alerts/generated/*.rules.yml and their promtool unit tests from the spec."""
-    from slo.rule_tests import ScenarioError
-    from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
 
     s = _spec(spec)
     try:
@@ -76,9 +83,6 @@ def rules(spec: SpecOpt = OBJECTIVES_PATH,
 
 def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, window: str | None,
               current: str, step: str):
-    from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
-    from slo.records import RecordError, load_records
-    from slo.report import evaluate_prometheus, evaluate_records, parse_duration_s
 
     s = _spec(spec_path)
     try:
@@ -112,7 +116,6 @@ def report(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records:
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m",
            json_out: Annotated[Path | None, typer.Option("--json", help="also write the report as JSON")] = None) -> None:
     """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
-    from slo.report import render_table, write_json
 
     s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
     render_table(s, evals, console, f"SLO report ({source})")
@@ -124,8 +127,6 @@ def report(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records:
 def status(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m") -> None:
     """Like report; exits 1 when any error budget is exhausted, 3 when an SLO has no data."""
-    from slo.budget import Status
-    from slo.report import render_table
 
     s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
     render_table(s, evals, console, f"SLO status ({source})")
@@ -142,8 +143,6 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
                out: Annotated[Path | None, typer.Option(help="output folder (default dashboards/generated)")] = None,
                check: Annotated[bool, typer.Option("--check", help="exit 1 if the JSON differs from a fresh render")] = False) -> None:
     """Generate the Grafana dashboards (JSON) from the spec and the metric catalog."""
-    from dashboards.generate import DASHBOARD_DIR, render_dashboards
-    from slo.writer import diff_tree, write_tree
 
     files = render_dashboards(_spec(spec))
     target = out or DASHBOARD_DIR
@@ -160,9 +159,6 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
 @app.command()
 def schema(check: Annotated[bool, typer.Option("--check", help="exit 1 if slo/objectives.schema.json is stale")] = False) -> None:
     """Write the JSON schema of objectives.yaml (for editors and CI validation)."""
-    import json
-
-    from slo.spec import SLOSpec
 
     path = OBJECTIVES_PATH.with_name("objectives.schema.json")
     text = json.dumps(SLOSpec.model_json_schema(), indent=2, sort_keys=True) + "\n"
@@ -179,7 +175,6 @@ def schema(check: Annotated[bool, typer.Option("--check", help="exit 1 if slo/ob
 def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
                    out: Annotated[Path | None, typer.Option(help="write here instead of stdout")] = None) -> None:
     """Export the spec as OpenSLO v1 documents (multi-document YAML)."""
-    from slo.openslo import export_openslo
 
     text = export_openslo(_spec(spec))
     if out:
@@ -192,7 +187,6 @@ def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
 def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (one or more documents)")],
                    out: Annotated[Path | None, typer.Option(help="write the SLO spec here instead of stdout")] = None) -> None:
     """Import OpenSLO v1 SLOs that fit splitstack's model into an objectives.yaml."""
-    from slo.openslo import OpenSLOError, import_openslo
 
     try:
         text = import_openslo(src.read_text(), origin=str(src))

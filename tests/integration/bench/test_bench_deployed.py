@@ -9,7 +9,6 @@ The bench connects as a Redis ACL user with a password, so every artifact can be
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -118,7 +117,7 @@ def test_output_dir_mode_with_server_url(deployed, tmp_path):
 
 @pytest.fixture
 def prometheus(deployed, tmp_path):
-    from testsupport.worker import free_port, wait_until
+    from testsupport.procs import free_port, running, wait_until
 
     h = deployed[0]
     port = free_port()
@@ -126,22 +125,17 @@ def prometheus(deployed, tmp_path):
            "scrape_configs": [{"job_name": "inference-server",
                                "static_configs": [{"targets": [f"127.0.0.1:{h.server_port}"]}]}]}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
+    argv = ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}"]
+    with running("prometheus", argv, tmp_path / "prometheus.log", port=port, ready="/-/ready") as prom:
         def scraped() -> bool:
             try:
-                r = httpx.get(f"{url}/api/v1/query", params={"query": "vllm:request_success_total"}, timeout=2)
+                r = httpx.get(f"{prom.url}/api/v1/query", params={"query": "vllm:request_success_total"}, timeout=2)
                 return bool(r.json()["data"]["result"])
-            except (httpx.HTTPError, ValueError, KeyError):
+            except (ValueError, KeyError):
                 return False
         wait_until(scraped, 30, "prometheus scraped the simulator")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(15)
+        yield prom.url
 
 
 GATES = """name: deployed-short

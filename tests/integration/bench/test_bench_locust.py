@@ -210,7 +210,7 @@ def test_locust_distributed_two_workers_on_loopback(bench, tmp_path):
 
 def test_master_with_workers_started_separately(bench, tmp_path):
     """The many-machines commands (`bench locust master` + `bench locust worker`), here on loopback."""
-    from testsupport.stack import free_port
+    from testsupport.procs import free_port
 
     port = free_port()
     out = tmp_path / "m"
@@ -243,7 +243,7 @@ def test_master_with_workers_started_separately(bench, tmp_path):
 
 
 def test_worker_without_master_fails_clearly(bench, tmp_path):
-    from testsupport.stack import free_port
+    from testsupport.procs import free_port
 
     port = free_port()  # nothing listens there
     t0 = time.monotonic()
@@ -258,7 +258,7 @@ def test_worker_without_master_fails_clearly(bench, tmp_path):
 
 
 def test_master_missing_a_worker_fails_clearly(bench, tmp_path):
-    from testsupport.stack import free_port
+    from testsupport.procs import free_port
 
     port = free_port()
     master = bench.start("locust", "master", "chat-smoke", "--expect-workers", "2", "--bind-host", "127.0.0.1",

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.gating.run import run_gate
 from bench.report.writer import load_summary
 from bench.target import Target
 from contract.spec import Engine
-from splitstack.cli.bench import gate_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -50,7 +50,7 @@ def pipeline_target(tmp_path):
 def test_pipeline_gate_go(pipeline_target, tmp_path):
     gate_file = tmp_path / "gates.yaml"
     gate_file.write_text(GATES)
-    code = gate_run(str(gate_file), target=pipeline_target, out_dir=tmp_path / "run", quiet=True)
+    code = run_gate(str(gate_file), target=pipeline_target, out_dir=tmp_path / "run").exit_code
     s = load_summary(tmp_path / "run")
     results = {r["name"]: r for r in s["gates"]["results"]}
     assert code == 0, s["gates"]
@@ -85,12 +85,13 @@ def test_demo_path_on_the_real_local_stack(make_stack, tmp_path):
     gate_file = tmp_path / "demo-short.yaml"
     gate_file.write_text(DEMO_SHORT)
     said: list[str] = []
-    code = run_demo(stack, said.append, gate=str(gate_file), out_dir=tmp_path / "demo")
+    code = run_demo(stack, said.append, gate=str(gate_file), out_dir=tmp_path / "demo").exit_code
     s = load_summary(tmp_path / "demo")
     assert code == 0, s["gates"]
     assert any(line.startswith("Prometheus scraped vllm:request_success_total") for line in said)
     assert said[-1] == "stack down" and stack.processes() == []
     assert (tmp_path / "demo" / "report.html").is_file()
     assert s["requests"]["sent"] == 15 and s["requests"]["errors"] == 0
-    assert {r["name"] for r in s["gates"]["results"] if r["status"] == "pass"} >= {"health", "error_rate", "pdf-latency-p95"}
+    passed = {r["name"] for r in s["gates"]["results"] if r["status"] == "pass"}
+    assert passed >= {"health", "error_rate", "pdf-latency-p95"}
     assert len(s["gates"]["results"][0]["reason"].split(",")) >= 4  # server, prometheus, 2 workers

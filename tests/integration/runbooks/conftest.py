@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from runbooks.actions.context import ActionContext
-from runbooks.actions.settings import SafetySettings
 from runbooks.audit import AuditLog
+from runbooks.context import ActionContext
 from runbooks.diagnose.signals import Signals
 from runbooks.platforms.local import LocalPlatform
+from runbooks.settings import SafetySettings
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
 

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from runbooks.actions.registry import invoke
+from runbooks.registry import invoke
 from stack.preflight import resolve_api_key
 
 pytestmark = pytest.mark.integration
@@ -124,7 +124,8 @@ def test_refuses_a_running_stack_that_is_not_the_specs(make_stack, drill):
 
     from runbooks.platforms.specpatch import effective_spec
 
-    other = replace(stack, spec=effective_spec(stack.spec, {"inference_servers.0.port": stack.spec.worker_server.port + 1}))
+    moved = {"inference_servers.0.port": stack.spec.worker_server.port + 1}
+    other = replace(stack, spec=effective_spec(stack.spec, moved))
     ctx = drill.context(other, apply=True)
     report = invoke(ctx, "restart-server", {"force": True})
     assert report.outcome == "refused"

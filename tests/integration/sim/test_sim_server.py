@@ -14,7 +14,9 @@ import time
 import httpx
 import pytest
 
-from .servers import API_KEY, ROOT, free_port, process_server, sim_argv, sim_server, wait_healthy
+from testsupport.procs import free_port, running
+
+from .servers import API_KEY, ROOT, sim_argv, sim_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -38,8 +40,8 @@ def metric(text: str, name: str, **labels) -> float:
 def test_starts_in_seconds_and_serves_a_streamed_chat():
     port = free_port()
     t0 = time.monotonic()
-    with process_server(sim_argv(port), port, wait_ready=False) as server:
-        ready_s = wait_healthy(server, 30)
+    with running("sim", sim_argv(port), port=port) as server:
+        ready_s = server.wait_ready("/health", 30)
         assert ready_s < 15
         with httpx.Client(base_url=server.url, headers=AUTH, timeout=10) as c:
             assert c.get("/v1/models").json()["data"][0]["id"] == "tiny"
@@ -90,7 +92,8 @@ def test_faults_at_start_503_with_retry_after_then_cleared_at_run_time():
                                          "param": None, "code": 503}
             assert c.put("/sim/faults", json={"error_rate": 0}).status_code == 200
             assert c.post("/v1/chat/completions", json=chat(max_tokens=2)).status_code == 200
-            assert c.put("/sim/faults", json={"error_rate": 1}, headers={"Authorization": "Bearer x"}).status_code == 401
+            wrong_key = {"Authorization": "Bearer x"}
+            assert c.put("/sim/faults", json={"error_rate": 1}, headers=wrong_key).status_code == 401
 
 
 def test_runtime_faults_reset_hang_latency_and_kv_exhaustion():
@@ -133,21 +136,21 @@ def test_crash_fault_kills_the_process_with_status_70():
             assert c.post("/v1/chat/completions", json=chat(max_tokens=2)).status_code == 200
             with pytest.raises(httpx.TransportError):
                 c.post("/v1/chat/completions", json=chat(max_tokens=2))
-        assert server.proc.wait(10) == 70
+        assert server.popen.wait(10) == 70
         assert "injected crash" in server.log()
 
 
 def test_slow_start_delays_health():
     port = free_port()
-    with process_server(sim_argv(port, "--fault", "slow_start_s=2"), port, wait_ready=False) as server:
-        assert wait_healthy(server, 30) >= 2.0
+    with running("sim", sim_argv(port, "--fault", "slow_start_s=2"), port=port) as server:
+        assert server.wait_ready("/health", 30) >= 2.0
 
 
 def test_sigterm_exits_promptly_without_a_traceback():
     with sim_server() as server:
-        server.proc.send_signal(signal.SIGTERM)
+        server.popen.send_signal(signal.SIGTERM)
         # uvicorn shuts down gracefully, then re-raises the signal (its documented behaviour)
-        assert server.proc.wait(10) in (0, -signal.SIGTERM)
+        assert server.popen.wait(10) in (0, -signal.SIGTERM)
         assert "Traceback" not in server.log()
 
 
@@ -171,7 +174,8 @@ def test_unknown_profile_exits_2_listing_valid_names():
 
 def test_fit_drive_recovers_the_profile_it_was_served_with():
     with sim_server("--profile", "mineru25-a100", "--max-num-seqs", "16") as server:
-        r = subprocess.run([sys.executable, "-m", "splitstack.cli.sim", "fit", f"{server.url}/metrics", "--drive", server.url,
+        r = subprocess.run([sys.executable, "-m", "splitstack.cli.sim", "fit", f"{server.url}/metrics",
+                            "--drive", server.url,
                             "--levels", "1,8", "--requests-per-level", "8", "--max-tokens", "24", "--api-key", API_KEY,
                             "--name", "refit", "--base", "mineru25-a100"], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)

@@ -8,12 +8,8 @@ real workers, tests marked `switch_to_local_stack` should run against it instead
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
+import contextlib
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,66 +18,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 
+from testsupport.procs import free_port, running, wait_until
+
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(check, timeout_s: float, what: str, interval_s: float = 0.25):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except httpx.HTTPError as e:
-            last = e
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-class Simulator:
-    """The inference-server simulator as a child process in its own process group."""
-
-    def __init__(self, port: int, log: Path):
-        self.port, self.log = port, log
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen([sys.executable, "-m", "splitstack.cli.sim", "serve", "--port", str(self.port),
-                                          "--profile", "instant", "--model-name", "tiny"],
-                                         cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(lambda: httpx.get(f"{self.url}/health", timeout=1).status_code == 200, 30, "simulator /health")
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would."""
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            _stop(self.proc)
 
 
 @dataclass
@@ -134,8 +73,7 @@ def worker_metrics():
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory, worker_metrics):
     tmp = tmp_path_factory.mktemp("slo-live")
-    sim = Simulator(free_port(), tmp / "sim.log")
-    prom_port = free_port()
+    sim_port, prom_port = free_port(), free_port()
     rules = sorted(str(p) for p in (ROOT / "alerts").glob("*.rules.yml")) + \
         sorted(str(p) for p in (ROOT / "alerts" / "generated").glob("*.rules.yml"))
     config = {
@@ -143,27 +81,19 @@ def stack(tmp_path_factory, worker_metrics):
         "rule_files": rules,
         "scrape_configs": [
             {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{prom_port}"]}]},
-            {"job_name": "inference-server", "static_configs": [{"targets": [f"127.0.0.1:{sim.port}"]}]},
+            {"job_name": "inference-server", "static_configs": [{"targets": [f"127.0.0.1:{sim_port}"]}]},
             {"job_name": "workers", "static_configs": [{"targets": [f"127.0.0.1:{worker_metrics[1]}"]}]},
         ],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-    log = (tmp / "prometheus.log").open("wb")
-    prom = None
-    client = httpx.Client(timeout=10)
-    try:
-        sim.start()
-        prom = subprocess.Popen(["prometheus", f"--config.file={tmp / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{prom_port}"
-        wait_until(lambda: client.get(f"{url}/-/ready").status_code == 200, 30, "prometheus /-/ready")
-        p = Prom(url, client)
-        wait_until(lambda: len(p.query("up == 1")) == 3, 30, "all three targets up")
+    sim_argv = [sys.executable, "-m", "splitstack.cli.sim", "serve", "--port", str(sim_port),
+                "--profile", "instant", "--model-name", "tiny"]
+    prom_argv = ["prometheus", f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{prom_port}"]
+    with contextlib.ExitStack() as started, httpx.Client(timeout=10) as client:
+        sim = started.enter_context(running("sim", sim_argv, tmp / "sim.log", port=sim_port, ready="/health"))
+        prom = started.enter_context(running("prometheus", prom_argv, tmp / "prometheus.log", port=prom_port,
+                                             ready="/-/ready"))
+        p = Prom(prom.url, client)
+        wait_until(lambda: len(p.query("up == 1")) == 3, 30, "all three targets up", interval_s=0.25)
         yield p, sim, tmp
-    finally:
-        sim.stop()
-        if prom is not None:
-            _stop(prom)
-        log.close()
-        client.close()

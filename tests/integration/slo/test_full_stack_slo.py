@@ -60,7 +60,8 @@ def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) ->
         live.wait_until(lambda: _query(prom, 'up{job="workers"} == 1'), 30, "worker scraped")
         env = {**os.environ, stack.spec.queue.url_env: f"redis://127.0.0.1:{stack.spec.queue.port}/0"}
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(4)]
-        done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs, "--wait", "--timeout-s", "120"],
+        done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs,
+                               "--wait", "--timeout-s", "120"],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
         assert done.returncode == 0, done.stdout + done.stderr
 

@@ -38,8 +38,9 @@ def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics,
     m.pdfs_processed.labels(backend="vlm-http-client").inc(300)
     m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc(9)
     want_total = before_ok + before_bad + 309
-    live.wait_until(lambda: prom.query(f'sum(mineru_pdfs_processed_total{{job="workers"}}) + '
-                                  f'sum(mineru_pdfs_failed_total{{job="workers"}}) == {want_total}'), 15, "counters scraped")
+    counted = (f'sum(mineru_pdfs_processed_total{{job="workers"}}) + '
+               f'sum(mineru_pdfs_failed_total{{job="workers"}}) == {want_total}')
+    live.wait_until(lambda: prom.query(counted), 15, "counters scraped")
     time.sleep(2)
 
     out = tmp_path / "report.json"
@@ -81,7 +82,8 @@ def test_status_exit_codes_name_the_slos(stack, tmp_path):
     spec.setdefault("jobs", {})["workers"] = "no-such-job"
     path = tmp_path / "objectives.yaml"
     path.write_text(yaml.safe_dump(spec))
-    args = ["status", "--spec", str(path), "--prometheus", prom.url, "--window", "5m", "--current", "5m", "--step", "1s"]
+    args = ["status", "--spec", str(path), "--prometheus", prom.url, "--window", "5m", "--current", "5m",
+            "--step", "1s"]
     # Workers gone while Prometheus is up: the service is unavailable, its budget burns through.
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 1, r.output

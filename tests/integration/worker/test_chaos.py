@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import signal
 import time
 from pathlib import Path
 
 import pytest
 from pdf_fixtures import make_corpus, make_pdf
 
-from testsupport.worker import metric_value, wait_until
+from testsupport.procs import wait_until
+from testsupport.worker import metric_value
 from worker.store import METADATA
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def test_server_outage_of_20_s_loses_nothing(make_harness, tmp_path: Path) -> No
     workers = [h.start_worker(), h.start_worker()]
     ids = h.submit(make_corpus(tmp_path / "pdfs", 12, max_pages=3))
     wait_until(lambda: sum(r.get("state") == "done" for r in h.states(ids).values()) >= 2, 60, "2 done")
-    sim.stop(signal.SIGKILL)
+    sim.kill()
     outage_started = time.monotonic()
     breaker_seen: set[float] = set()
     while time.monotonic() - outage_started < 20:
@@ -61,7 +61,7 @@ def test_sigkilled_worker_job_is_reclaimed_by_another(make_harness, tmp_path: Pa
     job_id, = h.submit([make_pdf(tmp_path / "doc.pdf", 8)])
     wait_until(lambda: h.states([job_id])[job_id].get("state") == "running", 30, "job running")
     time.sleep(1.5)
-    a.stop(signal.SIGKILL)
+    a.kill()
     assert h.states([job_id])[job_id]["state"] == "running"  # nobody finished it
     b = h.start_worker()
     row = h.wait_terminal([job_id], 120)[job_id]
@@ -81,14 +81,14 @@ def test_sigterm_finishes_in_flight_work_or_releases_it(make_harness, tmp_path: 
     w1 = h.start_worker()
     first, = h.submit([make_pdf(tmp_path / "a.pdf", 2)])
     wait_until(lambda: h.states([first])[first].get("state") == "running", 30, "running")
-    assert w1.stop(signal.SIGTERM) == 0
+    assert w1.stop() == 0  # SIGTERM
     assert h.states([first])[first]["state"] == "done"
     # 2) a drain too short for the document: released back to the queue, never acked as done.
     h.env_extra["SPLITSTACK_WORKER_DRAIN_TIMEOUT_S"] = "0.5"
     w2 = h.start_worker()
     second, = h.submit([make_pdf(tmp_path / "b.pdf", 8)])
     wait_until(lambda: h.states([second])[second].get("state") == "running", 30, "running")
-    assert w2.stop(signal.SIGTERM) == 0
+    assert w2.stop() == 0
     assert h.states([second])[second]["state"] == "queued"
     assert not (h.outputs / second).exists()
     h.env_extra.clear()

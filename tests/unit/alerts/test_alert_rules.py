@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runbooks.actions.registry import ACTIONS as RUNBOOK_ACTIONS  # the `runbook` CLI's actions
+from runbooks.registry import ACTIONS as RUNBOOK_ACTIONS  # the `runbook` CLI's actions
 from slo.exprcheck import unknown_metrics
 from slo.spec import load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated
@@ -87,7 +87,7 @@ def test_every_alert_has_severity_summary_description_runbook_page_and_action():
 
 
 def test_runbook_pages_have_the_four_sections_and_name_their_action():
-    for f, rule in _alerts():
+    for _f, rule in _alerts():
         if "alert" not in rule:
             continue
         page = (ROOT / rule["annotations"]["runbook_url"]).read_text()

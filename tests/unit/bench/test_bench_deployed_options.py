@@ -119,7 +119,8 @@ def test_cli_unreachable_queue_is_named_without_its_password(scenario, tmp_path)
 
 
 def test_cli_deployed_stack_without_queue(scenario):
-    res = CliRunner().invoke(app, ["run", scenario, "--stack", "dev"], env={"SPLITSTACK_REDIS_URL": "", "COLUMNS": "400"})
+    res = CliRunner().invoke(app, ["run", scenario, "--stack", "dev"],
+                             env={"SPLITSTACK_REDIS_URL": "", "COLUMNS": "400"})
     assert res.exit_code == 2
     assert "SPLITSTACK_REDIS_URL is not set, so the bench has no queue" in " ".join(res.output.split())
 

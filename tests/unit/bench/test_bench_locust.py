@@ -75,7 +75,8 @@ def test_api_key_travels_in_env_not_argv(tmp_path):
     assert json.loads(env["BENCH_TARGET_JSON"])["api_key_env"] == "BENCH_LOCUST_API_KEY"
     assert "sekret" not in env["BENCH_TARGET_JSON"] and env["BENCH_RECORDS_DIR"] == str(tmp_path)
     worker_env = locust_env("chat-smoke", Target("http://h:1", "m"), "MY_KEY", LocustSettings(), None, base={})
-    assert "BENCH_RECORDS_DIR" not in worker_env and json.loads(worker_env["BENCH_TARGET_JSON"])["api_key_env"] == "MY_KEY"
+    assert "BENCH_RECORDS_DIR" not in worker_env
+    assert json.loads(worker_env["BENCH_TARGET_JSON"])["api_key_env"] == "MY_KEY"
 
 
 # ---- the collection check ---------------------------------------------------------------------

@@ -57,7 +57,8 @@ def test_truncated_stream_is_an_error():
 
 
 def test_chunk_with_several_tokens_counts_all():
-    events = [(0, b'{"choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":5,"completion_tokens":0}}'),
+    events = [(0, b'{"choices":[{"delta":{"role":"assistant","content":""}}],'
+                  b'"usage":{"prompt_tokens":5,"completion_tokens":0}}'),
               (10, b'{"choices":[{"delta":{"content":"ab"}}],"usage":{"prompt_tokens":5,"completion_tokens":3}}'),
               (20, b'{"choices":[{"delta":{"content":"c"}}],"usage":{"prompt_tokens":5,"completion_tokens":4}}'),
               (30, b"[DONE]")]

@@ -15,7 +15,8 @@ from slo.writer import diff_tree
 
 SPEC = load_spec()
 BOARDS = {p.name: json.loads(p.read_text()) for p in sorted(DASHBOARD_DIR.glob("*.json"))}
-UIDS = {"inference-server.json": "splitstack-inference-server", "worker-connectivity.json": "splitstack-worker-connectivity",
+UIDS = {"inference-server.json": "splitstack-inference-server",
+        "worker-connectivity.json": "splitstack-worker-connectivity",
         "pdf-processing.json": "splitstack-pdf-processing", "slo.json": "mineru-slos"}
 
 
@@ -77,6 +78,7 @@ def test_design_doc_dashboards_cover_their_signals():
             "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
             "vllm:e2e_request_latency_seconds_bucket", "vllm:generation_tokens_total"} <= names("inference-server.json")
     assert {"mineru_vllm_client_request_duration_seconds_bucket", "mineru_vllm_client_failures_total",
-            "mineru_vllm_client_retries_total", "mineru_vllm_circuit_breaker_state"} <= names("worker-connectivity.json")
+            "mineru_vllm_client_retries_total",
+            "mineru_vllm_circuit_breaker_state"} <= names("worker-connectivity.json")
     assert {"mineru_pdfs_processed_total", "mineru_pdf_processing_duration_seconds_bucket",
             "mineru_pdfs_failed_total", "mineru_queue_lag_messages"} <= names("pdf-processing.json")

@@ -43,7 +43,7 @@ class RecordingMonitor(PlainMockMonitor):
         self.dependencies: dict[tuple[str, str], list[str]] = {}
         self.urns: dict[str, str] = {}
 
-    def RegisterResource(self, request: Any) -> Any:
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802  (overrides the gRPC method of that name)
         self.wire[request.name] = json_format.MessageToDict(request.object)
         self.dependencies[(request.type, request.name)] = list(request.dependencies)
         response = super().RegisterResource(request)

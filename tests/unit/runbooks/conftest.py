@@ -40,6 +40,9 @@ class FakeGpu:
 
 
 class FakeNvml:
+    """The pynvml module's functions and constants under pynvml's own names (camelCase: the noqa
+    on each), so the probe calls it exactly as it calls pynvml."""
+
     NVMLError = FakeNVMLError
     NVML_ERROR_DRIVER_NOT_LOADED = 9
     NVML_ERROR_NOT_SUPPORTED = 3
@@ -52,7 +55,7 @@ class FakeNvml:
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
     NVML_VOLATILE_ECC = 0
     NVML_AGGREGATE_ECC = 1
-    nvmlEventTypeXidCriticalError = 8
+    nvmlEventTypeXidCriticalError = 8  # noqa: N815
 
     def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None,
                  xids: list[tuple[int, int]] | None = None) -> None:
@@ -62,54 +65,54 @@ class FakeNvml:
         self.registered: list[int] = []
 
     # -- lifecycle
-    def nvmlInit(self) -> None:
+    def nvmlInit(self) -> None:  # noqa: N802
         if self.init_error is not None:
             raise FakeNVMLError(self.init_error)
         self.inits += 1
 
-    def nvmlShutdown(self) -> None:
+    def nvmlShutdown(self) -> None:  # noqa: N802
         self.shutdowns += 1
 
-    def nvmlSystemGetDriverVersion(self) -> str:
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
         return "550.54.15"
 
-    def nvmlSystemGetNVMLVersion(self) -> str:
+    def nvmlSystemGetNVMLVersion(self) -> str:  # noqa: N802
         return "12.550.54.15"
 
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
+    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
         return 12040
 
-    def nvmlDeviceGetCount(self) -> int:
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
         return len(self.gpus)
 
     # -- devices
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:  # noqa: N802
         if self.gpus[i].lost:
             raise FakeNVMLError(self.NVML_ERROR_GPU_IS_LOST)
         return i
 
-    def nvmlDeviceGetIndex(self, handle: int) -> int:
+    def nvmlDeviceGetIndex(self, handle: int) -> int:  # noqa: N802
         return handle
 
-    def nvmlDeviceGetName(self, h: int) -> str:
+    def nvmlDeviceGetName(self, h: int) -> str:  # noqa: N802
         return self.gpus[h].name
 
-    def nvmlDeviceGetUUID(self, h: int) -> str:
+    def nvmlDeviceGetUUID(self, h: int) -> str:  # noqa: N802
         return self.gpus[h].uuid
 
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:  # noqa: N802
         g = self.gpus[h]
         return SimpleNamespace(total=int(g.total_mib * MIB), used=int(g.used_mib * MIB),
                                free=int((g.total_mib - g.used_mib) * MIB))
 
-    def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:  # noqa: N802
         return SimpleNamespace(gpu=self.gpus[h].util_gpu, memory=self.gpus[h].util_mem)
 
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
+    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:  # noqa: N802
         assert sensor == self.NVML_TEMPERATURE_GPU
         return self.gpus[h].temp_c
 
-    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:  # noqa: N802
         return self.gpus[h].power_mw
 
     def _ecc(self, h: int) -> dict[str, int]:
@@ -118,39 +121,39 @@ class FakeNvml:
             raise FakeNVMLError(self.NVML_ERROR_NOT_SUPPORTED)
         return ecc
 
-    def nvmlDeviceGetEccMode(self, h: int) -> list[int]:
+    def nvmlDeviceGetEccMode(self, h: int) -> list[int]:  # noqa: N802
         mode = self._ecc(h)["mode"]
         return [mode, mode]
 
-    def nvmlDeviceGetTotalEccErrors(self, h: int, err_type: int, counter: int) -> int:
+    def nvmlDeviceGetTotalEccErrors(self, h: int, err_type: int, counter: int) -> int:  # noqa: N802
         key = ("vol" if counter == self.NVML_VOLATILE_ECC else "agg") + (
             "_unc" if err_type == self.NVML_MEMORY_ERROR_TYPE_UNCORRECTED else "_cor")
         return self._ecc(h)[key]
 
-    def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:
+    def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:  # noqa: N802
         if self.gpus[h].remapped is None:
             raise FakeNVMLError(self.NVML_ERROR_NOT_SUPPORTED)
         return self.gpus[h].remapped
 
-    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[Any]:  # noqa: N802
         return [SimpleNamespace(pid=pid, usedGpuMemory=used)
                 for pid, used in self.gpus[h].processes]
 
     # -- events
-    def nvmlEventSetCreate(self) -> str:
+    def nvmlEventSetCreate(self) -> str:  # noqa: N802
         return "event-set"
 
-    def nvmlDeviceRegisterEvents(self, h: int, types: int, event_set: str) -> None:
+    def nvmlDeviceRegisterEvents(self, h: int, types: int, event_set: str) -> None:  # noqa: N802
         assert types == self.nvmlEventTypeXidCriticalError
         self.registered.append(h)
 
-    def nvmlEventSetWait_v2(self, event_set: str, timeout_ms: int) -> Any:
+    def nvmlEventSetWait_v2(self, event_set: str, timeout_ms: int) -> Any:  # noqa: N802
         if not self.xids:
             raise FakeNVMLError(self.NVML_ERROR_TIMEOUT)
         index, xid = self.xids.pop(0)
         return SimpleNamespace(device=index, eventData=xid, eventType=8)
 
-    def nvmlEventSetFree(self, event_set: str) -> None:
+    def nvmlEventSetFree(self, event_set: str) -> None:  # noqa: N802
         pass
 
 

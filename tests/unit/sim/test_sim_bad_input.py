@@ -47,7 +47,7 @@ def random_body(rng: random.Random) -> bytes:
 async def test_random_bodies_never_get_a_5xx():
     rng = random.Random(1234)
     async with sim_client(max_model_len=512) as (_, c):
-        for i in range(300):
+        for _ in range(300):
             body = random_body(rng)
             path = rng.choice(["/v1/chat/completions", "/v1/completions", "/tokenize"])
             r = await c.post(path, content=body)

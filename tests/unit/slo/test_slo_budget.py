@@ -48,7 +48,8 @@ def test_not_burning_has_no_exhaustion_time_and_low_traffic_is_guarded():
     assert "current burn rate needs >= 20 events in the last 3600 s" in e.message
     e = evaluate(ERR, Counts(Fraction(10), Fraction(10)), None, 3600, 3600)
     assert e.status is Status.insufficient_data
-    assert e.message == "slo 'pdf-error-rate': 10 events < min_events 20; run longer or lower min_events in slo/objectives.yaml"
+    assert e.message == ("slo 'pdf-error-rate': 10 events < min_events 20; "
+                         "run longer or lower min_events in slo/objectives.yaml")
 
 
 def test_no_data_names_the_slo_and_the_hint():

@@ -67,5 +67,6 @@ def test_family_of_resolves_histogram_samples_and_rejects_unknown_names():
 
 
 def test_get_suggests_close_names():
-    with pytest.raises(KeyError, match=r"'vllm:gpu_cache_usage_perc' is not in the catalog.*did you mean vllm:kv_cache_usage_perc"):
+    with pytest.raises(KeyError, match=r"'vllm:gpu_cache_usage_perc' is not in the catalog"
+                                       r".*did you mean vllm:kv_cache_usage_perc"):
         catalog.get("vllm:gpu_cache_usage_perc")

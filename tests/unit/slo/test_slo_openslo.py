@@ -20,7 +20,12 @@ spec:
       ratioMetric:
         counter: true
         good: {metricSource: {type: Prometheus, spec: {query: 'sum(mineru_pdfs_processed_total{job="workers"})'}}}
-        total: {metricSource: {type: Prometheus, spec: {query: 'sum(mineru_pdfs_processed_total{job="workers"}) + sum(mineru_pdfs_failed_total{job="workers"})'}}}
+        total:
+          metricSource:
+            type: Prometheus
+            spec:
+              query: >-
+                sum(mineru_pdfs_processed_total{job="workers"}) + sum(mineru_pdfs_failed_total{job="workers"})
   timeWindow: [{duration: 7d, isRolling: true}]
   budgetingMethod: Occurrences
   objectives: [{target: 0.99}]
@@ -33,8 +38,14 @@ spec:
     spec:
       ratioMetric:
         counter: true
-        good: {metricSource: {type: Prometheus, spec: {query: 'sum(rate(mineru_pdf_processing_duration_seconds_bucket{job="workers",le="60"}[5m]))'}}}
-        total: {metricSource: {type: Prometheus, spec: {query: 'sum(rate(mineru_pdf_processing_duration_seconds_count{job="workers"}[5m]))'}}}
+        good:
+          metricSource:
+            type: Prometheus
+            spec: {query: 'sum(rate(mineru_pdf_processing_duration_seconds_bucket{job="workers",le="60"}[5m]))'}
+        total:
+          metricSource:
+            type: Prometheus
+            spec: {query: 'sum(rate(mineru_pdf_processing_duration_seconds_count{job="workers"}[5m]))'}
   timeWindow: [{duration: 28d, isRolling: true}]
   objectives: [{target: 0.95}]
 ---
@@ -44,7 +55,8 @@ metadata: {name: kv}
 spec:
   indicator:
     spec:
-      thresholdMetric: {metricSource: {type: Prometheus, spec: {query: 'vllm:kv_cache_usage_perc{job="inference-server"}'}}}
+      thresholdMetric:
+        metricSource: {type: Prometheus, spec: {query: 'vllm:kv_cache_usage_perc{job="inference-server"}'}}
   timeWindow: [{duration: 30d, isRolling: true}]
   budgetingMethod: Timeslices
   objectives: [{op: lte, value: 0.95, timeSliceTarget: 0.99, timeSliceWindow: 5m}]
@@ -85,13 +97,18 @@ def test_foreign_slos_without_annotations_are_mapped_to_the_model():
 
 
 @pytest.mark.parametrize("mutate, expected", [
-    (lambda t: t.replace('le="60"', 'le="61"'), "threshold 61 s is not a bucket bound of mineru_pdf_processing_duration_seconds"),
-    (lambda t: t.replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), "'vllm:gpu_cache_usage_perc' is not in the catalog"),
-    (lambda t: t.replace('job="inference-server"', 'job="vllm-server"'), "OpenSLO SLO 'kv': job 'vllm-server' is neither the inference server job"),
-    (lambda t: t.replace("duration: 7d", "duration: 12h"), "OpenSLO SLO 'pdf-errors': timeWindow 12h is not whole days"),
+    (lambda t: t.replace('le="60"', 'le="61"'),
+     "threshold 61 s is not a bucket bound of mineru_pdf_processing_duration_seconds"),
+    (lambda t: t.replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+     "'vllm:gpu_cache_usage_perc' is not in the catalog"),
+    (lambda t: t.replace('job="inference-server"', 'job="vllm-server"'),
+     "OpenSLO SLO 'kv': job 'vllm-server' is neither the inference server job"),
+    (lambda t: t.replace("duration: 7d", "duration: 12h"),
+     "OpenSLO SLO 'pdf-errors': timeWindow 12h is not whole days"),
     (lambda t: t.replace("objectives: [{target: 0.95}]", "objectives: [{target: 0.9}, {target: 0.95}]"),
      "OpenSLO SLO 'fast-pdfs': 2 objectives; split them into one SLO each"),
-    (lambda t: t.replace("apiVersion: openslo/v1\nkind: SLO\nmetadata: {name: kv}", "apiVersion: openslo/v2alpha\nkind: SLO\nmetadata: {name: kv}"),
+    (lambda t: t.replace("apiVersion: openslo/v1\nkind: SLO\nmetadata: {name: kv}",
+                         "apiVersion: openslo/v2alpha\nkind: SLO\nmetadata: {name: kv}"),
      "SLO 'kv' has apiVersion 'openslo/v2alpha'; only openslo/v1 is supported"),
 ])
 def test_slos_that_do_not_fit_are_rejected_by_name(mutate, expected):
@@ -101,6 +118,7 @@ def test_slos_that_do_not_fit_are_rejected_by_name(mutate, expected):
 
 def test_indicator_ref_and_empty_input():
     with pytest.raises(OpenSLOError, match="indicatorRef is not supported; inline the SLI"):
-        import_openslo("apiVersion: openslo/v1\nkind: SLO\nmetadata: {name: x}\nspec: {indicatorRef: x-sli, objectives: [{target: 0.9}]}\n")
+        import_openslo("apiVersion: openslo/v1\nkind: SLO\nmetadata: {name: x}\n"
+                       "spec: {indicatorRef: x-sli, objectives: [{target: 0.9}]}\n")
     with pytest.raises(OpenSLOError, match="no OpenSLO documents of kind SLO"):
         import_openslo("apiVersion: openslo/v1\nkind: Service\nmetadata: {name: s}\n")

@@ -56,8 +56,8 @@ def test_throughput_slices_and_queue_depth_gauge(tmp_path):
     rows = [{"kind": "pdf", "t_s": 0.0 + i * (3600 / 70), "duration_s": 1.0, "ok": True} for i in range(70)]
     rows += [{"kind": "pdf", "t_s": 3600.0 + i * (3600 / 50), "duration_s": 1.0, "ok": True} for i in range(50)]
     rows += [{"kind": "pdf", "t_s": 7300.0, "duration_s": 1.0, "ok": True}]
-    rows += [{"kind": "gauge", "t_s": float(t), "metric": "vllm:num_requests_waiting", "value": 80.0 if t == 420 else 3.0}
-             for t in range(0, 1200, 60)]
+    rows += [{"kind": "gauge", "t_s": float(t), "metric": "vllm:num_requests_waiting",
+              "value": 80.0 if t == 420 else 3.0} for t in range(0, 1200, 60)]
     recs = load_records(_write(tmp_path, rows))
     c = sli_counts(SPEC.get("pdf-throughput"), recs)
     assert (c.good, c.total) == (Fraction(1), Fraction(2))

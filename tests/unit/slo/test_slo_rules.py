@@ -56,7 +56,8 @@ def test_a_seven_day_spec_generates_rules_that_promtool_proves(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert 'job="mineru"' in (tmp_path / "pdf-error-rate.rules.yml").read_text()
     tests = sorted(p.name for p in (tmp_path / "tests").glob("*.test.yml"))
-    r = subprocess.run([promtool, "test", "rules", *tests], cwd=tmp_path / "tests", capture_output=True, text=True, timeout=300)
+    r = subprocess.run([promtool, "test", "rules", *tests], cwd=tmp_path / "tests", capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0, r.stdout[-3000:]
 
 

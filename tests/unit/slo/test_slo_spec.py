@@ -17,7 +17,8 @@ def test_shipped_objectives_hold_the_manual_slos():
     spec = load_spec()
     by = {s.name: s for s in spec.slos}
     assert by["availability"].target == Decimal("0.995") and by["availability"].window_d == 30
-    assert [(by[n].sli.threshold_s, by[n].target) for n in ("pdf-latency-p50", "pdf-latency-p95", "pdf-latency-p99")] == [
+    latency = ("pdf-latency-p50", "pdf-latency-p95", "pdf-latency-p99")
+    assert [(by[n].sli.threshold_s, by[n].target) for n in latency] == [
         (Decimal("45"), Decimal("0.50")), (Decimal("90"), Decimal("0.95")), (Decimal("120"), Decimal("0.99"))]
     assert by["pdf-throughput"].sli.threshold == Decimal("60")
     assert by["pdf-error-rate"].error_budget == Decimal("0.02")
@@ -42,7 +43,8 @@ def test_good_minimal_fixture_gets_defaults():
      "(did you mean vllm:kv_cache_usage_perc?)"),
     ("bad_misspelled_key.yaml", "slos[0 errors].taget: unknown key; remove it or fix its spelling"),
     ("bad_window_too_short.yaml",
-     "slos[0] (slo 'uptime'): window_d 1 is shorter than the longest burn-rate window (3 d); use window_d >= 3 or set alerts: []"),
+     "slos[0] (slo 'uptime'): window_d 1 is shorter than the longest burn-rate window (3 d); "
+     "use window_d >= 3 or set alerts: []"),
     ("bad_alert_cannot_fire.yaml",
      "slos[0] (slo 'median'): page burn rate 14.4x over 1h times error budget 0.5 = 7.2 >= 1: an error ratio cannot "
      "exceed 1, so this alert could never fire; raise target or drop 'page' from alerts"),
@@ -73,7 +75,8 @@ def test_duplicate_names_are_rejected():
 def test_wrong_metric_type_is_named():
     data = _shipped()
     data["slos"][5]["sli"]["bad"] = ["vllm:num_requests_waiting"]
-    with pytest.raises(SpecError, match=r"slos\[5 pdf-error-rate\]\.sli\.bad: metric 'vllm:num_requests_waiting' is a gauge, expected counter"):
+    with pytest.raises(SpecError, match=r"slos\[5 pdf-error-rate\]\.sli\.bad: metric 'vllm:num_requests_waiting' "
+                                        r"is a gauge, expected counter"):
         parse_spec(data)
 
 
@@ -84,7 +87,8 @@ def test_target_out_of_range_and_unknown_kind():
     with pytest.raises(SpecError) as e:
         parse_spec(data)
     assert "slos[0 availability].target: Input should be less than 1" in str(e.value)
-    assert "slos[1 pdf-latency-p50].sli: Input tag 'ratio' found using 'kind' does not match any of the expected tags" in str(e.value)
+    assert ("slos[1 pdf-latency-p50].sli: Input tag 'ratio' found using 'kind' does not match any of the "
+            "expected tags") in str(e.value)
 
 
 def test_threshold_must_be_exact_to_a_millionth():
@@ -118,5 +122,6 @@ def test_burn_windows_are_the_cited_workbook_values():
 def test_burn_windows_reject_a_factor_that_contradicts_its_citation():
     data = yaml.safe_load((Path(__file__).parents[3] / "slo" / "burn_windows.yaml").read_text())
     data["windows"][0]["factor"] = "14"
-    with pytest.raises(ValueError, match=r"burn window 1h/5m: factor 14 does not match budget_consumed_ratio 0.02 x 30 d / 1h = 14.4"):
+    with pytest.raises(ValueError, match=r"burn window 1h/5m: factor 14 does not match "
+                                         r"budget_consumed_ratio 0.02 x 30 d / 1h = 14.4"):
         BurnWindows.model_validate(data)

@@ -22,10 +22,10 @@ from contract import naming
 from contract.spec import Spec
 from contract.spec_loader import load_stack, project_root
 from infra.components.inference_server import vllm_args
-from runbooks.actions.context import ActionContext
-from runbooks.actions.settings import SafetySettings
 from runbooks.audit import AuditLog
+from runbooks.context import ActionContext
 from runbooks.platforms.kubernetes import KubernetesPlatform
+from runbooks.settings import SafetySettings
 
 ROOT = project_root(Path(__file__))
 _ids = itertools.count(1)
@@ -151,16 +151,18 @@ class FakeKube:
             if field_selector and field_selector != f"spec.nodeName={p['node']}":
                 continue
             waiting = client.V1ContainerStateWaiting(reason="CrashLoopBackOff") if p["crash"] else None
-            last = (client.V1ContainerStateTerminated(reason=p["reason"], exit_code=137 if p["reason"] == "OOMKilled" else 1)
-                    if p["reason"] else None)
+            exit_code = 137 if p["reason"] == "OOMKilled" else 1
+            last = client.V1ContainerStateTerminated(reason=p["reason"], exit_code=exit_code) if p["reason"] else None
             status = client.V1ContainerStatus(
                 name=d["container"], image=p["image"], image_id="", ready=not p["crash"],
                 restart_count=p["restarts"],
-                state=client.V1ContainerState(waiting=waiting, running=None if waiting else client.V1ContainerStateRunning()),
+                state=client.V1ContainerState(waiting=waiting,
+                                              running=None if waiting else client.V1ContainerStateRunning()),
                 last_state=client.V1ContainerState(terminated=last))
             items.append(client.V1Pod(
                 metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels=d["labels"]),
-                spec=client.V1PodSpec(node_name=p["node"], containers=[client.V1Container(name=d["container"], image=p["image"])]),
+                spec=client.V1PodSpec(node_name=p["node"],
+                                      containers=[client.V1Container(name=d["container"], image=p["image"])]),
                 status=client.V1PodStatus(phase="Running" if p["node"] else "Pending", container_statuses=[status])))
         return client.V1PodList(items=items)
 

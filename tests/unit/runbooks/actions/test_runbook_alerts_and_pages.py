@@ -12,7 +12,7 @@ import pytest
 import typer
 import yaml
 
-from runbooks.actions.registry import ACTIONS
+from runbooks.registry import ACTIONS
 from splitstack.cli.runbook_actions import register
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runbooks.actions.registry import invoke
+from runbooks.registry import invoke
 
 SERVER = "mineru-vlm"
 

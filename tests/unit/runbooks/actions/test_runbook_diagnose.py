@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import requests
 
-from runbooks.actions.model import PlatformError
-from runbooks.actions.registry import invoke
 from runbooks.diagnose.signals import Signals, load_thresholds
 from runbooks.diagnose.signatures import load_signatures, match_logs
+from runbooks.model import PlatformError
+from runbooks.registry import invoke
 
 SERVER = "mineru-vlm"
 

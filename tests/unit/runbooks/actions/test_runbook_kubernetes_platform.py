@@ -6,9 +6,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
-from runbooks.actions.model import PlatformError, Refused
-from runbooks.actions.registry import invoke
+from runbooks.model import PlatformError, Refused
 from runbooks.platforms.kubernetes import KubernetesPlatform
+from runbooks.registry import invoke
 
 SERVER = "server-mineru-vlm"
 

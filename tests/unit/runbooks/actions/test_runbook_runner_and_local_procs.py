@@ -56,7 +56,7 @@ SUPERVISORD_LOG = """\
 2026-11-26 03:00:10,000 INFO spawned: 'server-vlm' with pid 200
 2026-11-26 03:00:12,000 WARN exited: server-vlm (exit status 70; not expected)
 2026-11-26 03:00:12,500 WARN exited: worker-0 (terminated by SIGKILL; not expected)
-"""
+"""  # noqa: E501  (supervisord's own lines, verbatim)
 
 
 def test_exit_reason_is_the_programs_last_exit_line(tmp_path: Path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from runbooks.actions.registry import invoke
+from runbooks.registry import invoke
 
 SERVER = "mineru-vlm"
 

@@ -11,44 +11,68 @@ from pydantic import ValidationError
 
 from contract.models import describe
 from runbooks.actions import nodes, reports, server, tune, upgrade, workers
-from runbooks.actions.context import ActionContext
-from runbooks.actions.model import PlatformError, Refused, Report
-from runbooks.actions.params import ActionParams
+from runbooks.context import ActionContext
 from runbooks.diagnose import engine
+from runbooks.model import PlatformError, Refused, Report
+from runbooks.params import ActionParams
 
 
 @dataclass(frozen=True)
 class ActionDef:
+    """One runbook action: adding one is this entry, its params model and its function.
+
+    The `runbook` command line is generated from it: the command's help is ``summary``, its
+    options are the params model's fields (with their descriptions), and mutating actions get
+    ``--apply``.
+    """
+
     name: str
     fn: Callable[[ActionContext, Any], Report]
     params: type[ActionParams]
     mutating: bool
-    case: str  # the runbook case, as named in the operations manual
+    summary: str  # what it does: the command's help
+    case: str  # the situation it handles, as the runbook pages describe it
 
 
 ACTIONS: dict[str, ActionDef] = {a.name: a for a in [
     ActionDef("diagnose", engine.diagnose, engine.DiagnoseParams, False,
-              "all: walks the symptoms and names the case"),
-    ActionDef("slo-status", reports.slo_status, reports.SloStatusParams, False, "SLO dashboard"),
+              "Walk the symptoms and name the runbook case, with evidence and the command to run.",
+              "any: walks the symptoms and names the case"),
+    ActionDef("slo-status", reports.slo_status, reports.SloStatusParams, False,
+              "Attainment, error budget left and burn rate of every SLO (slo/objectives.yaml).",
+              "an SLO alert: how much budget is left"),
     ActionDef("restart-server", server.restart_server, server.RestartServerParams, True,
-              "Runbook 1 case 1 (OOMKilled), Runbook 2 case 3 (KV fragmentation, --force)"),
+              "Restart the inference server and wait for /health.",
+              "inference server down or OOMKilled; KV-cache fragmentation of a healthy server (--force)"),
     ActionDef("update-hf-token", server.update_hf_token, server.UpdateHfTokenParams, True,
-              "Runbook 1 case 3 (model loading failure / bad HF token)"),
+              "Store a new Hugging Face token in the server's secret and restart it.",
+              "model loading fails with a bad or expired Hugging Face token"),
     ActionDef("drain-gpu-node", nodes.drain_gpu_node, nodes.DrainGpuNodeParams, True,
-              "Runbook 1 case 2 (GPU driver crash, CrashLoopBackOff with CUDA error)"),
+              "Cordon the faulty GPU node and move the server to a spare one.",
+              "GPU driver crash: the server crash-loops with a CUDA error or an Xid"),
     ActionDef("gpu-node-failure", nodes.gpu_node_failure, nodes.GpuNodeFailureParams, True,
-              "DR scenario 2 (GPU node failure)"),
+              "Cordon NotReady GPU nodes and reschedule the server.",
+              "a GPU node failed (NotReady)"),
     ActionDef("tune", tune.tune, tune.TuneParams, True,
-              "Runbook 2 case 1 (queue backlog) and Performance Tuning"),
-    ActionDef("scale", tune.scale, tune.ScaleParams, True, "Runbook 2 case 1 solution 1"),
+              "Change server or worker knobs (max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, "
+              "concurrency_per_worker, circuit_breaker.recovery_timeout_s...); the old value is restored on "
+              "failure.",
+              "queue backlog; performance tuning"),
+    ActionDef("scale", tune.scale, tune.ScaleParams, True,
+              "Scale the inference server (bounded by GPUs) or the workers.",
+              "queue backlog: more replicas"),
     ActionDef("slow-pdfs", reports.slow_pdfs, reports.SlowPdfsParams, False,
-              "Runbook 2 case 2 (large/complex PDFs)"),
+              "The slowest documents, with pages and seconds per page.",
+              "large or complex PDFs slow the pipeline"),
     ActionDef("restart-workers", workers.restart_workers, workers.RestartWorkersParams, True,
-              "Runbook 3 (circuit breaker stuck open)"),
+              "Rolling restart of the workers to reset stuck-open circuit breakers.",
+              "circuit breakers stuck open after the server recovered"),
     ActionDef("patch-workers", workers.patch_workers, workers.PatchWorkersParams, True,
-              "Maintenance: worker security patching (rolling)"),
+              "Roll the workers to a new image tag with zero downtime.",
+              "maintenance: worker security patch (rolling)"),
     ActionDef("upgrade-server", upgrade.upgrade_server, upgrade.UpgradeServerParams, True,
-              "Maintenance: vLLM server upgrade with validation and rollback"),
+              "Set the server's version, check /health and a test inference, roll back on failure.",
+              "maintenance: vLLM server upgrade with validation and rollback"),
 ]}
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.spec import InferenceServer, Spec
-from runbooks.actions.model import Refused
-from runbooks.actions.settings import SafetySettings
 from runbooks.audit import AuditLog, default_actor
+from runbooks.model import Refused
 from runbooks.platforms.base import Platform, server_component
+from runbooks.settings import SafetySettings
 
 
 @dataclass

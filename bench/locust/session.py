@@ -1,0 +1,53 @@
+"""The bench's side of a Locust run: pick the chat scenario and target, watch the server's own
+metrics while Locust runs, and turn the shipped records into the bench's run folder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench import server_metrics
+from bench.locust.ingest import ingest
+from bench.locust.launch import RunPaths, all_logs
+from bench.locust.settings import LocustSettings
+from bench.report.writer import write_run
+from bench.scenario import ChatScenario, load_scenario
+from bench.server_view import ServerView
+from bench.target import Target, resolve
+
+
+def chat_scenario_and_target(scenario: str, stack: str | None, url: str | None, model: str | None,
+                             api_key_env: str | None) -> tuple[ChatScenario, Target]:
+    scn = load_scenario(scenario)
+    if not isinstance(scn, ChatScenario):
+        raise ValueError(f"scenario {scenario!r} is a {scn.kind} scenario: the locustfile drives chat "
+                         "scenarios; run pipeline scenarios with `bench run`")
+    return scn, resolve(stack, url, model, api_key_env)
+
+
+def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[dict[str, Any] | None, str]:
+    """Run ``launch`` while the server's own metrics are scraped (before, every second, after), as
+    `bench run` does, so Locust runs get the same server diff, gauges and client/server agreement."""
+    with httpx.Client(timeout=30.0) as http:
+        view = ServerView(target, http)
+        before = view.before()
+        with view.sampler() as sampler:
+            launch()
+        after = view.after()
+    server = server_metrics.diff(before, after)
+    if server is not None:
+        server.update(sampled=sampler.summary(), samples=sampler.samples, source=view.source)
+    return server, view.source
+
+
+def finish_run(paths: RunPaths, scn: ChatScenario, target: Target, settings: LocustSettings,
+               rate_rps: float | None, server: dict[str, Any] | None,
+               source: str) -> tuple[dict[str, Any], dict[str, Path]]:
+    """Ingest the records folder into records.jsonl, summary.json and report.html."""
+    recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
+                           all_logs(paths), server=server, rate_rps=rate_rps)
+    summary["server_source"] = source
+    return summary, write_run(paths.out_dir, recs, summary)

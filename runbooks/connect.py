@@ -1,0 +1,51 @@
+"""Connect an action to its target: the stack's spec, the platform it runs on (the local stack or
+a Kubernetes cluster), Prometheus and the audit log."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from contract.spec import Spec, Target
+from contract.spec_loader import SpecError, load_stack, project_root
+from runbooks.audit import AuditLog
+from runbooks.context import ActionContext
+from runbooks.diagnose.signals import Signals
+from runbooks.model import Refused
+from runbooks.platforms.kubernetes import KubernetesPlatform
+from runbooks.platforms.local import LocalPlatform
+from stack.launcher import LocalStack
+from stack.presets import with_presets
+
+
+def default_audit_path(spec: Spec) -> Path:
+    """Where a deployed stack's audit records go when --audit-log is not given."""
+    state = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    return state / "splitstack" / f"audit-{spec.stack}.jsonl"
+
+
+def build_context(stack: str, apply: bool = False, spec_overrides: dict[str, Any] | None = None,
+                  prometheus_url: str | None = None, kube_context: str | None = None,
+                  audit_log: Path | None = None) -> ActionContext:
+    """The context an action runs with. Refused when the spec cannot be loaded or the platform
+    cannot be reached (nothing has been changed then)."""
+    root = project_root()
+    try:
+        # As `splitstack up --engine sim` does: an engine override brings its preset (context
+        # length, vision) so the spec matches the running stack.
+        spec = load_stack(stack, root, overrides=with_presets(spec_overrides or {}))
+    except SpecError as exc:
+        raise Refused(str(exc)) from exc
+    platform: Any
+    if spec.target is Target.local:
+        local = LocalStack(spec, root)
+        platform = LocalPlatform(local)
+        default_audit = local.paths.audit_log
+        prometheus_url = prometheus_url or f"http://{spec.local.host}:{spec.observability.prometheus_port}"
+    else:
+        platform = KubernetesPlatform.from_kubeconfig(spec, kube_context)
+        default_audit = default_audit_path(spec)
+    return ActionContext(spec=spec, platform=platform, audit=AuditLog(audit_log or default_audit, time.time),
+                         apply=apply, prometheus=Signals(prometheus_url) if prometheus_url else None)

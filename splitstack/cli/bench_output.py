@@ -1,0 +1,64 @@
+"""How the bench's command lines print a run: the summary table, validity, gates and verdict.
+Shared by `bench run|gate|check`, `bench locust ...` and `splitstack demo`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bench.pipeline import summary_lines as pipeline_lines
+from bench.tokcheck import summary_lines as tokcheck_lines
+
+console = Console(stderr=True)  # progress, warnings and errors
+out = Console(width=None if sys.stdout.isatty() else 160)  # results; logs and CI: no wrapping at 80
+
+
+def fail(msg: str, code: int = 2) -> typer.Exit:
+    """Print ``error: msg`` and return the Exit to raise (``raise fail(...)``)."""
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, markup=True, highlight=False)
+    return typer.Exit(code)
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    t = Table(title=f"{s['run']['scenario']}: {s['run']['load_label']}, window {s['window_s']:.1f} s")
+    for c in ("metric", "n", "mean", "p50", "p90", "p95", "p99", "max"):
+        t.add_column(c, justify="right" if c != "metric" else "left")
+    for name, d in s["latency"].items():
+        if d.get("n"):
+            t.add_row(name, str(d["n"]), *(f"{d[k]:.3f}" for k in ("mean", "p50", "p90", "p95", "p99", "max")))
+    out.print(t)
+    out.print("requests: " + ", ".join(f"{k}={v}" for k, v in s["requests"].items()))
+    out.print("throughput: " + ", ".join(f"{k}={v:.2f}" for k, v in s["throughput"].items()))
+    if s.get("errors_by_reason"):
+        out.print(f"errors: {s['errors_by_reason']}")
+    if s.get("pipeline"):
+        for line in pipeline_lines(s["pipeline"]):
+            out.print(line, soft_wrap=True)
+    for a in s.get("agreement", []):
+        out.print(f"server agreement {a['metric']}: client {a['client_ms']:.2f} ms vs server {a['server_ms']:.2f} ms "
+                  f"(tolerance {a['tolerance_ms']:.2f} ms): {'agrees' if a['agrees'] else 'DIFFERS'}")
+    if s.get("tokenizer_crosscheck"):
+        for line in tokcheck_lines(s["tokenizer_crosscheck"]):
+            out.print(line, markup=False, highlight=False)
+    v = s["validity"]
+    out.print(f"run validity: {'[green]valid[/green]' if v['valid'] else '[red]INVALID[/red]'}")
+    for c in v["checks"]:
+        if not c["passed"]:
+            out.print(f"  [red]x[/red] {c['check']}: {c['measured']} (need {c['threshold']}): {c['why']}")
+
+
+def print_gates(g: dict[str, Any]) -> None:
+    t = Table(title="gates")
+    for c in ("gate", "kind", "measured", "threshold", "result", "why"):
+        t.add_column(c)
+    colors = {"pass": "green", "fail": "red", "not_evaluable": "yellow"}
+    for r in g["results"]:
+        t.add_row(r["name"], r["kind"], str(r["measured"]), r["threshold"],
+                  f"[{colors[r['status']]}]{r['status']}[/]", r["reason"])
+    out.print(t)
+    color = {"go": "green", "no-go": "red", "invalid": "yellow"}[g["verdict"]]
+    out.print(f"verdict: [bold {color}]{g['verdict'].upper()}[/] (exit {g['exit_code']}): {g['reason']}")

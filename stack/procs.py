@@ -1,0 +1,94 @@
+"""Free loopback ports and process groups, for code that starts local processes and must leave
+none behind (bench/probes.py, bench/locust/procs.py; testsupport/procs.py builds on it for the
+tests and benchmark scripts).
+
+A process started with ``subprocess.Popen(..., start_new_session=True)`` leads a process group
+whose id is its pid, so one signal to the group also reaches the children it spawned (vLLM's
+engine core, a Locust worker's helpers), which a signal to the pid alone would orphan.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+
+import psutil
+
+KILL_WAIT_S = 5.0  # after SIGKILL nothing can delay the exit; this only bounds the reaping
+_POLL_S = 0.05
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now. Another process may take it
+    before the caller binds it, so bind it (or start the server on it) at once."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float) -> None:
+    """SIGTERM the process group led by ``proc_or_pid`` (started with ``start_new_session=True``),
+    wait up to ``timeout_s`` until no process of the group runs any more, then SIGKILL the group
+    and wait up to KILL_WAIT_S. A group that is already gone is not an error.
+
+    Pass the Popen when there is one: the leader is then reaped here (``returncode`` is set),
+    where a bare pid can only be reaped when it is a child of this process."""
+    pgid = proc_or_pid.pid if isinstance(proc_or_pid, subprocess.Popen) else proc_or_pid
+    reap = _reaper(proc_or_pid)
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
+        reap()
+        if not _group_runs(pgid):
+            break
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        if _wait_gone(pgid, reap, wait_s):
+            break
+    reap()
+
+
+def _reaper(proc_or_pid: subprocess.Popen | int) -> Callable[[], object]:
+    """What collects the leader's exit status, so that it does not linger as a zombie."""
+    if isinstance(proc_or_pid, subprocess.Popen):
+        return proc_or_pid.poll
+
+    def reap_pid() -> None:
+        try:
+            os.waitpid(proc_or_pid, os.WNOHANG)
+        except ChildProcessError:  # not our child (or reaped already): its parent reaps it
+            pass
+    return reap_pid
+
+
+def _wait_gone(pgid: int, reap: Callable[[], object], wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        reap()
+        if not _group_runs(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_POLL_S)
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of the group is still running. Zombies do not count: an orphan's zombie
+    waits for pid 1 to reap it, which in a container may take a while or never happen."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member runs as another user: it runs
+        return True
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == pgid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return False
