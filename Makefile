@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: setup apt python model demo test test-unit test-integration clean
+.PHONY: setup apt python model demo lint test test-unit test-integration clean
 
 setup: apt python model
 
@@ -43,7 +43,14 @@ model: python
 demo: setup
 	$(VENV)/bin/splitstack demo --engine $(ENGINE)
 
-test: setup
+# ruff (style and bug patterns), import-linter (the layers of docs/architecture.md, no cycles),
+# mypy (types); configuration in pyproject.toml.
+lint: python
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+
+test: setup lint
 	$(PY) -m pytest tests -q --durations=25 $(PYTEST_ARGS)
 
 test-unit: python

@@ -75,7 +75,8 @@ def one_run(model_dir: Path, variant: str, budget_s: float, log_path: Path) -> d
         base = vllm.url
         try:
             # a 200 from /health proves nothing if another process grabbed the port first
-            startup_s = vllm.wait_ready(lambda: http_ok(f"{base}/health") and listens_on(vllm.pid, port), budget_s)
+            startup_s = vllm.wait_ready(lambda: http_ok(f"{base}/health") and listens_on(vllm.pid, port), budget_s,
+                                        what=f"GET {base}/health == 200 from the server's own socket")
         except NotReady as exc:
             why = explain_startup_failure(exc.log_text, exc.returncode) if exc.returncode is not None else None
             raise SystemExit(f"vLLM did not start: {why or 'unknown cause'}\n{exc}") from exc

@@ -15,6 +15,22 @@ class MissingExtra(RuntimeError):
     """An optional dependency is not installed; the message says which extra brings it."""
 
 
+# The top-level modules each extra of pyproject.toml brings (what an ImportError can name).
+EXTRA_MODULES: dict[str, frozenset[str]] = {
+    "infra": frozenset({"pulumi", "pulumi_kubernetes", "pulumi_policy", "jsonschema"}),
+    "infra-eks": frozenset({"pulumi_eks", "pulumi_aws"}),
+    "infra-gke": frozenset({"pulumi_gcp"}),
+    "infra-aks": frozenset({"pulumi_azure_native"}),
+    "sim": frozenset({"uvicorn", "PIL"}),
+    "worker": frozenset({"mineru", "mineru_vl_utils", "pypdfium2", "pypdf", "reportlab", "loguru"}),
+    "bench": frozenset({"locust", "gevent", "reportlab"}),
+    "runbooks": frozenset({"kubernetes"}),
+    "vllm": frozenset({"vllm", "torch", "transformers", "tokenizers", "safetensors"}),
+    "otel": frozenset({"opentelemetry"}),
+    "dev": frozenset({"kubernetes_validate", "jsonschema"}),
+}
+
+
 def _message(module: str, extra: str, feature: str) -> str:
     return (f"{feature} needs the Python package that provides '{module}', which is not installed: "
             f"`pip install 'splitstack[{extra}]'` (from a checkout: `pip install -e '.[{extra}]'` or "
@@ -22,13 +38,15 @@ def _message(module: str, extra: str, feature: str) -> str:
 
 
 def require(module: str, extra: str, feature: str) -> ModuleType:
-    """Import ``module`` or raise MissingExtra naming ``extra``."""
+    """Import ``module`` (a library of the extra, or a module of ours built on one) or raise
+    MissingExtra naming ``extra`` when what is missing is one of that extra's libraries."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        if exc.name is not None and not module.startswith(exc.name):
-            raise  # the package is there but broken: its own error says more than ours would
-        raise MissingExtra(_message(module, extra, feature)) from exc
+        missing = (exc.name or "").split(".")[0]
+        if missing not in EXTRA_MODULES.get(extra, frozenset()) and missing != module.split(".")[0]:
+            raise  # something else is broken: its own error says more than ours would
+        raise MissingExtra(_message(missing or module, extra, feature)) from exc
 
 
 def check(module: str, extra: str, feature: str) -> None:

@@ -18,6 +18,7 @@ import time
 import xmlrpc.client
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 import psutil
 from supervisor.xmlrpc import SupervisorTransport
@@ -124,7 +125,9 @@ class Supervisor:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                if self.rpc().supervisor.getState()["statename"] == "RUNNING":
+                # XML-RPC replies are untyped; getState answers a struct {statecode, statename}.
+                state = cast(dict[str, Any], self.rpc().supervisor.getState())
+                if state["statename"] == "RUNNING":
                     return
             except (OSError, xmlrpc.client.Fault):
                 pass
@@ -135,7 +138,9 @@ class Supervisor:
         if not self.running():
             return {}
         try:
-            return {p["name"]: p for p in self.rpc().supervisor.getAllProcessInfo()}
+            # getAllProcessInfo answers one struct (name, statename, pid, ...) per program.
+            infos = cast(list[dict[str, Any]], self.rpc().supervisor.getAllProcessInfo())
+            return {p["name"]: p for p in infos}
         except (OSError, xmlrpc.client.Fault):
             return {}
 

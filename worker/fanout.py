@@ -17,7 +17,7 @@ import math
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import WatchError
 
@@ -85,8 +85,9 @@ async def record_part_done(queue: JobQueue, part: PartOf) -> bool:
     return int(done) >= part.total
 
 
-async def parent_record(queue: JobQueue, parent_id: str) -> dict[str, Any]:
-    return await queue.r.hgetall(queue.parts_key(parent_id))
+async def parent_record(queue: JobQueue, parent_id: str) -> dict[str, str]:
+    # The queue's client decodes replies (decode_responses=True), so keys and values are str.
+    return cast(dict[str, str], await queue.r.hgetall(queue.parts_key(parent_id)))
 
 
 def merge_parts(store: DirectoryStore, parent: Job, total: int, staging: Path) -> tuple[str, list, dict]:

@@ -11,6 +11,7 @@ import time
 import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from redis.typing import EncodableT, FieldT
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"  # safe as a directory name
 
@@ -61,7 +62,8 @@ class Job(BaseModel):
             )
         return value
 
-    def to_fields(self) -> dict[str, str]:
+    def to_fields(self) -> dict[FieldT, EncodableT]:
+        """The stream entry, typed as redis-py's ``xadd`` takes it."""
         return {"job": self.model_dump_json(exclude_none=True)}
 
     @classmethod

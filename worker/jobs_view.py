@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -43,7 +43,8 @@ def submit(r: redis.Redis, spec: Spec, paths: list[Path], pages: PageRange | Non
 def list_jobs(r: redis.Redis, spec: Spec, limit: int = 50, ids: list[str] | None = None) -> list[dict[str, Any]]:
     q = spec.queue
     if ids is None:
-        ids = r.zrevrange(f"{q.stream}:index", 0, limit - 1)
+        # connect() decodes replies (decode_responses=True): the members are str.
+        ids = cast(list[str], r.zrevrange(f"{q.stream}:index", 0, limit - 1))
     rows = []
     with r.pipeline(transaction=False) as p:
         for job_id in ids:

@@ -17,7 +17,7 @@ from contract.spec import Target, WorkerBackend
 from contract.spec_loader import load_stack, parse_spec, set_path
 from contract.worker_env import ENV_SPEC_FILE
 from worker.backends import Backend
-from worker.breaker import CircuitBreaker
+from worker.breaker import BreakerState, CircuitBreaker
 from worker.client import InferenceClient
 from worker.config import ConfigError, WorkerSettings, settings_from_env
 from worker.cpu import cpu_budget, pin_local_worker, size_render_pool
@@ -58,10 +58,14 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
 async def run(settings: WorkerSettings, t_start: float) -> int:
     metrics = WorkerMetrics()
     pool = settings.pool
+
+    def on_breaker_change(state: BreakerState) -> None:
+        metrics.breaker_state.set(int(state))
+        log(logger, logging.WARNING, "circuit breaker " + state.name)
+
     breaker = CircuitBreaker(
         pool.circuit_breaker.failure_threshold, pool.circuit_breaker.recovery_timeout_s,
-        on_change=lambda state: (metrics.breaker_state.set(int(state)),
-                                 log(logger, logging.WARNING, "circuit breaker " + state.name)),
+        on_change=on_breaker_change,
     )
     inference = InferenceClient(
         settings.server_url, api_key=settings.api_key, breaker=breaker, metrics=metrics,

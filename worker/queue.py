@@ -16,14 +16,20 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
+from redis.typing import EncodableT, FieldT
 
 from worker.jobs import Job
 
 STATES = ("queued", "running", "fanned_out", "done", "dead_lettered")
+# Reply shapes of our client: RESP2 with decode_responses=True (worker/main.py). redis-py
+# annotates replies for every protocol and decoding at once, hence the casts to these.
+_StreamEntry = tuple[str, dict[str, str] | None]  # fields None: the entry was deleted
+_ReadGroupReply = list[tuple[str, list[tuple[str, dict[str, str]]]]] | None  # None: block timed out
+_AutoClaimReply = tuple[str, list[_StreamEntry], list[str]]
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,8 @@ class JobQueue:
 
     # -- consumer -----------------------------------------------------------------------------------
     async def read(self, count: int, block_ms: int) -> list[Delivery]:
-        reply = await self.r.xreadgroup(self.group, self.consumer, {self.stream: ">"},
-                                        count=count, block=block_ms)
+        reply = cast(_ReadGroupReply, await self.r.xreadgroup(self.group, self.consumer, {self.stream: ">"},
+                                                              count=count, block=block_ms))
         out = []
         for _stream, entries in reply or []:
             for message_id, fields in entries:
@@ -106,21 +112,21 @@ class JobQueue:
 
     async def reclaim(self, min_idle_s: float, count: int) -> list[Delivery]:
         """Take over jobs abandoned by dead workers (idle longer than the visibility timeout)."""
-        _next, claimed, _deleted = await self.r.xautoclaim(
+        _next, claimed, _deleted = cast(_AutoClaimReply, await self.r.xautoclaim(
             self.stream, self.group, self.consumer, int(min_idle_s * 1000), "0-0", count=count
-        )
+        ))
         out = []
         for message_id, fields in claimed:
             if fields is None:
                 continue
             pending = await self.r.xpending_range(self.stream, self.group, message_id, message_id, 1)
-            times = pending[0]["times_delivered"] if pending else 1
+            times = cast(int, pending[0]["times_delivered"]) if pending else 1
             out.append(_delivery(message_id, fields, times))
         return out
 
     async def heartbeat(self, message_ids: list[str]) -> None:
         if message_ids:
-            await self.r.xclaim(self.stream, self.group, self.consumer, 0, message_ids, justid=True)
+            await self.r.xclaim(self.stream, self.group, self.consumer, 0, list(message_ids), justid=True)
 
     async def ack(self, message_id: str, job_id: str | None, state: str, **fields: Any) -> None:
         async with self.r.pipeline(transaction=True) as p:
@@ -136,7 +142,7 @@ class JobQueue:
                  "deliveries": str(delivery.deliveries), "message_id": delivery.message_id,
                  "failed_at": str(time.time()), **delivery.raw}
         async with self.r.pipeline(transaction=True) as p:
-            p.xadd(self.dlq, entry)
+            p.xadd(self.dlq, stream_entry(entry))
             p.xack(self.stream, self.group, delivery.message_id)
             if job_id:
                 p.hset(self.job_key(job_id), mapping=_flat({
@@ -147,7 +153,7 @@ class JobQueue:
         """Give an unfinished job back at shutdown: re-add it for any worker and ack this copy,
         in one transaction (Redis streams have no NACK). Outputs are idempotent by job id."""
         async with self.r.pipeline(transaction=True) as p:
-            p.xadd(self.stream, delivery.raw)
+            p.xadd(self.stream, stream_entry(delivery.raw))
             p.xack(self.stream, self.group, delivery.message_id)
             if delivery.job:
                 p.hset(self.job_key(delivery.job.job_id), mapping={"state": "queued", "updated_at": time.time()})
@@ -173,5 +179,11 @@ def _delivery(message_id: str, fields: dict[str, str], deliveries: int) -> Deliv
     return Delivery(message_id, job, dict(fields), deliveries)
 
 
-def _flat(mapping: dict[str, Any]) -> dict[str, str]:
+def stream_entry(fields: dict[str, str]) -> dict[FieldT, EncodableT]:
+    """``fields`` typed as redis-py's xadd takes them (an invariant dict type that a
+    ``dict[str, str]`` does not match as is); the same pairs, copied."""
+    return {k: v for k, v in fields.items()}
+
+
+def _flat(mapping: dict[str, Any]) -> dict[FieldT, EncodableT]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in mapping.items() if v is not None}

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bench.pipeline import summary_lines as pipeline_lines
@@ -19,7 +20,7 @@ out = Console(width=None if sys.stdout.isatty() else 160)  # results; logs and C
 
 def fail(msg: str, code: int = 2) -> typer.Exit:
     """Print ``error: msg`` and return the Exit to raise (``raise fail(...)``)."""
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, markup=True, highlight=False)
+    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
     return typer.Exit(code)
 
 

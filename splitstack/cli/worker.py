@@ -11,10 +11,11 @@ from typing import Annotated
 import redis
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack
-from splitstack.cli.worker_process import main as run_worker_process
 from worker.jobs import PageRange
 from worker.jobs_view import connect, list_jobs, redis_url, submit, summarize
 
@@ -63,10 +64,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run one MinerU worker in the foreground (what `splitstack up --workers N` starts)."""
 
+        try:
+            process = require("splitstack.cli.worker_process", "worker", "`splitstack worker` (MinerU)")
+        except MissingExtra as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
         args = ["--stack", stack, "--index", str(index)]
         for pair in set_:
             args += ["--set", pair]
-        raise typer.Exit(run_worker_process(args))
+        raise typer.Exit(process.main(args))
 
     @app.command("submit")
     def submit_cmd(

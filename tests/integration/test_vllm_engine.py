@@ -55,7 +55,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         with running("vllm", argv, log_path, port=port, env=env) as vllm:
             # a 200 from /health proves nothing if another process grabbed the port first
-            vllm.wait_ready(lambda: http_ok(f"{base}/health") and listens_on(vllm.pid, port), STARTUP_BUDGET_S)
+            vllm.wait_ready(lambda: http_ok(f"{base}/health") and listens_on(vllm.pid, port), STARTUP_BUDGET_S,
+                            what=f"GET {base}/health == 200 from the server's own socket")
             yield base
     except NotReady as exc:
         why = explain_startup_failure(exc.log_text, exc.returncode) if exc.returncode is not None else None

@@ -1,0 +1,71 @@
+"""stack/procs.py with real processes: free ports, and a group stop that leaves nothing behind."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+
+from stack.procs import free_port, stop_group
+
+# A leader that spawns a child into its own group, then both sleep; the child's pid goes to stdout.
+LEADER_AND_CHILD = [sys.executable, "-c", "import subprocess, sys, time; "
+                    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                    "print(c.pid, flush=True); time.sleep(60)"]
+IGNORES_SIGTERM = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                   "print('ready', flush=True); time.sleep(60)"]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # an orphan's zombie is dead
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _group_leader(argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def test_free_port_can_be_bound():
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_stop_group_stops_the_leader_and_its_children():
+    proc = _group_leader(LEADER_AND_CHILD)
+    child = int(proc.stdout.readline())
+    t0 = time.monotonic()
+    stop_group(proc, timeout_s=10)
+    assert time.monotonic() - t0 < 5  # both exit on SIGTERM: no wait for the timeout
+    assert proc.returncode == -signal.SIGTERM
+    assert not _running(child)
+    proc.stdout.close()
+
+
+def test_stop_group_kills_what_ignores_sigterm_after_the_timeout():
+    proc = _group_leader(IGNORES_SIGTERM)
+    assert proc.stdout.readline() == "ready\n"
+    t0 = time.monotonic()
+    stop_group(proc, timeout_s=0.5)
+    assert 0.5 <= time.monotonic() - t0 < 5
+    assert proc.returncode == -signal.SIGKILL
+    proc.stdout.close()
+
+
+def test_stop_group_takes_a_pid_and_a_group_already_gone_is_fine():
+    proc = _group_leader(LEADER_AND_CHILD)
+    child = int(proc.stdout.readline())
+    stop_group(proc.pid, timeout_s=10)
+    assert not _running(proc.pid) and not _running(child)
+    t0 = time.monotonic()
+    stop_group(proc, timeout_s=10)  # nothing left: returns at once
+    assert time.monotonic() - t0 < 1
+    # the pid form reaped the leader itself, so Popen never saw its status (pass the Popen for that)
+    assert proc.returncode is not None
+    proc.stdout.close()
