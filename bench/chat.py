@@ -17,10 +17,10 @@ import orjson
 
 from bench.httpclient import Pool, TransportError
 from bench.images import data_url
-from bench.records import RequestRecord
+from bench.records import Phase, RequestRecord
 from bench.scenario import ChatScenario
 from bench.sse import SSESplitter, decode_chat_events, fast_chat_events
-from bench.target import Target
+from bench.target import Target, TargetError
 
 # Common short English words: a tiny BPE vocabulary splits them into 1-3 tokens each.
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at "
@@ -167,7 +167,7 @@ class ChatSender:
         self.keep_output = keep_output
         self.timeout_s = timeout_s
 
-    async def send(self, index: int, intended_ns: int, phase: str, t0: int) -> RequestRecord:
+    async def send(self, index: int, intended_ns: int, phase: Phase, t0: int) -> RequestRecord:
         k = index % len(self.prepared)
         req = self.prepared[k]
         rec = RequestRecord.model_construct(
@@ -217,7 +217,9 @@ class ChatSender:
         rec.output_tokens = usage.get("completion_tokens")
         choice = (obj.get("choices") or [{}])[0]
         rec.finish_reason = choice.get("finish_reason")
-        if rec.output_tokens:  # the whole answer arrives at once: its first byte is the first token
+        # The whole answer arrives at once: its first byte is the first token. (headers_ns is set by
+        # the time a body is read; the test only narrows the type.)
+        if rec.output_tokens and rec.headers_ns is not None:
             rec.event_ns, rec.event_tokens, rec.event_content = [rec.headers_ns], [rec.output_tokens], [True]
         if self.keep_output:
             rec.output_text = (choice.get("message") or {}).get("content")
@@ -236,5 +238,7 @@ class ChatWorkload:
     name: str = "chat"
 
     async def sender(self, process: int, timeout_s: float) -> ChatSender:
+        if self.target.base_url is None:  # bench.runner.preflight refuses this before anything is prepared
+            raise TargetError("the chat workload sends to the inference server: pass its URL with --url")
         return ChatSender(self.target, self.prepared, process, timeout_s, self.keep_output,
                           Pool(self.target.base_url))

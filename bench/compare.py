@@ -61,7 +61,8 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
         b = np.asarray(_latency_values(None, metric, b_rec))
         c = np.asarray(_latency_values(None, metric, c_rec))
         for stat in STATS:
-            row: dict[str, Any] = {"metric": metric, "stat": stat, "n_baseline": int(b.size), "n_candidate": int(c.size)}
+            row: dict[str, Any] = {"metric": metric, "stat": stat,
+                                   "n_baseline": int(b.size), "n_candidate": int(c.size)}
             need = 2 if stat == "mean" else min_samples_for(float(stat[1:]))
             row["min_samples"] = need
             if min(b.size, c.size) < need:

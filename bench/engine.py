@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.load import NS, LoadSpec, open_schedule, phase_of
-from bench.records import AnyRecord, RequestRecord, read_jsonl, write_jsonl
+from bench.records import AnyRecord, Phase, RequestRecord, read_jsonl, write_jsonl
 
 ProgressFn = Callable[[int, int, int], None]  # (finished, errors, in_flight)
 
 
 class Sender(Protocol):
-    async def send(self, index: int, intended_ns: int, phase: str, t0_ns: int) -> AnyRecord: ...
+    async def send(self, index: int, intended_ns: int, phase: Phase, t0_ns: int) -> AnyRecord: ...
     async def aclose(self) -> None: ...
 
 
@@ -65,7 +65,7 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _overload_record(sender: Sender, index: int, intended: int, phase: str, t0: int,
+def _overload_record(sender: Sender, index: int, intended: int, phase: Phase, t0: int,
                      process: int) -> AnyRecord:
 
     now = time.monotonic_ns() - t0
@@ -117,25 +117,27 @@ async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int,
     records: list[AnyRecord] = []
     warm = int(spec.warmup_s * NS)
     measure_end = warm + int(spec.duration_s * NS) if spec.duration_s is not None else None
-    state = {"measured": 0, "end": measure_end, "next": 0}
+    measured = 0  # shared by all users: the count closes the window for everyone
+    next_index = 0
     cool = int(spec.cooldown_s * NS)
     mono = time.monotonic_ns
 
     async def user(u: int) -> None:
+        nonlocal measure_end, measured, next_index
         intended = mono() - t0
         while True:
-            end = state["end"]
+            end = measure_end
             if end is not None and intended >= end + cool:
                 return
             phase = phase_of(intended, warm, end)
             if phase == "measure" and spec.count is not None:
-                if state["measured"] >= spec.count:
-                    state["end"] = state["end"] or intended
+                if measured >= spec.count:
+                    measure_end = measure_end or intended
                     phase = "cooldown"
                 else:
-                    state["measured"] += 1
-            index = state["next"]
-            state["next"] += 1
+                    measured += 1
+            index = next_index
+            next_index += 1
             rec = await sender.send(index, intended, phase, t0)
             records.append(rec)
             if progress:
@@ -197,7 +199,7 @@ def _child(workload: Workload, spec: LoadSpec, process: int, conn: Any, out_dir:
         path = Path(out_dir) / f"p{process}.jsonl"
         write_jsonl(path, records)
         conn.send(("done", str(path), stats, start_ns, end_ns))
-    except BaseException as exc:  # report any failure to the parent instead of hanging it
+    except BaseException as exc:  # noqa: BLE001 - report any failure to the parent instead of hanging it
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         loop.close()
@@ -236,7 +238,7 @@ def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
             t0 = time.monotonic_ns() + int(max(start_delay_s, 0.2) * NS)
             for conn in pipes:
                 conn.send(t0)
-            records: list[AnyRecord] = []
+            records = []  # typed list[AnyRecord] by the single-process branch above
             stats_all: list[ProcessStats] = []
             start_ns, end_ns = 0, None
             for conn in pipes:

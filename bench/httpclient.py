@@ -15,6 +15,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -51,8 +52,8 @@ class _Conn(asyncio.Protocol):
         self.closed = False
 
     # asyncio.Protocol
-    def connection_made(self, transport) -> None:  # type: ignore[override]
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # create_connection gives a stream protocol a Transport
 
     def data_received(self, data: bytes) -> None:
         self.now = time.monotonic_ns()
@@ -107,6 +108,11 @@ class _Conn(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def expire(self, fut: asyncio.Future, timeout_s: float) -> None:
+        """Fail the request ``fut`` stands for if it is still the one in flight on this connection."""
+        if not fut.done() and self.fut is fut:
+            self._fail("timeout", f"no complete response within {timeout_s:g} s")
+
 
 class Pool:
     """Keep-alive connections to one origin; requests never share a connection at once."""
@@ -154,7 +160,7 @@ class Pool:
         conn.t0 = t0
         conn.parser = httptools.HttpResponseParser(conn)
         conn.transport.write(head + body)  # type: ignore[union-attr]
-        timer = loop.call_later(timeout_s, _expire, conn, fut, timeout_s)
+        timer = loop.call_later(timeout_s, conn.expire, fut, timeout_s)
         try:
             return await fut
         finally:
@@ -166,8 +172,3 @@ class Pool:
                 conn.transport.close()
         self.idle.clear()
         self.all.clear()
-
-
-def _expire(conn: _Conn, fut: asyncio.Future, timeout_s: float) -> None:
-    if not fut.done() and conn.fut is fut:
-        conn._fail("timeout", f"no complete response within {timeout_s:g} s")

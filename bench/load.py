@@ -15,6 +15,8 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bench.records import Phase
+
 NS = 1_000_000_000
 
 
@@ -111,12 +113,12 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
                    for line in Path(spec.trace_path or "").read_bytes().splitlines() if line.strip()]
         offsets.sort()
         if spec.count is not None:
-            measured = [o for o in offsets if o >= warm_ns][: spec.count]
-            end_ns = (measured[-1] + 1) if measured else warm_ns
+            measured_offsets = [o for o in offsets if o >= warm_ns][: spec.count]
+            trace_end_ns = (measured_offsets[-1] + 1) if measured_offsets else warm_ns
         else:
-            end_ns = warm_ns + int((spec.duration_s or 0) * NS)
-        stop = end_ns + int(spec.cooldown_s * NS)
-        return [o for o in offsets if o < stop], warm_ns, end_ns
+            trace_end_ns = warm_ns + int((spec.duration_s or 0) * NS)
+        stop = trace_end_ns + int(spec.cooldown_s * NS)
+        return [o for o in offsets if o < stop], warm_ns, trace_end_ns
     rng = np.random.default_rng(spec.seed)
     out: list[int] = []
     t_ns = 0  # integer ns: summing float gaps would drift (0.1 s x 10 != 1 s)
@@ -126,15 +128,14 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
         if end_ns is None and measured == spec.count:
             end_ns = t_ns  # count reached: the measured window closes at this arrival
         if end_ns is not None and t_ns >= end_ns + int(spec.cooldown_s * NS):
-            break
+            return out, warm_ns, end_ns
         out.append(t_ns)
         if warm_ns <= t_ns and (end_ns is None or t_ns < end_ns):
             measured += 1
         t_ns += max(1, round(_gap(spec, _rate_at(spec, t_ns / NS), rng) * NS))
-    return out, warm_ns, end_ns
 
 
-def phase_of(t_ns: int, start_ns: int, end_ns: int | None) -> str:
+def phase_of(t_ns: int, start_ns: int, end_ns: int | None) -> Phase:
     if t_ns < start_ns:
         return "warmup"
     if end_ns is not None and t_ns >= end_ns:

@@ -15,6 +15,7 @@ Per request (ms, from monotonic ns stamps relative to the run's t0):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +48,9 @@ def derive(r: RequestRecord) -> Derived:
     ttfc = next(((t - sent) / MS for t, c in zip(r.event_ns, r.event_content) if c), None)
     e2e = (r.end_ns - sent) / MS if r.end_ns is not None else None
     tpot = None
-    if r.ok and ttft is not None and e2e is not None and (r.output_tokens or 0) >= 2:
-        tpot = (e2e - ttft) / (r.output_tokens - 1)
+    out_tokens = r.output_tokens or 0
+    if r.ok and ttft is not None and e2e is not None and out_tokens >= 2:
+        tpot = (e2e - ttft) / (out_tokens - 1)
     return Derived(
         ttfb_ms=(r.headers_ns - sent) / MS if r.headers_ns is not None else None,
         ttft_ms=ttft, ttfc_ms=ttfc, e2e_ms=e2e, tpot_ms=tpot,
@@ -88,7 +90,7 @@ def describe(values: list[float] | np.ndarray) -> dict[str, Any]:
     return out
 
 
-def error_breakdown(records: list[AnyRecord]) -> dict[str, int]:
+def error_breakdown(records: Sequence[AnyRecord]) -> dict[str, int]:
     c: Counter[str] = Counter()
     for r in records:
         if not r.ok:
@@ -157,8 +159,8 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
         "goodput": {"good": good, "fraction": good / len(measured) if measured else None,
                     "slo": slo.model_dump(exclude_none=True)},
         "tokens": {"output": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
-                   "prompt": describe([r.prompt_tokens or r.server_prompt_tokens for r in ok
-                                       if (r.prompt_tokens or r.server_prompt_tokens) is not None]),
+                   "prompt": describe([p for r in ok
+                                       if (p := r.prompt_tokens or r.server_prompt_tokens) is not None]),
                    "prompt_mismatch_vs_server": prompt_mismatch},
         "percentile_method": PERCENTILE_METHOD,
     }

@@ -35,7 +35,8 @@ def make_pdf(path: Path, pages: int, seed: int) -> Path:
         for r in range(4):
             for col in range(3):
                 c.rect(60 + col * 120, y - 30 - r * 18, 120, 18)
-                c.drawString(64 + col * 120, y - 25 - r * 18, rng.choice(WORDS) if r else ("metric", "value", "unit")[col])
+                cell = rng.choice(WORDS) if r else ("metric", "value", "unit")[col]
+                c.drawString(64 + col * 120, y - 25 - r * 18, cell)
         c.setFillColorRGB(rng.random(), rng.random(), rng.random())
         c.rect(400, 80, 120, 90, fill=1)
         c.setFillColorRGB(0, 0, 0)

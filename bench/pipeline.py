@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from redis.exceptions import RedisError
 
 from bench.pdfgen import count_pages, make_pdf
-from bench.records import PipelineRecord
+from bench.records import Phase, PipelineRecord
 from bench.scenario import PipelineScenario
 from bench.target import Target, mask_url
 from worker.jobs import Job
@@ -129,7 +130,7 @@ class PipelineSender:
         self.stalled: str | None = None
         self._poller: asyncio.Task | None = None
 
-    async def send(self, index: int, intended_ns: int, phase: str, t0: int) -> PipelineRecord:
+    async def send(self, index: int, intended_ns: int, phase: Phase, t0: int) -> PipelineRecord:
         doc = self.wl.documents[index % len(self.wl.documents)]
         job = Job(source=doc.source, correlation_id=f"bench-{self.process}-{index}")
         rec = PipelineRecord(request_id=job.job_id, phase=phase, process=self.process, document=doc.path,
@@ -142,7 +143,7 @@ class PipelineSender:
             return rec
         try:
             await self.queue.enqueue(job)
-        except Exception as exc:  # redis down: the document was never submitted
+        except (RedisError, OSError) as exc:  # redis down: the document was never submitted
             rec.status, rec.error, rec.error_detail = "failed", "enqueue_error", str(exc)
             rec.end_ns = time.monotonic_ns() - t0
             return rec
@@ -241,7 +242,8 @@ class PipelineSender:
                 return f"group {self.wl.group!r} is gone from {self.wl.stream!r}"
             cons = await self.client.xinfo_consumers(self.wl.stream, self.wl.group)
             seen = ", ".join(f"{c['name']} last job {c['idle'] / 1000:.0f} s ago" for c in cons[:6]) or "none"
-            return f"{self.wl.stream}/{self.wl.group}: lag {g.get('lag')}, pending {g.get('pending')}; consumers: {seen}"
+            return (f"{self.wl.stream}/{self.wl.group}: lag {g.get('lag')}, pending {g.get('pending')}; "
+                    f"consumers: {seen}")
         except (redis.RedisError, OSError) as exc:
             return f"queue state unavailable: {type(exc).__name__}: {exc}"
 

@@ -71,7 +71,8 @@ def _inspect(r: redis.Redis, spec, label: str, stream: str, group: str) -> Queue
         r.ping()
     except redis.AuthenticationError as exc:
         raise TargetError(f"the queue at {label} refused the credentials ({exc}); put the right password "
-                          "in the URL (redis://:PASSWORD@HOST:PORT/DB), via --queue-url-env. Nothing was sent.") from None
+                          "in the URL (redis://:PASSWORD@HOST:PORT/DB), via --queue-url-env. "
+                          "Nothing was sent.") from None
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc):
             raise TargetError(f"the queue at {label} needs a password ({exc}); pass a URL with it "

@@ -22,7 +22,7 @@ from bench.pipeline import PipelineWorkload, outputs_summary, pipeline_checks
 from bench.records import AnyRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.server_view import ServerView
-from bench.target import Target, TargetError
+from bench.target import Target, TargetError, mask_url
 from bench.validity import ValidityLimits, check
 from worker.queue import JobQueue
 
@@ -108,11 +108,15 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
     import redis
     import redis.asyncio as aioredis
 
+    queue_url = target.queue_url
+    if queue_url is None:
+        raise TargetError(f"stack {target.stack!r} lists no queue URL in its state file (no running queue "
+                          "component); start it with `splitstack up`, or give --queue-url. Nothing was sent.")
     spec = target.stack_spec()
-    client = redis.Redis.from_url(target.queue_url, decode_responses=True, socket_connect_timeout=5,
+    client = redis.Redis.from_url(queue_url, decode_responses=True, socket_connect_timeout=5,
                                   socket_timeout=10)
     try:
-        state = queue_checks.inspect_queue(client, spec, target.queue_label, workload.stream, workload.group)
+        state = queue_checks.inspect_queue(client, spec, mask_url(queue_url), workload.stream, workload.group)
     finally:
         client.close()
     facts: dict[str, Any] = {"queue_at_start": state.as_dict()}
@@ -122,7 +126,7 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
     doc = workload.documents[0]
 
     async def canary() -> dict[str, Any]:
-        ac = aioredis.Redis.from_url(target.queue_url, decode_responses=True)
+        ac = aioredis.Redis.from_url(queue_url, decode_responses=True)
         try:
             q = JobQueue(ac, workload.stream, workload.group, workload.dead_letter_stream, "bench-canary")
             return await queue_checks.run_canary(q, ac, doc.source, workload.stall_timeout_s,

@@ -166,3 +166,12 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
             load[key] = value
         data["load"] = load
     return parse_scenario(data, str(path))
+
+
+def load_chat_scenario(name_or_path: str) -> ChatScenario:
+    """A ``chat`` scenario, the only kind the Locust users send; a pipeline scenario is refused."""
+    scn = load_scenario(name_or_path)
+    if not isinstance(scn, ChatScenario):
+        raise ScenarioError(f"scenario {name_or_path!r} is a {scn.kind} scenario: the locustfile drives chat "
+                            "scenarios; run pipeline scenarios with `bench run`")
+    return scn

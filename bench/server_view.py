@@ -34,7 +34,8 @@ def _query(http: httpx.Client, prom: str, path: str, params: dict[str, Any]) -> 
     return body["data"]["result"]
 
 
-def prom_snapshot(http: httpx.Client, prom: str, model: str, at_s: float | None = None) -> server_metrics.Snapshot | None:
+def prom_snapshot(http: httpx.Client, prom: str, model: str,
+                  at_s: float | None = None) -> server_metrics.Snapshot | None:
     names = "|".join((*server_metrics.HISTOGRAMS, *server_metrics.COUNTERS, *SAMPLED))
     sel = f'{{__name__=~"({names})(_bucket|_sum|_count)?",model_name="{model}"}}'
     params: dict[str, Any] = {"query": sel}

@@ -104,7 +104,10 @@ def fast_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult | None
         i = p.rfind(b'"completion_tokens":')  # usage closes the event: rfind finds it at once
         if i < 0:
             return None
-        completion = int(digits(p, i + 20).group())
+        m = digits(p, i + 20)
+        if m is None:  # not a plain number right after the key (null, a space): the full decoder's case
+            return None
+        completion = int(m.group())
         added = completion - last
         last = completion
         if added > 0:

@@ -10,9 +10,10 @@ URL from the user (a port-forward or the external queue's URL), never from a fil
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from contract.spec_loader import SpecError, load_stack, parse_spec, project_root
@@ -24,6 +25,10 @@ class TargetError(ValueError):
     pass
 
 
+@overload
+def mask_url(url: str) -> str: ...
+@overload
+def mask_url(url: None) -> None: ...
 def mask_url(url: str | None) -> str | None:
     """The URL with any password replaced by ``***``: what logs, summaries and errors show."""
     if not url:
@@ -157,7 +162,7 @@ def _replace(target: Target, **changes: Any) -> Target:
     return replace(target, **changes)
 
 
-def queue_url_for(spec, queue: QueueOptions, environ: dict[str, str] | None = None) -> str:
+def queue_url_for(spec, queue: QueueOptions, environ: Mapping[str, str] | None = None) -> str:
     """The deployed stack's Redis URL: --queue-url, else the variable --queue-url-env names,
     else the spec's queue.url_env. Errors say how to get one."""
     env = os.environ if environ is None else environ

@@ -62,7 +62,8 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
         # Poisson counts fluctuate: allow 3 standard deviations of the expected count as well
         expected = target * summary["window_s"]
         slack = 3 * expected ** 0.5 / expected if expected > 0 else 1.0
-        ok = ratio >= min(limits.achieved_rate_min_ratio, 1 - slack) or run.load.arrival == "constant" and ratio >= limits.achieved_rate_min_ratio
+        ok = (ratio >= min(limits.achieved_rate_min_ratio, 1 - slack)
+              or (run.load.arrival == "constant" and ratio >= limits.achieved_rate_min_ratio))
         add("achieved / target rate", round(ratio, 4), f">= {min(limits.achieved_rate_min_ratio, round(1 - slack, 4))}",
             ok, f"{achieved:.2f} of {target:g} req/s sent in the measured window")
     valid = all(c["passed"] for c in checks)

@@ -51,5 +51,9 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
 
 def check(module: str, extra: str, feature: str) -> None:
     """Like :func:`require` without importing (for packages a child process will import)."""
-    if importlib.util.find_spec(module) is None:
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # a dotted name whose parent package is missing
+        found = False
+    if not found:
         raise MissingExtra(_message(module, extra, feature))

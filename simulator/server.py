@@ -8,6 +8,8 @@ import socket
 import sys
 import time
 
+from contract.extras import require
+
 from .config import SimConfig
 from .profile import load_profile
 
@@ -39,12 +41,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(config: SimConfig) -> None:
-    import uvicorn
-
-    from .app import SimApp
-
+    uvicorn = require("uvicorn", "sim", "the simulator's HTTP server")
+    # httptools with an arrival stamp per request (GET /sim/timings); the wire is unchanged
+    arrival = require("simulator.arrival", "sim", "the simulator's HTTP server")
+    sim_app = require("simulator.app", "sim", "the simulator (Pillow reads image headers)")
     profile = load_profile(config.profile)  # ProfileError lists the valid names
-    app = SimApp(config, profile)  # validates everything before the port opens
+    app = sim_app.SimApp(config, profile)  # validates everything before the port opens
     startup_s = profile.latency.startup_s + config.faults.slow_start_s
     if startup_s:
         log.warning("slow start: listening in %.1f s", startup_s)
@@ -53,10 +55,7 @@ def serve(config: SimConfig) -> None:
     host, port = sock.getsockname()[:2]
     log.warning("simulator serving model '%s' (profile %s, seed %d) on http://%s:%d", config.model_name,
                 profile.name, config.seed, host, port)
-    from .arrival import ArrivalStampingProtocol
-
-    # httptools with an arrival stamp per request (GET /sim/timings); the wire is unchanged
-    uv = uvicorn.Config(app, loop="uvloop", http=ArrivalStampingProtocol, lifespan="on", log_level="warning",
+    uv = uvicorn.Config(app, loop="uvloop", http=arrival.ArrivalStampingProtocol, lifespan="on", log_level="warning",
                         access_log=False, timeout_keep_alive=30, backlog=4096)
     uvicorn.Server(uv).run(sockets=[sock])
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from contract.spec import Spec
-from localvllm.command import OVERRIDING_ENV
-from stack.components import BuildContext, Component, SetupError, build_components
+from localvllm.command import OVERRIDING_ENV, explain_vllm_failure
+from stack.components import BuildContext, Component, HealthCheck, SetupError, build_components
 from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
@@ -161,8 +161,6 @@ class LocalStack:
             return None
 
     def status(self) -> list[dict[str, Any]]:
-        from stack.components import HealthCheck
-
         state = self.read_state()
         if state is None:
             return []
@@ -196,10 +194,6 @@ def _child_env(project_root: Path) -> dict[str, str]:
 def explain_failure(component: Component, log_tail: str) -> str:
     """One line that says what a known startup failure means and how to fix it."""
     if component.role == "server":
-        try:
-            from localvllm.command import explain_vllm_failure
-        except ImportError:
-            return ""
         return explain_vllm_failure(log_tail) or ""
     if "Address already in use" in log_tail:
         return f"Port {component.port} is taken by another process; stop it or change the port."

@@ -9,7 +9,7 @@ import socket
 import psutil
 
 from contract.spec import Spec
-from contract.spec_rules import local_ports
+from contract.spec_rules import local_ports, port_field
 from stack.components import SetupError
 from stack.paths import StackPaths
 
@@ -27,8 +27,6 @@ def port_holder(port: int) -> str:
 
 
 def check_ports_free(spec: Spec) -> None:
-    from contract.spec_rules import port_field
-
     for component, port in local_ports(spec).items():
         if component.startswith("server:") and spec.server(component[7:]).replicas == 0:
             continue

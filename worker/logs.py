@@ -4,6 +4,7 @@ current asyncio task is working on (contextvars, so concurrent jobs never mix th
 from __future__ import annotations
 
 import contextvars
+import importlib.util
 import json
 import logging
 import sys
@@ -54,10 +55,9 @@ def setup_logging(worker: str, level: str = "INFO") -> None:
 def _quiet_mineru() -> None:
     # MinerU logs through loguru at INFO per window and draws tqdm bars: route its warnings and
     # errors into our JSON stream and drop the chatter.
-    try:
-        from loguru import logger as loguru_logger
-    except ImportError:
-        return
+    if importlib.util.find_spec("loguru") is None:
+        return  # MinerU (which brings loguru and logs through it) is not installed: nothing to quiet
+    from loguru import logger as loguru_logger
     loguru_logger.remove()
     mineru_log = logging.getLogger("mineru")
     loguru_logger.add(lambda m: mineru_log.warning(str(m).rstrip()), level="WARNING", format="{message}")

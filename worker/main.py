@@ -24,7 +24,9 @@ from worker.cpu import cpu_budget, pin_local_worker, size_render_pool
 from worker.health import serve
 from worker.logs import log, setup_logging
 from worker.metrics import WorkerMetrics
+from worker.mineru_backend import MinerUBackend, configure_mineru_env
 from worker.otel import tracer_from_env
+from worker.pagevlm_backend import PageVlmBackend
 from worker.queue import JobQueue
 from worker.runner import Worker
 from worker.store import DirectoryStore
@@ -40,10 +42,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backend:
     pool = settings.pool
     if settings.backend is WorkerBackend.page_vlm:
-        from worker.pagevlm_backend import PageVlmBackend
-
         return PageVlmBackend(inference, settings.model_name, pool.page_vlm_prompt, pool.page_window)
-    from worker.mineru_backend import MinerUBackend, configure_mineru_env
 
     configure_mineru_env(pool.page_window)  # render processes: sized in main() from the CPU budget
     backend = MinerUBackend(inference, settings.model_name, pool.concurrency_per_worker,

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
+import httpx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.gating.context import GateContext, GateResult
+from bench.gating.context import GateContext, GateResult, Status
 from bench.metrics import derive, itl_gaps_ms
 from bench.probes import breaker_cycle, time_worker_startup
 from bench.records import PipelineRecord, RequestRecord
@@ -33,10 +34,12 @@ class Gate(BaseModel):
         "optional ones are listed as not evaluated and do not block.",
     )
     source: str = Field(default="", description="Where the threshold comes from.")
+    if TYPE_CHECKING:  # every subclass declares its own ``kind: Literal[...]`` field (the discriminator)
+        kind: str
 
-    def _r(self, status: str, measured, threshold: str, reason: str) -> GateResult:
-        default = getattr(self, "slo", None) or self.kind  # type: ignore[attr-defined]
-        return GateResult(name=self.name or default, kind=self.kind, status=status,  # type: ignore[attr-defined]
+    def _r(self, status: Status, measured, threshold: str, reason: str) -> GateResult:
+        default = getattr(self, "slo", None) or self.kind
+        return GateResult(name=self.name or default, kind=self.kind, status=status,
                           measured=measured, threshold=threshold, reason=reason, required=self.required)
 
 
@@ -77,9 +80,10 @@ class HealthGate(Gate):
                            "from the bench (pass the server with --url, e.g. through a port-forward)")
         bad = []
         for name, url in urls.items():
+            code: int | str
             try:
                 code = ctx.http.get(url, timeout=self.timeout_s).status_code
-            except Exception as exc:  # any transport failure is 'unhealthy', named below
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # any transport failure is 'unhealthy', named below
                 code = f"{type(exc).__name__}"
             if code != 200:
                 bad.append(f"{name} ({url}): {code}")
@@ -128,7 +132,8 @@ class ErrorRateGate(Gate):
         if req["errors"] == 0 and 3 / req["sent"] > self.max_fraction:
             return self._r("not_evaluable", 0.0, thr,
                            f"0 errors in {req['sent']} requests only bounds the rate below "
-                           f"{3 / req['sent']:.3%} (rule of three); need >= {int(np.ceil(3 / self.max_fraction))} requests")
+                           f"{3 / req['sent']:.3%} (rule of three); "
+                           f"need >= {int(np.ceil(3 / self.max_fraction))} requests")
         ok = rate <= self.max_fraction
         by = ", ".join(f"{k}: {v}" for k, v in ctx.summary.get("errors_by_reason", {}).items()) or "none"
         return self._r("pass" if ok else "fail", round(rate, 6), thr,
@@ -196,9 +201,11 @@ class GoodputGate(Gate):
         if g.get("fraction") is None:
             return self._r("not_evaluable", None, thr, "no goodput in this run (no chat requests)")
         if not g.get("slo"):
-            return self._r("not_evaluable", g["fraction"], thr, "the scenario sets no request SLO (slo: ttft_ms/tpot_ms/e2e_ms)")
+            return self._r("not_evaluable", g["fraction"], thr,
+                           "the scenario sets no request SLO (slo: ttft_ms/tpot_ms/e2e_ms)")
         ok = g["fraction"] >= self.min_fraction
-        return self._r("pass" if ok else "fail", round(g["fraction"], 4), thr, f"{g['good']} good requests for SLO {g['slo']}")
+        return self._r("pass" if ok else "fail", round(g["fraction"], 4), thr,
+                       f"{g['good']} good requests for SLO {g['slo']}")
 
 
 class SLOGate(Gate):
@@ -338,7 +345,7 @@ class GpuUtilizationGate(Gate):
         try:
             r = ctx.http.get(f"{prom}/api/v1/query", params={"query": q, "time": end}, timeout=10.0)
             res = r.json()["data"]["result"]
-        except Exception as exc:  # Prometheus down or not JSON: say so
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:  # Prometheus down, not JSON, no data
             return self._r("not_evaluable", None, thr, f"Prometheus query failed: {exc}")
         if not res:
             return self._r("not_evaluable", None, thr, "no DCGM_FI_DEV_GPU_UTIL series (no GPU / DCGM exporter here)")
@@ -392,9 +399,11 @@ class BreakerGate(Gate):
             return self._r("fail", None, thr, f"no breaker opened within {self.open_within_s:g} s of 100 % 503s")
         if res["closed_s"] is None:
             return self._r("fail", round(res["opened_s"], 2), thr,
-                           f"opened after {res['opened_s']:.1f} s but still open {self.recover_within_s:g} s after the fault cleared")
+                           f"opened after {res['opened_s']:.1f} s but still open "
+                           f"{self.recover_within_s:g} s after the fault cleared")
         return self._r("pass", round(res["closed_s"], 2), thr,
-                       f"opened {res['opened_s']:.1f} s into the outage, all closed {res['closed_s']:.1f} s after it ended")
+                       f"opened {res['opened_s']:.1f} s into the outage, "
+                       f"all closed {res['closed_s']:.1f} s after it ended")
 
 
 AnyGate = Annotated[

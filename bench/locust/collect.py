@@ -26,7 +26,7 @@ import re
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import gevent
 import gevent.lock
@@ -58,7 +58,7 @@ class Collector:
         self.abandoned = 0  # requests still in flight when the drain gave up
         self._buf: list[bytes] = []
         self._lock = gevent.lock.Semaphore()
-        self._file = None
+        self._file: BinaryIO | None = None
         self.records_dir = records_dir
         # master: what each worker reported (client id -> dict), and who was there at the start
         self.workers: dict[str, dict[str, Any]] = {}
@@ -86,6 +86,13 @@ class Collector:
             assert records_dir is not None
             records_dir.mkdir(parents=True, exist_ok=True)
 
+    def _folder(self) -> Path:
+        """The records folder of a headless process or the master (a worker ships its records)."""
+        if self.records_dir is None:
+            raise RuntimeError(f"a Locust {self.mode} process has no records folder: only the master or a "
+                               "headless process writes records (set BENCH_RECORDS_DIR)")
+        return self.records_dir
+
     # ---- every process that runs users -------------------------------------------------
     def add(self, line: bytes) -> None:
         """One record (a JSON line) produced by a user of this process."""
@@ -94,7 +101,7 @@ class Collector:
             self._buf.append(line)
             return
         if self._file is None:
-            self._file = open(self.records_dir / f"records-{_safe(self.tag)}.jsonl", "ab")
+            self._file = open(self._folder() / f"records-{_safe(self.tag)}.jsonl", "ab")
         self._file.write(line)
         self._file.flush()
 
@@ -151,7 +158,7 @@ class Collector:
     def _on_records(self, environment, msg, **_kw) -> None:
         entry = self._entry(msg.node_id, msg.data)
         lines: bytes = msg.data["lines"]
-        with open(self.records_dir / f"records-{_safe(msg.data['tag'])}.jsonl", "ab") as fh:
+        with open(self._folder() / f"records-{_safe(msg.data['tag'])}.jsonl", "ab") as fh:
             fh.write(lines)
         entry["records_received"] += lines.count(b"\n")
 
@@ -187,5 +194,5 @@ class Collector:
             doc = {"mode": "distributed", "expected_workers": self.runner.environment.parsed_options.expect_workers,
                    "connected_at_start": self.connected_at_start,
                    "workers": sorted(self.workers.values(), key=lambda w: w["index"])}
-        (self.records_dir / MANIFEST).write_text(json.dumps(doc, indent=2) + "\n")
+        (self._folder() / MANIFEST).write_text(json.dumps(doc, indent=2) + "\n")
 

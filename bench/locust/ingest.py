@@ -80,10 +80,10 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
         r.event_ns = [t - t0 for t in r.event_ns]
         r.phase = "warmup" if r.sent_ns < start else ("cooldown" if r.sent_ns >= end else "measure")
     recs.sort(key=lambda r: r.sent_ns)
-    window = dict(duration_s=max(1e-3, (end - start) / NS), warmup_s=warmup_s, cooldown_s=cooldown_s,
-                  seed=scn.load.seed)
-    load = (LoadSpec(mode="open", arrival="constant", rate_rps=rate_rps, **window) if rate_rps
-            else LoadSpec(mode="closed", concurrency=users, **window))
+    window = {"duration_s": max(1e-3, (end - start) / NS), "warmup_s": warmup_s, "cooldown_s": cooldown_s,
+              "seed": scn.load.seed}
+    load = LoadSpec.model_validate({"mode": "open", "arrival": "constant", "rate_rps": rate_rps, **window}
+                                   if rate_rps else {"mode": "closed", "concurrency": users, **window})
     result = RunResult(recs, load, start, end, t0 / NS, last / NS, [], len(recs))  # type: ignore[arg-type]
     warnings = len(CPU_WARNING.findall(locust_log))
     extra = [{"check": "locust CPU warnings", "measured": warnings, "threshold": "== 0", "passed": warnings == 0,

@@ -8,8 +8,9 @@ Started by ``bench locust run|master|worker`` (bench/locust/cli.py), which set:
   BENCH_DRAIN_TIMEOUT_S, BENCH_FLUSH_INTERVAL_S   see bench/locust/settings.py
   BENCH_READY_FILE    worker: written once connected to the master and prepared
 and two Locust options, ``--bench-rate-rps`` (total arrival rate shared by all users, each on
-its own fixed schedule; without it the users form a closed loop) and ``--bench-users``; given to the master, Locust forwards them to
-every worker, so worker machines need no load settings of their own.
+its own fixed schedule; without it the users form a closed loop) and ``--bench-users``; given to
+the master, Locust forwards them to every worker, so worker machines need no load settings of
+their own.
 
 Besides the normal request statistic ("chat"), TTFT, TPOT and ITL are fired as custom request
 events, so Locust's own tables and CSVs show them (a master aggregates its workers' events).
@@ -37,7 +38,7 @@ from bench.locust.collect import READY_MARK, Collector
 from bench.locust.settings import LocustSettings
 from bench.metrics import derive, itl_gaps_ms
 from bench.records import RequestRecord
-from bench.scenario import load_scenario
+from bench.scenario import load_chat_scenario
 from bench.sse import SSESplitter, decode_chat_events
 from bench.target import from_url
 
@@ -65,7 +66,7 @@ def _prepare(environment, **_kw) -> None:
     if not _CFG:
         raise RuntimeError("BENCH_TARGET_JSON is not set: run this file through `bench locust run` "
                            "(or `bench locust worker` on a worker machine)")
-    scn = load_scenario(os.environ["BENCH_SCENARIO"])
+    scn = load_chat_scenario(os.environ["BENCH_SCENARIO"])
     target = from_url(_CFG["base_url"], _CFG["model"], _CFG.get("api_key_env"), _CFG.get("max_model_len"))
     _STATE["prepared"] = prepare(scn, target)  # exact prompt lengths via /tokenize, context guard
     _STATE["headers"] = target.headers
@@ -137,14 +138,15 @@ class ChatUser(HttpUser):
                     for chunk in resp.iter_content(chunk_size=None):
                         splitter.feed(chunk, wall0 + time.monotonic_ns() - m0)
                     res = decode_chat_events(splitter.events)
-                    rec.event_ns, rec.event_tokens, rec.event_content = res.event_ns, res.event_tokens, res.event_content
+                    rec.event_ns, rec.event_tokens = res.event_ns, res.event_tokens
+                    rec.event_content = res.event_content
                     rec.output_tokens, rec.server_prompt_tokens = res.output_tokens, res.prompt_tokens
                     rec.finish_reason, rec.response_id = res.finish_reason, res.response_id
                     if res.error:
                         rec.error = res.error
                         resp.failure(res.error)
                 rec.end_ns = wall0 + time.monotonic_ns() - m0
-        except Exception as exc:  # transport errors: recorded by class name, like the asyncio engine
+        except Exception as exc:  # noqa: BLE001 - any transport error is recorded by class name, like the engine
             rec.end_ns = wall0 + time.monotonic_ns() - m0
             rec.error, rec.error_detail = type(exc).__name__, str(exc)[:300]
         col.add(orjson.dumps(rec.model_dump(mode="json")) + b"\n")

@@ -14,18 +14,16 @@ from bench.locust.ingest import ingest
 from bench.locust.launch import RunPaths, all_logs
 from bench.locust.settings import LocustSettings
 from bench.report.writer import write_run
-from bench.scenario import ChatScenario, load_scenario
+from bench.scenario import ChatScenario, load_chat_scenario
 from bench.server_view import ServerView
 from bench.target import Target, resolve
+from contract.extras import check
 
 
 def chat_scenario_and_target(scenario: str, stack: str | None, url: str | None, model: str | None,
                              api_key_env: str | None) -> tuple[ChatScenario, Target]:
-    scn = load_scenario(scenario)
-    if not isinstance(scn, ChatScenario):
-        raise ValueError(f"scenario {scenario!r} is a {scn.kind} scenario: the locustfile drives chat "
-                         "scenarios; run pipeline scenarios with `bench run`")
-    return scn, resolve(stack, url, model, api_key_env)
+    check("locust", "bench", "`bench locust`")
+    return load_chat_scenario(scenario), resolve(stack, url, model, api_key_env)
 
 
 def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[dict[str, Any] | None, str]:

@@ -56,7 +56,7 @@ class LocustSettings(BaseModel):
         for name, key in (("drain_timeout_s", "BENCH_DRAIN_TIMEOUT_S"), ("flush_interval_s", "BENCH_FLUSH_INTERVAL_S")):
             if env.get(key):
                 kw[name] = float(env[key])
-        return cls(**kw)
+        return cls.model_validate(kw)
 
 
 def default(field: str):

@@ -56,9 +56,11 @@ class _Axes:
             y = self.y(v)
             self.parts.append(f'<line x1="{ML}" y1="{y:.1f}" x2="{W - MR}" y2="{y:.1f}" stroke="#eee"/>'
                               f'<text x="{ML - 4}" y="{y + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
-        self.parts.append(f'<rect x="{ML}" y="{MT}" width="{W - ML - MR}" height="{H - MT - MB}" fill="none" stroke="#999"/>'
+        self.parts.append(f'<rect x="{ML}" y="{MT}" width="{W - ML - MR}" height="{H - MT - MB}" '
+                          'fill="none" stroke="#999"/>'
                           f'<text x="{(ML + W - MR) / 2}" y="{H - 8}" text-anchor="middle">{escape(xlabel)}</text>'
-                          f'<text transform="translate(14,{(MT + H - MB) / 2}) rotate(-90)" text-anchor="middle">{escape(ylabel)}</text>')
+                          f'<text transform="translate(14,{(MT + H - MB) / 2}) rotate(-90)" '
+                          f'text-anchor="middle">{escape(ylabel)}</text>')
         self.legend = 0
 
     def x(self, v: float) -> float:
@@ -113,7 +115,8 @@ def scatter(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: s
 
 
 def lines(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str, title: str,
-          hline: tuple[float, str] | None = None, bands: dict[str, list[tuple[float, float, float]]] | None = None) -> str:
+          hline: tuple[float, str] | None = None,
+          bands: dict[str, list[tuple[float, float, float]]] | None = None) -> str:
     """Lines with markers; ``bands`` adds (x, low, high) error bars; ``hline`` a threshold."""
     pts_all = [p for pts in series.values() for p in pts]
     ys = [p[1] for p in pts_all] + ([hline[0]] if hline else [])
@@ -134,6 +137,7 @@ def lines(series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str
         ax.add_legend(label, color)
     if hline:
         y = ax.y(hline[0])
-        ax.parts.append(f'<line x1="{ML}" y1="{y:.1f}" x2="{W - MR}" y2="{y:.1f}" stroke="#000" stroke-dasharray="4 3"/>'
+        ax.parts.append(f'<line x1="{ML}" y1="{y:.1f}" x2="{W - MR}" y2="{y:.1f}" stroke="#000" '
+                        'stroke-dasharray="4 3"/>'
                         f'<text x="{W - MR - 4}" y="{y - 4:.1f}" text-anchor="end">{escape(hline[1])}</text>')
     return ax.done()

@@ -18,6 +18,7 @@ from contract import naming, sizing
 from contract.spec import Engine, InferenceServer, Spec
 from infra.components.base import child, duration, metadata, quantity_gib
 from infra.policy.rules import GPU_HEADROOM_ANNOTATION, STARTUP_BUDGET_ANNOTATION
+from infra.workloads import sim_command, vllm_args
 
 CUSTOM_TIMEOUT_MARGIN_S = 300  # image pull and scheduling on a fresh node come on top
 
@@ -41,34 +42,6 @@ def validate(args: InferenceServerArgs) -> None:
             "GPU, tensor parallelism over slices gives no memory; set tensor_parallel_size to 1 "
             "or gpu_sharing to 'none'"
         )
-
-
-def vllm_args(server: InferenceServer) -> list[str]:
-    """`vllm serve` arguments (the image's entrypoint is `vllm serve`)."""
-    return [
-        server.model.source,
-        "--served-model-name", server.model.name,
-        "--host", "0.0.0.0",
-        "--port", str(server.port),
-        "--tensor-parallel-size", str(server.tensor_parallel_size),
-        "--gpu-memory-utilization", f"{server.gpu_memory_utilization:g}",
-        "--max-model-len", str(server.max_model_len),
-        "--max-num-seqs", str(server.max_num_seqs),
-        "--max-num-batched-tokens", str(server.max_num_batched_tokens),
-        "--shutdown-timeout", str(server.shutdown_timeout_s),
-        *server.extra_args,
-    ]
-
-
-def sim_command(server: InferenceServer) -> list[str]:
-    cmd = [
-        "python", "-m", "splitstack.cli.sim", "serve", "--host", "0.0.0.0", "--port", str(server.port),
-        "--profile", server.sim_profile, "--seed", "0", "--model-name", server.model.name,
-        "--max-num-seqs", str(server.max_num_seqs), "--max-model-len", str(server.max_model_len),
-    ]
-    if server.api_key:
-        cmd += ["--api-key", "$(VLLM_API_KEY)"]  # expanded by the kubelet from the secretKeyRef env
-    return cmd
 
 
 def probes(server: InferenceServer) -> dict:

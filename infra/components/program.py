@@ -14,15 +14,11 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.spec import Cloud, DeploymentMode, Spec, Target
+from infra.artifacts import load_dashboards, load_rule_files
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
 from infra.components.inference_server import InferenceServerArgs, InferenceServerComponent
 from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
-from infra.components.observability import (
-    ObservabilityArgs,
-    ObservabilityComponent,
-    load_dashboards,
-    load_rule_files,
-)
+from infra.components.observability import ObservabilityArgs, ObservabilityComponent
 from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
 from infra.components.platform_addons import PlatformAddonsArgs, PlatformAddonsComponent
 from infra.components.queue import QueueArgs, QueueComponent

@@ -14,6 +14,7 @@ from runbooks.context import ActionContext
 from runbooks.model import PlatformError, Refused, Report
 from runbooks.params import ActionParams
 from runbooks.platforms.base import WORKERS
+from runbooks.platforms.local import LocalPlatform
 from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
 from slo.report import evaluate_prometheus, parse_duration_s
 from slo.spec import load_spec
@@ -73,7 +74,7 @@ class SlowPdfsParams(ActionParams):
 def slow_pdfs(ctx: ActionContext, p: SlowPdfsParams) -> Report:
     rows: dict[str, dict] = {}
     sources = []
-    if ctx.platform.kind == "local":
+    if isinstance(ctx.platform, LocalPlatform):  # the output store is on this host
         root = Path(ctx.platform.stack.paths.data) / ctx.spec.output_store.path
         for meta in root.glob("*/metadata.json"):
             try:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from runbooks.context import ActionContext
-from runbooks.model import PlannedStep, PlatformError, Refused, Report
+from runbooks.model import Outcome, PlannedStep, PlatformError, Refused, Report
 from runbooks.platforms.base import ComponentState
 
 FAILED_GRACE_S = 3.0
@@ -43,10 +44,15 @@ def run_plan(ctx: ActionContext, action: str, steps: Sequence[Step], *, summary:
              next_steps: Sequence[str] = ()) -> Report:
     for component in dict.fromkeys(s.restarts for s in steps if s.restarts):
         ctx.check_restart_budget(component)
-    base = dict(action=action, case=case, plan=[s.planned() for s in steps],
-                evidence=list(evidence), next_steps=list(next_steps))
+    plan = [s.planned() for s in steps]
+
+    def report(outcome: Outcome, text: str, done: Sequence[str] = (),
+               data: dict[str, Any] | None = None) -> Report:
+        return Report(action=action, outcome=outcome, summary=text, case=case, plan=plan, done=list(done),
+                      evidence=list(evidence), next_steps=list(next_steps), data=data or {})
+
     if not ctx.apply:
-        return Report(outcome="planned", summary=f"would {summary}", **base)
+        return report("planned", f"would {summary}")
     done: list[str] = []
     restarted: list[str] = []
     completed: list[Step] = []
@@ -58,21 +64,20 @@ def run_plan(ctx: ActionContext, action: str, steps: Sequence[Step], *, summary:
             # Refused mid-plan (e.g. permissions lost) still leaves earlier steps done: compensate.
             done.append(f"FAILED {step.verb} {step.target}: {exc}")
             if not step.compensate:
-                return Report(outcome="failed", summary=f"{step.verb} {step.target} failed ({exc}); "
-                              "the changes before it are kept on purpose", done=done,
-                              data={"restarted": restarted, "error": str(exc)}, **base)
+                return report("failed", f"{step.verb} {step.target} failed ({exc}); "
+                              "the changes before it are kept on purpose", done,
+                              {"restarted": restarted, "error": str(exc)})
             undone, undo_ok = _compensate(completed)
             done += undone
-            outcome = "rolled_back" if undo_ok else "failed"
+            outcome: Outcome = "rolled_back" if undo_ok else "failed"
             what = ("rolled back to the previous state" if undo_ok
                     else "compensation failed too: the deployment needs a human")
-            return Report(outcome=outcome, summary=f"{step.verb} {step.target} failed ({exc}); {what}",
-                          done=done, data={"restarted": restarted, "error": str(exc)}, **base)
+            return report(outcome, f"{step.verb} {step.target} failed ({exc}); {what}",
+                          done, {"restarted": restarted, "error": str(exc)})
         if step.restarts:
             restarted.append(step.restarts)
         done.append(f"{step.verb} {step.target}" + (f": {detail}" if detail else ""))
-    return Report(outcome="applied", summary=summary, done=done,
-                  data={"restarted": restarted}, **base)
+    return report("applied", summary, done, {"restarted": restarted})
 
 
 def _compensate(completed: list[Step]) -> tuple[list[str], bool]:

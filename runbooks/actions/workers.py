@@ -3,6 +3,8 @@ rolling restart or image change, one replica at a time, checked after each."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
@@ -58,7 +60,7 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
     steps: list[Step] = []
     for unit in ctx.platform.units(WORKERS):
         steps += [Step("restart", unit, "resets its circuit breaker (rolling: one at a time)",
-                       lambda u=unit: ctx.platform.restart(u), restarts=unit),
+                       partial(ctx.platform.restart, unit), restarts=unit),
                   health_step(ctx, unit)]
 
     def breakers_closed() -> str:
@@ -76,7 +78,8 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
     steps.append(Step("check", WORKERS, "no circuit breaker open", breakers_closed, compensate=False))
     return run_plan(ctx, "restart-workers", steps, case="breaker-stuck-open", evidence=evidence,
                     summary=f"restart {len(steps) // 2} worker unit(s) one at a time to reset open breakers",
-                    next_steps=["runbook tune --set circuit_breaker.recovery_timeout_s=30  # if it recurs (Runbook 3 cause 2)"])
+                    next_steps=["runbook tune --set circuit_breaker.recovery_timeout_s=30"
+                                "  # if it recurs (Runbook 3 cause 2)"])
 
 
 class PatchWorkersParams(ActionParams):

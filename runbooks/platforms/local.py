@@ -18,7 +18,7 @@ import socket
 import time
 import xmlrpc.client
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -216,7 +216,8 @@ class LocalPlatform:
         os.replace(tmp, paths.supervisord_conf)
         rpc = self.stack.supervisor.rpc()
         try:
-            [[_added, changed, _removed]] = rpc.supervisor.reloadConfig()
+            # supervisord's API: reloadConfig() returns [[added, changed, removed]] program names
+            [[_added, changed, _removed]] = cast(list[list[list[str]]], rpc.supervisor.reloadConfig())
             for program in programs:
                 running = self._info().get(program, {}).get("statename") in ("RUNNING", "STARTING")
                 if program in changed:  # a new command line or environment: swap the group

@@ -15,8 +15,9 @@ from bench.locust.procs import LocustRunError, free_port, raise_on_sigterm
 from bench.locust.session import chat_scenario_and_target, finish_run, watch_server
 from bench.locust.settings import DEFAULT_MASTER_PORT, LocustSettings, default
 from bench.report.writer import write_run
-from bench.scenario import load_scenario
+from bench.scenario import ScenarioError, load_chat_scenario
 from bench.target import Target
+from contract.extras import MissingExtra
 from splitstack.cli.bench_output import console as err
 from splitstack.cli.bench_output import fail, out, print_summary
 
@@ -34,7 +35,7 @@ _KEY_ENV = typer.Option(None, help="Environment variable holding the server's AP
 def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
     try:
         return chat_scenario_and_target(scenario, stack, url, model, api_key_env)
-    except ValueError as exc:
+    except (ValueError, MissingExtra) as exc:
         raise fail(str(exc)) from None
 
 
@@ -175,7 +176,11 @@ def ingest_cmd(
     out_dir: Path = typer.Option(..., "--out"),
 ) -> None:
     """Build records.jsonl, summary.json and report.html from a Locust records folder."""
-    recs, summary = ingest(records_dir, load_scenario(scenario), Target(url, model), users, warmup_s, cooldown_s,
+    try:
+        scn = load_chat_scenario(scenario)
+    except ScenarioError as exc:
+        raise fail(str(exc)) from None
+    recs, summary = ingest(records_dir, scn, Target(url, model), users, warmup_s, cooldown_s,
                            log.read_text() if log else "", rate_rps=rate_rps)
     paths = write_run(out_dir, recs, summary)
     print_summary(summary)

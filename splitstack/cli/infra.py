@@ -12,11 +12,10 @@ from typing import Annotated
 import typer
 import yaml
 
+from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from infra.compose import HEADER, ComposeError, compose_document, validate_compose, write_compose
-from infra.policy.manifests import validate_all
 from infra.policy.rules import check_all
-from infra.render import capture, write_manifests
 
 app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
                   no_args_is_help=True)
@@ -45,16 +44,22 @@ def render(
 
     spec = _load(stack)
     try:
-        result = capture(spec, project_root())
-    except (ValueError, ImportError) as exc:
+        render_mod = require("infra.render", "infra", "`splitstack infra render` (the Pulumi program under mocks)")
+        result = render_mod.capture(spec, project_root())
+    except (ValueError, MissingExtra) as exc:
         typer.echo(f"stack {stack!r}: {exc}", err=True)
         raise typer.Exit(2) from None
-    files = write_manifests(result, out)
+    files = render_mod.write_manifests(result, out)
     typer.echo(f"wrote {len(result.objects)} objects ({len(files)} files) to {out}")
     violations = [f"[{rule}] {v}" for rule, vs in check_all(result.objects).items() for v in vs]
     problems = []
     if validate:
-        problems = validate_all(result.objects)
+        try:
+            manifests = require("infra.policy.manifests", "dev", "`--validate` (Kubernetes schemas)")
+        except MissingExtra as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from None
+        problems = manifests.validate_all(result.objects)
     for line in violations + problems:
         typer.echo(line, err=True)
     if violations or problems:
@@ -79,7 +84,7 @@ def compose(
             typer.echo(HEADER.format(stack=stack) + yaml.safe_dump(document, sort_keys=False))
             return
         files = write_compose(spec, project_root(), out)
-    except ComposeError as exc:
+    except (ComposeError, MissingExtra) as exc:
         typer.echo(f"stack {stack!r}: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"wrote {out} and {len(files) - 1} Prometheus files beside it; run "

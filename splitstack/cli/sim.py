@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from contract.extras import MissingExtra
 from simulator.config import SimConfig
 from simulator.faults import FaultError, parse_fault_args
 from simulator.fit import FitError, drive_and_scrape, fit_profile, read_snapshot, render_profile
@@ -56,6 +57,8 @@ def serve(
         _fail("; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors()))
     except ServeError as exc:
         _fail(str(exc), exc.exit_code)
+    except MissingExtra as exc:
+        _fail(str(exc))
 
 
 @app.command()

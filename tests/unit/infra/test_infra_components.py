@@ -218,7 +218,7 @@ def test_dashboards_become_sidecar_configmaps(tmp_path, mocks):
 
 
 def test_bad_rule_and_dashboard_files_are_named(tmp_path):
-    from infra.components.observability import load_dashboards, load_rule_files
+    from infra.artifacts import load_dashboards, load_rule_files
 
     root = _project(tmp_path, "rules: []\n", "{not json")
     with pytest.raises(ValueError, match=r"mine.rules.yml: no 'groups:' list"):

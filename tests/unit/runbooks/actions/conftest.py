@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from contract import naming
 from contract.spec import Spec
 from contract.spec_loader import load_stack, project_root
-from infra.components.inference_server import vllm_args
+from infra.workloads import vllm_args
 from runbooks.audit import AuditLog
 from runbooks.context import ActionContext
 from runbooks.platforms.kubernetes import KubernetesPlatform
