@@ -32,7 +32,8 @@ def queries(window: str) -> dict[str, str]:
         # The peak over the window: an instant sample misses a full batch between two requests.
         "running_peak": f"max_over_time(sum(vllm:num_requests_running{{{s}}})[{window}:])",
         "kv_usage": f"max(vllm:kv_cache_usage_perc{{{s}}})",
-        "ttft_p95_s": f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{s}}}[{window}])))",
+        "ttft_p95_s": "histogram_quantile(0.95, sum by (le) "
+                      f"(rate(vllm:time_to_first_token_seconds_bucket{{{s}}}[{window}])))",
         "preemptions_per_s": f"sum(rate(vllm:num_preemptions_total{{{s}}}[{window}]))",
         "breaker_max": f"max(mineru_vllm_circuit_breaker_state{{{w}}})",
         "workers_up": f"sum(up{{{w}}})",

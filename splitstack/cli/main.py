@@ -131,7 +131,8 @@ def logs(
 @app.command()
 def demo(
     stack: StackOpt = "local",
-    engine: Annotated[Engine, typer.Option(help="sim: pipeline gate with 2 MinerU workers; vllm: chat gate.")] = Engine.sim,
+    engine: Annotated[Engine, typer.Option(
+        help="sim: pipeline gate with 2 MinerU workers; vllm: chat gate.")] = Engine.sim,
     gate: Annotated[str | None, typer.Option(help="Gate file name in bench/gates (default per engine).")] = None,
 ) -> None:
     """Up, a real request, Prometheus scraping it, the go/no-go gate and its report, down.

@@ -30,7 +30,9 @@ def _fail(message: str, code: int = 2) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 8000,
-    api_key: Annotated[str | None, typer.Option(envvar="VLLM_API_KEY", help="require this Bearer token on /v1/* and /sim/* (env: VLLM_API_KEY, as vLLM)")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="VLLM_API_KEY", help="require this Bearer token on /v1/* and /sim/* (env: VLLM_API_KEY, as vLLM)",
+    )] = None,
     profile: Annotated[str, typer.Option(help="calibration profile name, or a path to a profile YAML")] = "instant",
     seed: Annotated[int, typer.Option(help="seed of every random draw")] = 0,
     model_name: Annotated[str, typer.Option(help="served model name")] = "tiny",

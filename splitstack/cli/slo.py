@@ -56,13 +56,15 @@ def show(spec: SpecOpt = OBJECTIVES_PATH) -> None:
         console.print(f"[bold]{slo.name}[/]  {slo.title}  target {slo.target} over {slo.window_d} d  ({slo.source})")
         if slo.time_based:
             console.print(f"  indicator: {promql.indicator_expr(slo, s.jobs)}", highlight=False, soft_wrap=True)
-        console.print(f"  error ratio [5m]: {promql.error_ratio_expr(slo, s.jobs, '5m')}", highlight=False, soft_wrap=True)
+        console.print(f"  error ratio [5m]: {promql.error_ratio_expr(slo, s.jobs, '5m')}",
+                      highlight=False, soft_wrap=True)
 
 
 @app.command()
 def rules(spec: SpecOpt = OBJECTIVES_PATH,
           out: Annotated[Path | None, typer.Option(help="output folder (default alerts/generated)")] = None,
-          check: Annotated[bool, typer.Option("--check", help="exit 1 if the files differ from a fresh render; write nothing")] = False) -> None:
+          check: Annotated[bool, typer.Option(
+              "--check", help="exit 1 if the files differ from a fresh render; write nothing")] = False) -> None:
     """Generate alerts/generated/*.rules.yml and their promtool unit tests from the spec."""
 
     s = _spec(spec)
@@ -106,7 +108,8 @@ def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, win
 
 PromOpt = Annotated[str | None, typer.Option("--prometheus", help="Prometheus URL (default http://127.0.0.1:9090)")]
 RecOpt = Annotated[Path | None, typer.Option("--records", help="bench records JSONL instead of Prometheus")]
-WinOpt = Annotated[str | None, typer.Option("--window", help="attainment window, e.g. 1h (default: each SLO's window_d)")]
+WinOpt = Annotated[str | None, typer.Option(
+    "--window", help="attainment window, e.g. 1h (default: each SLO's window_d)")]
 CurOpt = Annotated[str, typer.Option("--current", help="window of the current burn rate")]
 StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-based SLIs")]
 
@@ -114,7 +117,8 @@ StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-bas
 @app.command()
 def report(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m",
-           json_out: Annotated[Path | None, typer.Option("--json", help="also write the report as JSON")] = None) -> None:
+           json_out: Annotated[Path | None, typer.Option(
+               "--json", help="also write the report as JSON")] = None) -> None:
     """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
 
     s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
@@ -141,7 +145,8 @@ def status(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records:
 @app.command()
 def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
                out: Annotated[Path | None, typer.Option(help="output folder (default dashboards/generated)")] = None,
-               check: Annotated[bool, typer.Option("--check", help="exit 1 if the JSON differs from a fresh render")] = False) -> None:
+               check: Annotated[bool, typer.Option(
+                   "--check", help="exit 1 if the JSON differs from a fresh render")] = False) -> None:
     """Generate the Grafana dashboards (JSON) from the spec and the metric catalog."""
 
     files = render_dashboards(_spec(spec))
@@ -157,7 +162,8 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
 
 
 @app.command()
-def schema(check: Annotated[bool, typer.Option("--check", help="exit 1 if slo/objectives.schema.json is stale")] = False) -> None:
+def schema(check: Annotated[bool, typer.Option(
+        "--check", help="exit 1 if slo/objectives.schema.json is stale")] = False) -> None:
     """Write the JSON schema of objectives.yaml (for editors and CI validation)."""
 
     path = OBJECTIVES_PATH.with_name("objectives.schema.json")
@@ -185,7 +191,8 @@ def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
 
 @openslo_app.command("import")
 def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (one or more documents)")],
-                   out: Annotated[Path | None, typer.Option(help="write the SLO spec here instead of stdout")] = None) -> None:
+                   out: Annotated[Path | None, typer.Option(
+                       help="write the SLO spec here instead of stdout")] = None) -> None:
     """Import OpenSLO v1 SLOs that fit splitstack's model into an objectives.yaml."""
 
     try:
