@@ -119,7 +119,7 @@ def ours(url, rate, n, work):
     scn.write_text(f"kind: chat\nname: overhead\nprompt_tokens: {{mean: {IN_TOK}}}\n"
                    f"output_tokens: {{mean: {OUT_TOK}}}\nprompt_pool: 64\n"
                    f"load: {{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}\n")
-    return [sys.executable, "-m", "bench", "run", str(scn), "--url", url, "--model", "tiny",
+    return [sys.executable, "-m", "splitstack.cli.bench", "run", str(scn), "--url", url, "--model", "tiny",
             "--out", str(work / f"ours-{n}")], {}
 
 

@@ -30,10 +30,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float) -> None:
+def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float, *, term_leader_only: bool = False) -> None:
     """SIGTERM the process group led by ``proc_or_pid`` (started with ``start_new_session=True``),
     wait up to ``timeout_s`` until no process of the group runs any more, then SIGKILL the group
     and wait up to KILL_WAIT_S. A group that is already gone is not an error.
+
+    ``term_leader_only``: the SIGTERM goes to the leader alone, for a leader that shuts its own
+    children down in order (the worker drains the document in flight with its PDF render pool;
+    SIGTERM to the pool too breaks that document). The SIGKILL still goes to the whole group.
 
     Pass the Popen when there is one: the leader is then reaped here (``returncode`` is set),
     where a bare pid can only be reaped when it is a child of this process."""
@@ -44,12 +48,22 @@ def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float) -> None:
         if not _group_runs(pgid):
             break
         try:
-            os.killpg(pgid, sig)
+            if sig == signal.SIGTERM and term_leader_only:
+                _kill_leader_or_group(pgid, sig)
+            else:
+                os.killpg(pgid, sig)
         except ProcessLookupError:
             break
         if _wait_gone(pgid, reap, wait_s):
             break
     reap()
+
+
+def _kill_leader_or_group(pgid: int, sig: int) -> None:
+    try:
+        os.kill(pgid, sig)  # the group id is the leader's pid
+    except ProcessLookupError:  # the leader is gone already: what it left behind gets the signal
+        os.killpg(pgid, sig)
 
 
 def _reaper(proc_or_pid: subprocess.Popen | int) -> Callable[[], object]:

@@ -60,6 +60,7 @@ class Service:
     log_path: Path
     port: int | None = None
     host: str = "127.0.0.1"
+    term_leader_only: bool = False  # see stack.procs.stop_group
     started_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -109,8 +110,9 @@ class Service:
             time.sleep(POLL_S)
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM the group, wait up to ``timeout_s``, SIGKILL; the leader's exit status."""
-        stop_group(self.popen, timeout_s)
+        """SIGTERM the group (the leader alone if ``term_leader_only``), wait up to ``timeout_s``
+        for all of it to exit, SIGKILL the group; the leader's exit status."""
+        stop_group(self.popen, timeout_s, term_leader_only=self.term_leader_only)
         return self.popen.poll()
 
     def kill(self) -> int | None:
@@ -122,15 +124,17 @@ class Service:
 
 
 def start(name: str, argv: list[str], log_path: Path, *, port: int | None = None,
-          env: Mapping[str, str] | None = None, cwd: Path = ROOT, **popen_kw: Any) -> Service:
+          env: Mapping[str, str] | None = None, cwd: Path = ROOT, term_leader_only: bool = False,
+          **popen_kw: Any) -> Service:
     """Start ``argv`` in its own process group, stdout and stderr appended to ``log_path``.
-    ``env`` None inherits this process's environment. The caller stops it (or use running())."""
+    ``env`` None inherits this process's environment; ``popen_kw`` go to subprocess.Popen. The
+    caller stops it (or use running())."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(argv, cwd=cwd, env=None if env is None else dict(env), stdout=log,
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                  **popen_kw)
-    return Service(name, popen, log_path, port)
+    return Service(name, popen, log_path, port, term_leader_only=term_leader_only)
 
 
 @contextlib.contextmanager
@@ -139,7 +143,8 @@ def running(name: str, argv: list[str], log_path: Path | None = None, *, port: i
             stop_timeout_s: float = STOP_TIMEOUT_S, env: Mapping[str, str] | None = None,
             cwd: Path = ROOT, **popen_kw: Any) -> Iterator[Service]:
     """start(), wait_ready(ready) unless ``ready`` is None, yield, and stop the group on the way
-    out whatever happened. ``log_path`` None: a temporary file, removed afterwards."""
+    out whatever happened. ``log_path`` None: a temporary file, removed afterwards unless the
+    process did not become ready (NotReady names it)."""
     temporary = log_path is None
     if log_path is None:
         fd, tmp = tempfile.mkstemp(prefix=f"{name}-", suffix=".log")
@@ -153,6 +158,9 @@ def running(name: str, argv: list[str], log_path: Path | None = None, *, port: i
             yield service
         finally:
             service.stop(stop_timeout_s)
+    except NotReady:
+        temporary = False
+        raise
     finally:
         if temporary:
             log_path.unlink(missing_ok=True)

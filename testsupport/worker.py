@@ -49,9 +49,10 @@ class Harness:
                 **self.overrides}
 
     # -- processes: each in its own group, stopped by close() -------------------------------------
-    def _start(self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None) -> Service:
+    def _start(self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None,
+               term_leader_only: bool = False) -> Service:
         proc = start(name, argv, self.logs / f"{name}.log", port=port,
-                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, term_leader_only=term_leader_only)
         self.procs.append(proc)
         return proc
 
@@ -96,9 +97,11 @@ class Harness:
     def start_worker(self, index: int | None = None, wait_ready: bool = True) -> Service:
         index = len([p for p in self.procs if p.name.startswith("worker")]) if index is None else index
         port = free_port()
+        # SIGTERM to the worker alone, as Kubernetes sends it: it drains the document in flight
+        # with its PDF render pool, which a SIGTERM of its own would break
         proc = self._start(f"worker-{index}", [sys.executable, "-m", "splitstack.cli.worker_process",
                                                "--stack", "local", "--index", str(index)],
-                           port, self.worker_env(port))
+                           port, self.worker_env(port), term_leader_only=True)
         if wait_ready:
             self.wait_ready(proc)
         return proc

@@ -235,3 +235,7 @@ def scenarios() -> None:
         out.print(f"scenario  {p.stem}")
     for p in sorted(GATE_DIR.glob("*.yaml")):
         out.print(f"gate      {p.stem}")
+
+
+if __name__ == "__main__":  # `python -m splitstack.cli.bench`: what the `bench` script runs
+    app(prog_name="bench")

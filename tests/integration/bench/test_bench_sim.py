@@ -126,7 +126,7 @@ def test_errors_are_broken_down_by_reason(instant_target):
 
 
 def _bench(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "splitstack.cli.bench", *args], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=240)
 
 

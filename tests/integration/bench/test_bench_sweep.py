@@ -25,7 +25,7 @@ def test_sweep_finds_the_max_rate_meeting_the_slo(tmp_path):
                    "load: {rate_rps: 1, duration_s: 3, warmup_s: 0.5}\n")
     with sim_server("--profile", "mineru25-h200", "--model-name", "tiny", "--max-num-seqs", "4") as srv:
         r = subprocess.run(
-            [sys.executable, "-m", "bench", "sweep", str(scn), "--url", srv.url, "--model", "tiny",
+            [sys.executable, "-m", "splitstack.cli.bench", "sweep", str(scn), "--url", srv.url, "--model", "tiny",
              "--api-key-env", "SIM_KEY", "--max", "200", "--metric", "ttft_ms", "--percentile", "95",
              "--start", "2", "--factor", "2", "--repeats", "2", "--bisect-steps", "2", "--max-rps", "64",
              "--out", str(tmp_path / "out")],

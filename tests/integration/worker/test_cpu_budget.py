@@ -31,7 +31,7 @@ def test_one_cpu_limit_pins_each_replica_and_its_render_pool(make_harness, tmp_p
     assert {r["state"] for r in h.wait_terminal(ids, 120).values()} == {"done"}
     host = sorted(os.sched_getaffinity(0))
     for i, w in enumerate(workers):
-        line = _budget_line(w.log.read_text())
+        line = _budget_line(w.log())
         assert line["pinned_to"] == [host[i % len(host)]], line
         assert line["cpus"] == 1 and line["render_processes"] == 1, line
         proc = psutil.Process(w.popen.pid)
@@ -47,7 +47,7 @@ def test_no_pinning_when_the_limit_covers_the_host(make_harness, tmp_path: Path)
     h.start_redis()
     h.start_sim()
     w = h.start_worker()
-    line = _budget_line(w.log.read_text())
+    line = _budget_line(w.log())
     assert line["pinned_to"] is None
     assert line["cpus"] == len(os.sched_getaffinity(0))
     assert psutil.Process(w.popen.pid).cpu_affinity() == sorted(os.sched_getaffinity(0))

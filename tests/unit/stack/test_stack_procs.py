@@ -69,3 +69,22 @@ def test_stop_group_takes_a_pid_and_a_group_already_gone_is_fine():
     # the pid form reaped the leader itself, so Popen never saw its status (pass the Popen for that)
     assert proc.returncode is not None
     proc.stdout.close()
+
+
+# On SIGTERM the leader checks that its child still runs (nobody else signalled it), then stops it.
+DRAINS_ITS_CHILD = [sys.executable, "-c", "import signal, subprocess, sys, time\n"
+                    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                    "def drain(*_):\n"
+                    "    print('child running' if c.poll() is None else 'child gone', flush=True)\n"
+                    "    c.terminate(); c.wait(); sys.exit(0)\n"
+                    "signal.signal(signal.SIGTERM, drain); print(c.pid, flush=True); time.sleep(60)\n"]
+
+
+def test_term_leader_only_lets_the_leader_stop_its_children():
+    proc = _group_leader(DRAINS_ITS_CHILD)
+    child = int(proc.stdout.readline())
+    stop_group(proc, timeout_s=10, term_leader_only=True)
+    assert proc.returncode == 0
+    assert proc.stdout.read() == "child running\n"
+    assert not _running(child)
+    proc.stdout.close()

@@ -77,3 +77,11 @@ def test_start_without_context_manager_and_wait_until_message(tmp_path: Path):
             wait_until(lambda: 0, 0.2, "nothing")
     finally:
         assert s.stop(5) == -15
+
+
+def test_a_temporary_log_is_kept_when_the_process_was_not_ready():
+    argv = [sys.executable, "-c", "import sys; sys.exit(5)"]
+    with pytest.raises(NotReady) as err, running("gone", argv, ready=never):
+        pass
+    assert err.value.log_path.exists() and str(err.value.log_path) in str(err.value)
+    err.value.log_path.unlink()
