@@ -58,8 +58,8 @@ class Bench:
         return ["--url", self.target.base_url, "--model", "tiny", "--api-key-env", "SIM_KEY"]
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "splitstack.cli.bench", *args], cwd=ROOT, env=self.env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen([sys.executable, "-m", "splitstack.cli.bench", *args], cwd=ROOT, env=self.env,
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def watch(self, proc: subprocess.Popen, timeout_s: float) -> tuple[int, str, str]:
         """Wait for proc, recording its descendants (psutil children) while it runs."""
@@ -126,8 +126,8 @@ def _sim_requests(target) -> dict[str, float]:
 def _gate(tmp_path: Path, run_dir: Path, valid: bool) -> None:
     gate = tmp_path / "g.yaml"
     gate.write_text("name: g\nscenario: chat-smoke\ngates:\n  - {kind: error_rate, max_fraction: 0.5}\n")
-    r = subprocess.run([sys.executable, "-m", "splitstack.cli.bench", "check", str(run_dir), "--gate", str(gate)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "splitstack.cli.bench", "check", str(run_dir), "--gate", str(gate)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == (0 if valid else 2), r.stdout + r.stderr
     assert "error_rate" in r.stdout
 

@@ -126,8 +126,8 @@ def test_errors_are_broken_down_by_reason(instant_target):
 
 
 def _bench(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "splitstack.cli.bench", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=240)
+    return subprocess.run([sys.executable, "-m", "splitstack.cli.bench", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=240)
 
 
 # These gate files loosen the lag limit: they test gate exit codes on a shared 2-core machine
