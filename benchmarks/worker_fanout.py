@@ -1,4 +1,4 @@
-"""Fan-out speed-up: one 100-page document on 1, 2 and 4 workers (issue 4: >= 1.6x on 2).
+"""Fan-out speed-up: one 100-page document on 1, 2 and 4 workers (target: >= 1.6x on 2).
 
 Run: .venv/bin/python benchmarks/worker_fanout.py [--pages 100] [--workers 1 2 4] [--repeats 3]
                                                   [--cpu-limits-millicores 1000 0]
@@ -10,7 +10,7 @@ other load on a shared machine hits every configuration alike.
 Two CPU settings, each a table:
 * ``1000``: every worker has the CPU of a pod with ``worker_pool.cpu_limit_millicores: 1000``
   (the local stack emulates the limit with CPU affinity, see worker/cpu.py). This is the scaling
-  question of issue 4: does a second worker of the same size halve the time?
+  question: does a second worker of the same size halve the time?
 * ``0``: no limit; every worker may use every core. One such worker already spreads over both
   cores of a 2-core machine (MinerU renders pages in a process pool while the main process sends
   requests), so the speed-up a second worker can add is bounded by 2 / (cores one worker uses);

@@ -3,7 +3,7 @@ and RSS growth between 100 and 500 pages.
 
 Run: .venv/bin/python benchmarks/worker_overhead.py [--starts 5] [--docs 15] [--rss-pages 500]
 Real Redis, the simulator (profile 'instant', so the client side dominates) and real MinerU, all
-on loopback. Targets (issue 4): start-to-ready < 5 s, overhead < 5 %, RSS growth < 5 %.
+on loopback. Targets: start-to-ready < 5 s, overhead < 5 %, RSS growth < 5 %.
 """
 
 from __future__ import annotations

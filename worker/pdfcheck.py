@@ -1,4 +1,4 @@
-"""Look at a PDF before any request is sent: the permanent failures (STYLE.md 6) are found here,
+"""Look at a PDF before any request is sent: the permanent failures (worker/errors.py) are found here,
 cheaply, so a bad file is dead-lettered with a reason a person can act on."""
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ class SLOGate(Gate):
 class MemoryGrowthGate(Gate):
     kind: Literal["memory_growth"]
     max_growth_mib: float = Field(default=64.0, ge=0, description="Allowed RSS growth of the server, MiB.")
-    min_requests: int = Field(default=1000, ge=1, description="Requests the run must have (design doc: 1,000+).")
+    min_requests: int = Field(default=1000, ge=1, description="Requests the run must have (Phase 1: 1,000+, docs/migration.md).")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f"<= {self.max_growth_mib:g} MiB over >= {self.min_requests} requests"
@@ -358,7 +358,7 @@ class WorkerStartupGate(Gate):
     spawn to a 200 on /readyz; it is stopped right after."""
 
     kind: Literal["worker_startup"]
-    max_s: float = Field(default=5.0, gt=0, description="Design doc phase 2: worker startup < 5 s.")
+    max_s: float = Field(default=5.0, gt=0, description="Phase 2: worker startup < 5 s (docs/migration.md).")
     timeout_s: float = Field(default=60.0, gt=0, description="Give up (fail) after this long.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:

@@ -1,4 +1,4 @@
-"""Runbook 1 case 2 (GPU driver crash: CrashLoopBackOff with "CUDA error") and disaster-recovery
+"""Server down from a GPU driver crash (CrashLoopBackOff with "CUDA error") and disaster-recovery
 scenario 2 (GPU node failure): cordon the node, move the server's pods off it, make sure another
 GPU node can take them. Never uncordons a node after a successful move: it is the faulty one."""
 

@@ -1,5 +1,5 @@
 """Read-only actions: `slo-status` (the SLO calculators of slo/ against Prometheus) and
-`slow-pdfs` (Runbook 2 case 2: which documents take longest, from the output store's metadata
+`slow-pdfs` (high latency from large or complex PDFs: which documents take longest, from the output store's metadata
 and the workers' JSON logs)."""
 
 from __future__ import annotations

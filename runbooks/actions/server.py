@@ -1,5 +1,5 @@
-"""Runbook 1 (vLLM server down): restart after an OOM kill or a crash; a new HF token after a
-model-load failure. Runbook 2 case 3 (KV-cache fragmentation) is `restart-server --force`."""
+"""vLLM server down: restart after an OOM kill or a crash; a new HF token after a model-load
+failure. KV-cache fragmentation of a healthy server is `restart-server --force`."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def restart_server(ctx: ActionContext, p: RestartServerParams) -> Report:
                        else f"{state.state}, last exit: {state.exit_reason or 'unknown'}")
     steps = [Step("restart", comp, why, lambda: ctx.platform.restart(comp), restarts=comp),
              health_step(ctx, comp, min(ctx.safety.ready_timeout_s, ctx.server(p.server).startup_budget_s))]
-    nxt = (["runbook tune --set gpu_memory_utilization=0.85  # if the OOM recurs (manual, Runbook 1 case 1)"]
+    nxt = (["runbook tune --set gpu_memory_utilization=0.85  # if the OOM recurs"]
            if oom else [])
     return run_plan(ctx, "restart-server", steps, summary=f"restart {comp} and wait for /health",
                     case="server-down-oom" if oom else ("kv-fragmentation" if state.healthy else "server-down"),

@@ -1,4 +1,4 @@
-"""Runbook 2 case 1 (queue backlog) and the manual's Performance Tuning: change a knob
+"""High latency from a queue backlog, and performance tuning: change a knob
 (max_num_batched_tokens, gpu_memory_utilization, worker concurrency, breaker recovery...) or the
 replica count, validated by the spec model, with the old value restored if health fails."""
 

@@ -1,4 +1,4 @@
-"""Runbook 3 (worker circuit breaker stuck open) and the worker security-patch procedure: a
+"""Worker circuit breakers stuck open, and the worker security-patch procedure: a
 rolling restart or image change, one replica at a time, checked after each."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
     return run_plan(ctx, "restart-workers", steps, case="breaker-stuck-open", evidence=evidence,
                     summary=f"restart {len(steps) // 2} worker unit(s) one at a time to reset open breakers",
                     next_steps=["runbook tune --set circuit_breaker.recovery_timeout_s=30"
-                                "  # if it recurs (Runbook 3 cause 2)"])
+                                "  # if it recurs: the recovery timeout is too long"])
 
 
 class PatchWorkersParams(ActionParams):

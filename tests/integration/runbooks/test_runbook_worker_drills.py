@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 SERVER = "server-vlm"
 # A recovery timeout far longer than the drill: the breakers stay open after the server is back,
-# which is the manual's Runbook 3 ("recovery_timeout too long").
+# which is the stuck-breaker case of a recovery timeout that is too long.
 STUCK_BREAKER = {
     "inference_servers.0.engine": "sim",
     # Page images of the generated PDFs need more than the local spec's 2048-token context.
@@ -78,7 +78,7 @@ def test_server_killed_mid_batch_then_breakers_stuck_open_nothing_lost(make_stac
     assert all((outputs / job_id / "metadata.json").is_file() for job_id in ids)
     assert r.xlen(stack.spec.queue.dead_letter_stream) == 0
 
-    slow = invoke(ctx, "slow-pdfs", {"top": 2})  # Runbook 2 case 2 reads what the workers wrote
+    slow = invoke(ctx, "slow-pdfs", {"top": 2})  # the large-PDF case reads what the workers wrote
     assert slow.outcome == "report" and len(slow.evidence) == 2, slow.render()
     assert slow.summary.startswith(f"{len(ids)} processed documents in output store")
     assert all(" pages, " in line and "s/page" in line for line in slow.evidence)

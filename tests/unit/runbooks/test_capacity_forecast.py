@@ -16,7 +16,7 @@ from runbooks.capacity.forecast import (
     render_table,
 )
 
-# The manual's table (shared/design-docs/001, "12-Month Forecast") and costs.
+# The operations manual's 12-month forecast table and costs.
 MANUAL_QUARTERS = ["Q1 2025", "Q2 2025", "Q3 2025", "Q4 2025"]
 MANUAL_AVG_PER_DAY = [1200, 1440, 1728, 2074]
 MANUAL_PEAK_PER_HOUR = [80, 96, 115, 138]
