@@ -252,7 +252,8 @@ class SLOGate(Gate):
 class MemoryGrowthGate(Gate):
     kind: Literal["memory_growth"]
     max_growth_mib: float = Field(default=64.0, ge=0, description="Allowed RSS growth of the server, MiB.")
-    min_requests: int = Field(default=1000, ge=1, description="Requests the run must have (Phase 1: 1,000+, docs/migration.md).")
+    min_requests: int = Field(default=1000, ge=1,
+                              description="Requests the run must have (Phase 1: 1,000+, docs/migration.md).")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f"<= {self.max_growth_mib:g} MiB over >= {self.min_requests} requests"
