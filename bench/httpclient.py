@@ -73,7 +73,8 @@ class _Conn(asyncio.Protocol):
                 pass
         self._fail("server_disconnected", f"connection closed before the response was complete ({exc})")
 
-    # httptools callbacks
+    # httptools callbacks. They fire only while a request is in flight, when send() has set resp,
+    # parser and fut; the union-attr ignores below keep an assert off this per-chunk hot path.
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == b"content-type":
             self.resp.content_type = value.decode("latin-1")  # type: ignore[union-attr]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -19,7 +19,7 @@ from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.pipeline import PipelineWorkload, outputs_summary, pipeline_checks
-from bench.records import AnyRecord
+from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.server_view import ServerView
 from bench.target import Target, TargetError, mask_url
@@ -70,10 +70,11 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         server["source"] = view.source
     extra = None
     if isinstance(scn, PipelineScenario):
-        extra = pipeline_checks(result.records)  # type: ignore[arg-type]
+        extra = pipeline_checks(cast(list[PipelineRecord], result.records))  # the workload's own records
     summary = summarize(scn, target, result, limits, t_start, server, extra)
     if isinstance(scn, PipelineScenario):
-        summary["pipeline"] = {**outputs_summary(result.records, workload), **canary}  # type: ignore[arg-type]
+        pipeline_records = cast(list[PipelineRecord], result.records)
+        summary["pipeline"] = {**outputs_summary(pipeline_records, workload), **canary}
     summary["server_source"] = view.source
     if tok is not None and prompts is not None:  # outputs counted after the run, from the records
         summary["tokenizer_crosscheck"] = tokcheck.crosscheck(tok[0], prompts, result.records, tok[1])
@@ -147,9 +148,11 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
     end_ns = result.measure_end_ns if result.measure_end_ns is not None else result.measure_start_ns
     t_end = throughput_end(result.records, end_ns, result.load.cooldown_s)
     if isinstance(scn, ChatScenario):
-        summary = chat_summary(result.records, result.measure_start_ns, end_ns, scn.slo, t_end)  # type: ignore[arg-type]
+        records = cast(list[RequestRecord], result.records)  # a chat run records RequestRecords only
+        summary = chat_summary(records, result.measure_start_ns, end_ns, scn.slo, t_end)
     else:
-        summary = pipeline_summary(result.records, result.measure_start_ns, end_ns, t_end)  # type: ignore[arg-type]
+        pipeline_records = cast(list[PipelineRecord], result.records)
+        summary = pipeline_summary(pipeline_records, result.measure_start_ns, end_ns, t_end)
     summary["validity"] = check(result, summary, limits)
     if extra_checks:
         summary["validity"]["checks"].extend(extra_checks)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench.engine import RunResult
 from bench.load import NS, LoadSpec
 from bench.locust.manifest import MANIFEST, RECORD_GLOB, read_manifest
-from bench.records import RequestRecord, read_jsonl
+from bench.records import AnyRecord, RequestRecord, read_jsonl
 from bench.runner import summarize
 from bench.scenario import ChatScenario
 from bench.target import Target
@@ -66,7 +66,8 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
     if not files:
         raise FileNotFoundError(f"{records_dir}: no Locust record files ({RECORD_GLOB}): pass the folder of the "
                                 "headless process or master (<out>/locust-records); workers ship theirs to it")
-    recs: list[RequestRecord] = [r for f in files for r in read_jsonl(f)]  # type: ignore[misc]
+    # Locust users run chat scenarios: every record in these files is a RequestRecord.
+    recs = cast(list[RequestRecord], [r for f in files for r in read_jsonl(f)])
     if not recs:
         raise ValueError(f"{records_dir}: record files are empty: did the Locust run send anything?")
     t0 = min(r.sent_ns for r in recs)
@@ -84,7 +85,7 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
               "seed": scn.load.seed}
     load = LoadSpec.model_validate({"mode": "open", "arrival": "constant", "rate_rps": rate_rps, **window}
                                    if rate_rps else {"mode": "closed", "concurrency": users, **window})
-    result = RunResult(recs, load, start, end, t0 / NS, last / NS, [], len(recs))  # type: ignore[arg-type]
+    result = RunResult(cast(list[AnyRecord], recs), load, start, end, t0 / NS, last / NS, [], len(recs))
     warnings = len(CPU_WARNING.findall(locust_log))
     extra = [{"check": "locust CPU warnings", "measured": warnings, "threshold": "== 0", "passed": warnings == 0,
               "why": "no Locust process reported high CPU" if warnings == 0 else

@@ -47,8 +47,10 @@ def plots(summary: dict[str, Any], records: list[AnyRecord]) -> list[str]:
     if everyone:
         series: dict[str, list[tuple[float, float]]] = {}
         for r in everyone:
+            if r.sent_ns is None or r.end_ns is None:
+                continue  # never sent or never finished: no latency to plot
             key = r.phase if r.ok else "error"
-            series.setdefault(key, []).append((r.sent_ns / 1e9, (r.end_ns - r.sent_ns) / 1e6))  # type: ignore[operator]
+            series.setdefault(key, []).append((r.sent_ns / 1e9, (r.end_ns - r.sent_ns) / 1e6))
         out.append(svg.scatter(series, "send time, s after start", "end-to-end latency, ms",
                                "Timeline: every request (warmup/cooldown shown, not measured)"))
         lag = [(r.sent_ns / 1e9, (r.sent_ns - r.intended_ns) / 1e6) for r in records]

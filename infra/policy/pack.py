@@ -51,7 +51,7 @@ def validate_custom_timeouts(args: ResourceValidationArgs, report_violation: Rep
     obj = kubernetes_object(args.resource_type, args.props)
     if obj is None or obj.get("kind") != "Deployment" or not rules.is_gpu_workload(obj):
         return
-    meta = rules.pod_template(obj)[0]  # type: ignore[index]
+    meta = rules.pod_template(obj)[0]  # type: ignore[index]  # a GPU workload always has a pod template
     budget = int((meta.get("annotations") or {}).get(rules.STARTUP_BUDGET_ANNOTATION, 0))
     timeouts = args.opts.custom_timeouts if args.opts else None
     for what in ("create", "update"):

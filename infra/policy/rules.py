@@ -102,7 +102,7 @@ def rollout_strategy(obj: Obj) -> list[str]:
     if strategy.get("type") == "Recreate":
         return []
     surge = str((strategy.get("rollingUpdate") or {}).get("maxSurge", "25%"))
-    meta = pod_template(obj)[0]  # type: ignore[index]
+    meta = pod_template(obj)[0]  # type: ignore[index]  # callers pass workloads, which have one
     headroom = (meta.get("annotations") or {}).get(GPU_HEADROOM_ANNOTATION) == "true"
     if surge in ("0", "0%") or headroom:
         return []
