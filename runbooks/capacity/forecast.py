@@ -129,3 +129,16 @@ def render_table(plans: list[QuarterPlan]) -> str:
             f"${p.monthly_cost_usd:,.0f} |")
     return "\n".join(rows)
 
+
+
+def forecast_inputs(overrides: dict[str, Any], bench_summary: Path | None = None,
+                    pages_per_pdf: float | None = None) -> tuple[ForecastInputs, str]:
+    """The manual's inputs with the command line's overrides (None = keep) and, from a bench
+    summary, the per-server capacity; returns them with where that capacity came from.
+    Raises BenchSummaryError or pydantic's ValidationError naming the bad input."""
+    updates = {k: v for k, v in overrides.items() if v is not None}
+    source = f"manual ({MANUAL_FILE.relative_to(MANUAL_FILE.parents[2])})"
+    if bench_summary is not None:
+        updates["per_server_pdfs_per_hour"] = per_server_from_bench(bench_summary, pages_per_pdf=pages_per_pdf)
+        source = f"bench summary {bench_summary}"
+    return ForecastInputs.model_validate({**load_manual().model_dump(), **updates}), source

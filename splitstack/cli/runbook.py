@@ -12,17 +12,10 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from contract.capacity import CatalogError, Overrides, find_gpu, find_model, plan
-from runbooks.capacity.forecast import (
-    BenchSummaryError,
-    ForecastInputs,
-    forecast,
-    load_manual,
-    per_server_from_bench,
-    render_table,
-)
+from contract.capacity import CatalogError
+from runbooks.capacity.fit import FitInputError, fit_report
+from runbooks.capacity.forecast import BenchSummaryError, forecast, forecast_inputs, render_table
 from runbooks.capacity.matrix import matrix_table
-from runbooks.capacity.params import spec_from_config
 from runbooks.gpu.export import serve, write_textfile
 from runbooks.gpu.probe import probe
 from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
@@ -67,33 +60,14 @@ def capacity_fit(
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
     """Does a model fit a GPU under vLLM: KV cache tokens and full-length sequences at once."""
-
     try:
-        if model_config is not None:
-            config = json.loads(model_config.read_text(encoding="utf-8"))
-            spec = spec_from_config(model or model_config.parent.name, config,
-                                    params_total=params_total, source=str(model_config))
-        elif model:
-            spec = find_model(model)
-        else:
-            _fail("give --model NAME (see `runbook capacity-plan matrix`) or --model-config PATH")
-            return
-        if gpu_memory_gib is not None:
-            total, gpu_name = gpu_memory_gib, gpu or f"{gpu_memory_gib:g} GiB GPU"
-        elif gpu:
-            g = find_gpu(gpu)
-            total, gpu_name = g.cuda_total_gib, g.name
-        else:
-            _fail("give --gpu NAME (e.g. nvidia-h100-80gb) or --gpu-memory-gib")
-            return
-        report = plan(spec, gpu_name=gpu_name, gpu_total_gib=total,
-                      gpu_memory_utilization=gpu_memory_utilization,
-                      max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
-                      max_num_batched_tokens=max_num_batched_tokens,
-                      kv_cache_dtype=kv_cache_dtype,
-                      overrides=Overrides(activation_gib=activation_gib))
-    except (CatalogError, ValueError, KeyError, OSError) as exc:
-        _fail(str(exc) if not isinstance(exc, KeyError) else f"config.json lacks {exc}")
+        report = fit_report(model=model, model_config=model_config, params_total=params_total, gpu=gpu,
+                            gpu_memory_gib=gpu_memory_gib, gpu_memory_utilization=gpu_memory_utilization,
+                            max_model_len=max_model_len, tensor_parallel_size=tensor_parallel_size,
+                            max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
+                            activation_gib=activation_gib)
+    except (CatalogError, FitInputError, ValueError) as exc:
+        _fail(str(exc))
         return
     typer.echo(report.model_dump_json(indent=1) if output is Output.json else report.explain())
     raise typer.Exit(0 if report.fits else 1)
@@ -126,19 +100,11 @@ def capacity_forecast(
 ) -> None:
     """Servers, workers and monthly cost per quarter (the manual's forecast; flags override)."""
 
-    base = load_manual()
-    updates = {k: v for k, v in dict(
-        avg_pdfs_per_day=avg_pdfs_per_day, quarterly_growth=quarterly_growth,
-        peak_factor=peak_factor, per_server_pdfs_per_hour=per_server_pdfs_per_hour,
-        per_worker_pdfs_per_hour=per_worker_pdfs_per_hour, quarters=quarters).items()
-        if v is not None}
-    source = "manual (runbooks/capacity/manual_forecast.yaml)"
+    overrides = dict(avg_pdfs_per_day=avg_pdfs_per_day, quarterly_growth=quarterly_growth, peak_factor=peak_factor,
+                     per_server_pdfs_per_hour=per_server_pdfs_per_hour,
+                     per_worker_pdfs_per_hour=per_worker_pdfs_per_hour, quarters=quarters)
     try:
-        if bench_summary is not None:
-            updates["per_server_pdfs_per_hour"] = per_server_from_bench(
-                bench_summary, pages_per_pdf=pages_per_pdf)
-            source = f"bench summary {bench_summary}"
-        inputs = ForecastInputs(**{**base.model_dump(), **updates})
+        inputs, source = forecast_inputs(overrides, bench_summary, pages_per_pdf)
     except (BenchSummaryError, ValidationError) as exc:
         _fail(str(exc))
         return
