@@ -9,6 +9,7 @@ engine core, a Locust worker's helpers), which a signal to the pid alone would o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -56,6 +57,11 @@ def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float, *, term_le
             break
         if _wait_gone(pgid, reap, wait_s):
             break
+    if isinstance(proc_or_pid, subprocess.Popen):
+        # A multi-threaded leader shows as a zombie while its other threads still exit, and only
+        # then can it be reaped: wait for that (moments) rather than returning with it unreaped.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc_or_pid.wait(timeout=KILL_WAIT_S)
     reap()
 
 
