@@ -1,4 +1,5 @@
-"""OutputStore: a PVC shared by the workers (kind=directory) or a bucket (kind=s3, no object)."""
+"""OutputStore: a ReadWriteMany PVC every worker mounts (kind=directory), on the cluster's shared
+StorageClass (EFS, Filestore, Azure Files or the one cluster.shared_storage_class names)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pulumi_kubernetes as k8s
 from contract import naming
 from contract.spec import Spec
 from infra.components.base import child, metadata
+from infra.components.inference_server import SKIP_AWAIT
 
 OUTPUTS_CLAIM = "splitstack-outputs"
 
@@ -17,6 +19,12 @@ OUTPUTS_CLAIM = "splitstack-outputs"
 @dataclass(frozen=True)
 class OutputStoreArgs:
     spec: Spec
+    storage_class: str | None = None  # ReadWriteMany class
+    storage_min_gib: int = 1  # smallest volume that class provisions (Filestore: 1 TiB)
+
+
+def claim_size_gib(args: OutputStoreArgs) -> int:
+    return max(args.spec.output_store.size_gib, args.storage_min_gib)
 
 
 class OutputStoreComponent(pulumi.ComponentResource):
@@ -37,9 +45,11 @@ class OutputStoreComponent(pulumi.ComponentResource):
             self.claim = k8s.core.v1.PersistentVolumeClaim(
                 name,
                 metadata=metadata(OUTPUTS_CLAIM, args.spec.namespace,
-                                  naming.labels("output-store", OUTPUTS_CLAIM)),
+                                  naming.labels("output-store", OUTPUTS_CLAIM),
+                                  annotations=dict(SKIP_AWAIT)),
                 spec={"access_modes": ["ReadWriteMany"],
-                      "resources": {"requests": {"storage": f"{store.size_gib}Gi"}}},
+                      "storage_class_name": args.storage_class,
+                      "resources": {"requests": {"storage": f"{claim_size_gib(args)}Gi"}}},
                 opts=child(self),
             )
             self.location = pulumi.Output.from_input(f"pvc://{OUTPUTS_CLAIM}")

@@ -13,6 +13,7 @@ from infra.policy.objects import (  # noqa: F401  (re-exported for the pack and 
     MIN_STARTUP_BUDGET_S,
     SECRET_FLAGS,
     SECRET_NAME,
+    SPEC_PATH_ANNOTATION,
     STARTUP_BUDGET_ANNOTATION,
     WORKLOADS,
     Obj,
