@@ -42,7 +42,7 @@ class InferenceServerArgs:
     spec: Spec
     server: InferenceServer
     path: str  # field path of the server in the spec, for error messages
-    storage_class: str  # StorageClass of the model cache (ReadWriteMany when shared)
+    storage_class: str | None = None  # the model cache's class (ReadWriteMany when shared)
     storage_min_gib: int = 1  # smallest volume that class provisions
 
 

@@ -173,7 +173,8 @@ def test_key_of_no_secret_ref_is_refused(recorder, stack_config):
     with pytest.raises(SecretsConfigError, match=(
             r"splitstack-api-key.apikey: no SecretRef of the spec is Secret 'splitstack-api-key' "
             r"key 'apikey'.*one of \['splitstack-secrets:splitstack-api-key.api-key', "
-            r"'splitstack-secrets:splitstack-hf-token.token'\]")):
+            r"'splitstack-secrets:splitstack-hf-token.token', "
+            r"'splitstack-secrets:splitstack-redis-auth.password'\]")):
         build(make_spec("existing", "split"), ROOT)
 
 
