@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,7 +90,7 @@ def _data() -> dict[str, Any]:
         return yaml.safe_load(fh)
 
 
-@lru_cache(maxsize=None)
+@cache
 def instances(cloud: str) -> dict[str, Instance]:
     rows = _data()["instances"].get(cloud, {})
     return {name: Instance(name=name, cloud=cloud, **row) for name, row in rows.items()}

@@ -22,7 +22,7 @@ from contract.cluster_fit import (
     storage_class,
     storage_needs,
 )
-from contract.cluster_placement import Pool, cloud_of, cpu_pool, gpu_pool, managed
+from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
 from contract.spec import Spec
 from infra.render import Capture, capture
 
@@ -66,6 +66,9 @@ def _res(r: clusters.Resources) -> str:
 
 def _zones_line(spec: Spec, pool: Pool) -> str:
     cloud = cloud_of(spec)
+    if cloud == "gke" and not pool.zones and not gke_zonal(spec):
+        return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
+                f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
     if not pool.zones:
         where = {"eks": "the default VPC's zones (one subnet each)", "aks": "the region's zones",
                  "gke": "the cluster's zone", "existing": "your cluster's nodes"}[cloud]
