@@ -40,6 +40,7 @@ class StorageClassFact(Strict):
     access_modes: list[str] = Field(description="Access modes the driver provides.")
     created_by_program: bool = Field(description="True: the Pulumi program creates it.")
     min_gib: int = Field(ge=1, description="Smallest volume the class provisions, GiB.")
+    expandable: bool = Field(default=True, description="Claims of this class can grow.")
     source: str = Field(description="Where this comes from.")
 
 

@@ -52,6 +52,15 @@ def build_plan(spec: Spec, root: Path) -> Plan:
             "cloud 'existing': the program creates no nodes; GPU pods select "
             f"{pool.labels or '(no labels: any GPU node)'} and the fit of instance type "
             f"{pool.instance_type!r} is not checked (not in contract/clusters.yaml)")
+    if spec.deployment_mode.value == "monolithic":
+        plan.notes.append(
+            "deployment_mode monolithic: the worker (worker/config.py) refuses to start in this "
+            "mode, so the worker-gpu pods would crash-loop until it gains an in-process engine")
+    if pool is not None and pool.cloud.value == "eks" and not pool.zones:
+        plan.notes.append(
+            "eks without gpu_node_pool.zones: a replacement GPU node may start in another zone "
+            "than a model cache's EBS volume, which then cannot attach; list one zone with "
+            f"{pool.instance_type} capacity to pin the GPU nodes")
     if managed(spec):
         plan.notes.append(
             f"Kubernetes {spec.cluster.kubernetes_version} is pinned at creation; a managed "

@@ -21,6 +21,7 @@ class OutputStoreArgs:
     spec: Spec
     storage_class: str | None = None  # ReadWriteMany class
     storage_min_gib: int = 1  # smallest volume that class provisions (Filestore: 1 TiB)
+    expandable: bool = True  # False: the class cannot grow a claim (EFS: elastic, size nominal)
 
 
 def claim_size_gib(args: OutputStoreArgs) -> int:
@@ -50,7 +51,11 @@ class OutputStoreComponent(pulumi.ComponentResource):
                 spec={"access_modes": ["ReadWriteMany"],
                       "storage_class_name": args.storage_class,
                       "resources": {"requests": {"storage": f"{claim_size_gib(args)}Gi"}}},
-                opts=child(self),
+                # A claim can only grow, and only where its class expands volumes: on a class
+                # that cannot (EFS, where the size means nothing) a new size_gib would make
+                # `pulumi up` fail on the API server's refusal, so the size is left alone.
+                opts=child(self, ignore_changes=[] if args.expandable
+                           else ["spec.resources.requests.storage"]),
             )
             self.location = pulumi.Output.from_input(f"pvc://{OUTPUTS_CLAIM}")
         self.register_outputs({"location": self.location})

@@ -111,8 +111,10 @@ def build(spec: Spec, root: Path) -> Deployment:
     observability = ObservabilityComponent("observability", ObservabilityArgs(
         spec, load_rule_files(root / "alerts"), dashboards), opts=opts)
     policies = NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
+    shared_fact = storage_class(spec, "shared").fact
     store = OutputStoreComponent("outputs", OutputStoreArgs(
-        spec, storage.shared, storage_min_gib(cloud, storage.shared)), opts=storage_opts)
+        spec, storage.shared, storage_min_gib(cloud, storage.shared),
+        expandable=shared_fact.expandable if shared_fact else True), opts=storage_opts)
     # Secrets whose values the stack holds (splitstack-secrets:, encrypted); the others must exist.
     values = read_secret_values(spec)
     secrets = SecretsComponent("secrets", SecretsArgs(spec, values), opts=opts) if values else None
@@ -203,6 +205,8 @@ def secret_commands(spec: Spec, managed: set[str] | None = None) -> list[str]:
     if spec.queue.kind == "external":
         r = naming.EXTERNAL_REDIS_SECRET
         refs[(r.name, r.key)] = r.env
+    elif spec.queue.password is not None:
+        refs[(spec.queue.password.name, spec.queue.password.key)] = spec.queue.password.env
     by_name: dict[str, list[str]] = {}
     for (name, key), env in sorted(refs.items()):
         by_name.setdefault(name, []).append(f'--from-literal={key}="${env}"')

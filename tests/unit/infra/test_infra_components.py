@@ -185,7 +185,9 @@ def test_outputs_name_urls_and_commands():
         'kubectl -n splitstack create secret generic splitstack-api-key '
         '--from-literal=api-key="$SPLITSTACK_API_KEY"',
         'kubectl -n splitstack create secret generic splitstack-hf-token '
-        '--from-literal=token="$HF_TOKEN"']
+        '--from-literal=token="$HF_TOKEN"',
+        'kubectl -n splitstack create secret generic splitstack-redis-auth '
+        '--from-literal=password="$SPLITSTACK_REDIS_PASSWORD"']
     mono = stack_outputs(make_spec("existing", "monolithic"), "http://prom")
     assert mono["server_url"] is None and mono["server_urls"] == {}
     assert mono["commands"]["logs_workers"].endswith("deploy/worker-gpu -f")
