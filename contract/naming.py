@@ -86,6 +86,45 @@ def prometheus_url(spec: Spec) -> str:
     return f"http://{service}.{MONITORING_NAMESPACE}.svc.cluster.local:9090"
 
 
+# Non-root identities the pods run as (Pod Security "restricted" needs runAsNonRoot, and a
+# numeric runAsUser lets the kubelet verify it whatever USER an image declares). The images of
+# images/ create these users; fsGroup makes mounted volumes group-writable for them.
+APP_UID = 10001  # worker, simulator and inference server
+APP_GID = 10001
+REDIS_UID = 999  # the redis:7-alpine image's own `redis` user and group
+REDIS_GID = 1000
+NOBODY_UID = 65534  # busybox init container
+POD_SECURITY_LEVEL = "restricted"  # https://kubernetes.io/docs/concepts/security/pod-security-standards/
+
+
+def pod_security_context(uid: int = APP_UID, gid: int = APP_GID) -> dict:
+    """Pod-level securityContext that the restricted Pod Security profile admits."""
+    return {"run_as_non_root": True, "run_as_user": uid, "run_as_group": gid, "fs_group": gid,
+            "seccomp_profile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context(read_only_root: bool = False) -> dict:
+    return {"allow_privilege_escalation": False, "capabilities": {"drop": ["ALL"]},
+            "read_only_root_filesystem": read_only_root}
+
+
+def namespace_labels(spec: Spec) -> dict[str, str]:
+    """Pod Security admission enforces the restricted profile on the namespace."""
+    version = f"v{spec.cluster.kubernetes_version}"
+    out = labels("namespace", spec.namespace)
+    for mode in ("enforce", "audit", "warn"):
+        out[f"pod-security.kubernetes.io/{mode}"] = POD_SECURITY_LEVEL
+        out[f"pod-security.kubernetes.io/{mode}-version"] = version
+    return out
+
+
+def redis_url(spec: Spec) -> str:
+    """In-cluster Redis URL; with a password, ``$(VAR)`` that the kubelet expands from the
+    secretKeyRef env var defined before it (the password never appears in the object)."""
+    auth = f":$({spec.queue.password.env})@" if spec.queue.password else ""
+    return f"redis://{auth}{redis_address(spec)}/0"
+
+
 def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
     """Environment of a worker container (snake_case dicts, as pulumi-kubernetes takes them).
 
@@ -118,7 +157,9 @@ def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
     if q.kind == "external":
         env.append(secret_env(q.url_env, EXTERNAL_REDIS_SECRET))
     else:
-        env.append({"name": q.url_env, "value": f"redis://{redis_address(spec)}/0"})
+        if q.password:
+            env.append(secret_env(q.password.env, q.password))
+        env.append({"name": q.url_env, "value": redis_url(spec)})
     return env
 
 

@@ -28,9 +28,16 @@ STARTUP_PERIOD_S = 10  # startup probe period: one /health try every 10 s
 PRESTOP_SLEEP_S = 10
 GRACE_MARGIN_S = 15  # after the drain: process exit, NCCL teardown
 
-# Host resources of a server pod (derived until the spec has server cpu/memory fields).
+# Host resources of a server pod when the spec leaves inference_servers[].cpu_millicores and
+# memory_mib unset.
 SHM_GIB_PER_GPU = 2  # NCCL and the multiprocessing executor use /dev/shm; Docker's 64 MiB is not enough
-SERVER_CPU_PER_GPU = 4
+# vLLM runs an API server, an engine core (a busy loop) and one worker per GPU, and asks for at
+# least 2 + N physical cores, i.e. 2 x (2 + N) vCPUs where a vCPU is a hyperthread, as on every
+# cloud VM: https://docs.vllm.ai/en/latest/configuration/optimization/#cpu-resources-for-gpu-deployments
+SERVER_VCPU_PER_PROCESS = 2
+SERVER_BASE_PROCESSES = 2
+SIM_CPU_MILLICORES = 1000  # the simulator: one asyncio process
+SIM_MEMORY_MIB = 2048
 SERVER_MEMORY_FLOOR_GIB = 16
 SERVER_MEMORY_PER_WEIGHT_GIB = 2.0  # weights pass through host memory while loading
 MODEL_CACHE_HEADROOM = 1.5  # HF cache keeps blobs + snapshots metadata; leave room for a revision
@@ -39,6 +46,16 @@ MODEL_CACHE_EXTRA_GIB = 5
 # Scaling (derived until the spec has worker_pool.scale_lag_per_replica and server max_replicas).
 LAG_PER_JOB_SLOT = 2  # undelivered jobs per worker job slot that justify one more worker
 SERVER_WAITING_FRACTION = 0.25  # waiting requests per replica, as a share of max_num_seqs
+
+# Redis: jobs are small references to PDFs, not the PDFs themselves.
+REDIS_CPU_MILLICORES = 100
+REDIS_MEMORY_MIB = 1024
+REDIS_DATA_GIB = 5
+# maxmemory below the container limit: an AOF rewrite forks, and the child's copy-on-write pages
+# count against the same cgroup (https://redis.io/docs/latest/operate/oss_and_stack/management/admin/
+# "Redis can use up to 2 times the memory normally used" while rewriting), so keep a quarter free;
+# with noeviction a full Redis refuses writes instead of being OOM-killed with the queue in it.
+REDIS_MAXMEMORY_FRACTION = 0.75
 
 # Images pinned by tag (the spec only pins the server and worker images).
 REDIS_IMAGE = "redis:7.4.1-alpine"
@@ -86,6 +103,28 @@ def server_memory_gib(server: InferenceServer) -> int:
     return max(SERVER_MEMORY_FLOOR_GIB, weights) + shm_gib(server.tensor_parallel_size)
 
 
+def server_cpu_millicores(server: InferenceServer) -> int:
+    """CPU request of one replica: the spec's, else vLLM's 2 x (2 + N) vCPUs (1 for the sim)."""
+    if server.cpu_millicores is not None:
+        return server.cpu_millicores
+    if server.engine is Engine.sim:
+        return SIM_CPU_MILLICORES
+    return 1000 * SERVER_VCPU_PER_PROCESS * (SERVER_BASE_PROCESSES + server.tensor_parallel_size)
+
+
+def server_memory_mib(server: InferenceServer) -> int:
+    """Memory request (= limit) of one replica, /dev/shm included."""
+    if server.memory_mib is not None:
+        return server.memory_mib
+    if server.engine is Engine.sim:
+        return SIM_MEMORY_MIB
+    return server_memory_gib(server) * 1024
+
+
+def redis_maxmemory_mib() -> int:
+    return int(REDIS_MEMORY_MIB * REDIS_MAXMEMORY_FRACTION)
+
+
 def model_cache_gib(server: InferenceServer) -> int:
     return math.ceil(server.model.size_gib * MODEL_CACHE_HEADROOM + MODEL_CACHE_EXTRA_GIB)
 
@@ -124,6 +163,14 @@ def server_max_replicas(spec: Spec, server: InferenceServer) -> int:
     return server.replicas
 
 
+def unclaimed_gpu_slots(spec: Spec) -> int:
+    """Free GPU slots that no server's scaler grows into."""
+    free = gpu_slots(spec) - gpu_slots_used(spec)
+    for s in gpu_servers(spec):
+        free -= (server_max_replicas(spec, s) - s.replicas) * s.tensor_parallel_size
+    return max(free, 0)
+
+
 @dataclass(frozen=True)
 class Rollout:
     """Deployment strategy of a GPU workload."""
@@ -140,7 +187,9 @@ def server_rollout(spec: Spec, server: InferenceServer) -> Rollout:
     With every GPU slot taken, a surge pod stays Pending forever and the rollout deadlocks;
     a ReadWriteOnce cache (one replica) cannot attach on a second node either.
     """
-    free = gpu_slots(spec) - gpu_slots_used(spec)
+    # Free GPUs a scaler may take (server_max_replicas) are no headroom: KEDA can fill them
+    # while the surge pod waits, and the rollout stalls past its progress deadline.
+    free = unclaimed_gpu_slots(spec)
     if free >= server.tensor_parallel_size and server.replicas > 1:
         return Rollout("RollingUpdate", 1, 0, "a spare replica's GPUs are free")
     if server.replicas <= 1:
@@ -148,9 +197,25 @@ def server_rollout(spec: Spec, server: InferenceServer) -> Rollout:
     return Rollout("RollingUpdate", 0, 1, "replicas x GPUs fill the pool: replace one at a time")
 
 
-def cache_access_mode(server: InferenceServer) -> str:
-    # Several replicas on several nodes share one cache only through a ReadWriteMany class.
-    return "ReadWriteMany" if server.replicas > 1 else "ReadWriteOnce"
+def cache_shared(spec: Spec, server: InferenceServer) -> bool:
+    """More than one replica can run at once (spec replicas, or a scaler into free GPUs): their
+    nodes can share one cache only through a ReadWriteMany class."""
+    return server_max_replicas(spec, server) > 1
+
+
+def cache_access_mode(spec: Spec, server: InferenceServer) -> str:
+    return "ReadWriteMany" if cache_shared(spec, server) else "ReadWriteOnce"
+
+
+def server_progress_deadline_s(server: InferenceServer) -> int:
+    """Deployment progressDeadlineSeconds: the default 600 s reports ProgressDeadlineExceeded
+    (and pulumi-kubernetes fails the update) while a 15-30 min cold start is still loading."""
+    return server.startup_budget_s + CUSTOM_TIMEOUT_MARGIN_S
+
+
+# Pulumi's wait for a Deployment (customTimeouts) and the Deployment's own progress deadline
+# cover the startup budget plus this: image pull and scheduling on a fresh node come on top.
+CUSTOM_TIMEOUT_MARGIN_S = 300
 
 
 def worker_lag_threshold(spec: Spec) -> int:

@@ -71,6 +71,14 @@ class GpuNodePool(Strict):
     slices_per_gpu: int = Field(
         default=1, ge=1, le=16, description="Pods one GPU admits when gpu_sharing is not 'none'."
     )
+    zones: list[str] = Field(
+        default_factory=list,
+        description="Zones the node pools use (e.g. us-central1-a, us-east-1b, '1' on AKS). "
+        "node_count is the total over them: GKE creates node_count / len(zones) nodes in each "
+        "(a regional GKE cluster needs zones, else it repeats node_count in every zone of the "
+        "region); EKS and AKS spread node_count over them. Empty: a zonal GKE location, or "
+        "every zone of the EKS/AKS region.",
+    )
 
     @property
     def total_gpus(self) -> int:
@@ -136,6 +144,16 @@ class InferenceServer(Strict):
         default=None, description="API key (vLLM --api-key), by reference only."
     )
     hf_token: SecretRef | None = Field(default=None, description="HF token, by reference only.")
+    cpu_millicores: int | None = Field(
+        default=None, ge=500,
+        description="CPU request of one replica, mCPU; None: 2 x (2 + tensor_parallel_size) "
+        "vCPUs, vLLM's minimum of 2 + N physical cores (contract/sizing.py).",
+    )
+    memory_mib: int | None = Field(
+        default=None, ge=1024,
+        description="Memory request (= limit) of one replica, MiB, /dev/shm included; None: "
+        "derived from the model size (contract/sizing.py).",
+    )
     startup_budget_s: int = Field(
         default=900, ge=30, le=7200,
         description="Longest a start may take (download + load + compile) before it counts as "
@@ -239,6 +257,17 @@ class Queue(Strict):
     max_delivery_attempts: int = Field(
         default=5, ge=1, description="Deliveries before a job that keeps crashing is dead-lettered."
     )
+    password: SecretRef | None = Field(
+        default=None,
+        description="Redis AUTH password of the in-cluster Redis, by reference (Kubernetes: "
+        "required, the Secret holds it; the local stack's loopback Redis ignores it).",
+    )
+    producer_namespaces: list[str] = Field(
+        default_factory=list,
+        description="Namespaces whose pods enqueue jobs into the in-cluster Redis (its "
+        "NetworkPolicy admits them; the workers and KEDA are always admitted). List the "
+        "deployment's own namespace to admit producers running beside the workers.",
+    )
 
 
 class OutputStore(Strict):
@@ -257,6 +286,38 @@ class Observability(Strict):
         default=False, description="Install kube-prometheus-stack with Helm (k8s only)."
     )
     grafana_dashboards: bool = Field(default=True, description="Ship dashboards as ConfigMaps.")
+
+
+OperatorName = Literal["prometheus-operator", "keda", "nvidia-device-plugin"]
+
+
+class Cluster(Strict):
+    """The Kubernetes cluster itself: its version, what it already runs, its storage."""
+
+    kubernetes_version: str = Field(
+        default="1.33", pattern=r"^1\.\d{2}$",
+        description="Kubernetes minor version: the one the program creates on eks, gke and aks "
+        "(pinned, so the chart pins and feature floors in contract/clusters.yaml are checked "
+        "against it), or the one your cluster runs for cloud 'existing'.",
+    )
+    operators: list[OperatorName] = Field(
+        default_factory=list,
+        description="Operators your cluster already runs (cloud 'existing'): the program then "
+        "creates their objects (ServiceMonitor, PrometheusRule; ScaledObject; nvidia.com/gpu "
+        "requests) without installing them. On eks, gke and aks the program installs KEDA and "
+        "the GPU device plugin itself.",
+    )
+    storage_class: str | None = Field(
+        default=None,
+        description="ReadWriteOnce StorageClass of model caches and Redis; None: the cloud's "
+        "(contract/clusters.yaml). Required for cloud 'existing'.",
+    )
+    shared_storage_class: str | None = Field(
+        default=None,
+        description="ReadWriteMany StorageClass of the output store and of a model cache that "
+        "several replicas mount; None: the cloud's (contract/clusters.yaml). Required for cloud "
+        "'existing' when something needs it.",
+    )
 
 
 class LocalStack(Strict):
@@ -286,6 +347,7 @@ class Spec(Strict):
     queue: Queue = Field(default_factory=Queue)
     output_store: OutputStore = Field(default_factory=OutputStore)
     observability: Observability = Field(default_factory=Observability)
+    cluster: Cluster = Field(default_factory=Cluster)
     local: LocalStack = Field(default_factory=LocalStack)
     max_oversubscription: float = Field(
         default=2.0, ge=1.0,

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # pulumi runs this folder as a script, not as the package
     sys.path.insert(0, str(ROOT))
 
+from contract.cluster_fit import ClusterFitError  # noqa: E402
 from contract.spec_loader import SpecError  # noqa: E402
 from infra.components.config import spec_from_pulumi_config  # noqa: E402
 from infra.components.program import build  # noqa: E402
@@ -29,7 +30,7 @@ def main() -> None:
         raise pulumi.RunError(str(exc)) from None
     try:
         deployment = build(spec, ROOT)
-    except SecretsConfigError as exc:
+    except (SecretsConfigError, ClusterFitError) as exc:
         raise pulumi.RunError(str(exc)) from None
     for key, value in deployment.outputs.items():
         pulumi.export(key, value)

@@ -12,6 +12,9 @@ from pathlib import Path
 import yaml
 
 RULE_GLOBS = ("*.rules.yml", "generated/*.rules.yml")
+# `slo dashboards` writes dashboards/generated/ (dashboards/generate.py DASHBOARD_DIR); a
+# hand-written dashboard may sit in dashboards/ itself.
+DASHBOARD_GLOBS = ("*.json", "generated/*.json")
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the rule files are large
 
 
@@ -56,13 +59,24 @@ def load_rule_files(alerts_dir: Path) -> list[RuleFile]:
 
 
 def load_dashboards(dashboards_dir: Path) -> list[Dashboard]:
+    """Every Grafana dashboard under dashboards/ (generated and hand-written); none is an error,
+    because the program would then ship no dashboard without saying so."""
     out = []
-    for path in sorted(dashboards_dir.glob("*.json")):
-        text = path.read_text()
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc}); regenerate the dashboards") from exc
-        out.append(Dashboard(object_name("splitstack-dashboard", path), text,
-                             str(path.relative_to(dashboards_dir.parent))))
+    names: dict[str, str] = {}
+    for pattern in DASHBOARD_GLOBS:
+        for path in sorted(dashboards_dir.glob(pattern)):
+            text = path.read_text()
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: not valid JSON ({exc}); regenerate the dashboards") from exc
+            name = object_name("splitstack-dashboard", path)
+            if name in names:
+                raise ValueError(f"{path}: object name {name!r} also used by {names[name]}; rename one")
+            names[name] = str(path)
+            out.append(Dashboard(name, text, str(path.relative_to(dashboards_dir.parent))))
+    if not out:
+        raise ValueError(
+            f"{dashboards_dir}: no dashboard (*.json, generated/*.json); generate them with "
+            "`slo dashboards`, or set observability.grafana_dashboards to false")
     return out

@@ -52,6 +52,8 @@ def worker_environment(spec: Spec) -> dict[str, str]:
     if server.hf_token:
         refs[server.hf_token.name, server.hf_token.key] = server.hf_token.env
     refs[naming.EXTERNAL_REDIS_SECRET.name, naming.EXTERNAL_REDIS_SECRET.key] = spec.queue.url_env
+    if spec.queue.password:
+        refs[spec.queue.password.name, spec.queue.password.key] = spec.queue.password.env
     for env in naming.worker_env(spec, spec.deployment_mode is DeploymentMode.monolithic):
         if "value" in env:
             out[env["name"]] = env["value"]
@@ -61,7 +63,8 @@ def worker_environment(spec: Spec) -> dict[str, str]:
     # Compose service names resolve on the project network.
     out["SPLITSTACK_SERVER_URL"] = f"http://{server.name}:{server.port}"
     if spec.queue.kind == "in-cluster":
-        out[spec.queue.url_env] = f"redis://{naming.REDIS_NAME}:{spec.queue.port}/0"
+        auth = f":{_env_ref(spec.queue.password.env)}@" if spec.queue.password else ""
+        out[spec.queue.url_env] = f"redis://{auth}{naming.REDIS_NAME}:{spec.queue.port}/0"
     return out
 
 
@@ -136,7 +139,12 @@ def compose_document(spec: Spec) -> dict[str, Any]:
         services[naming.REDIS_NAME] = {
             "image": sizing.REDIS_IMAGE,
             "command": ["redis-server", "--port", str(q.port), "--appendonly", "yes",
-                        "--maxmemory-policy", "noeviction"],
+                        "--maxmemory", f"{sizing.redis_maxmemory_mib()}mb",
+                        "--maxmemory-policy", "noeviction",
+                        *(["--requirepass", _env_ref(q.password.env)] if q.password else [])],
+            # redis-cli reads REDISCLI_AUTH, so the health check needs no password argument.
+            **({"environment": {"REDISCLI_AUTH": _env_ref(q.password.env)}} if q.password else {}),
+            "mem_limit": f"{sizing.REDIS_MEMORY_MIB}m",
             "volumes": ["redis-data:/data"],
             "healthcheck": {"test": ["CMD", "redis-cli", "-p", str(q.port), "ping"],
                             "interval": "5s", "timeout": "3s", "retries": 5},

@@ -37,7 +37,18 @@ CLOUD_CALLS: dict[str, dict[str, Any]] = {
     "azure-native:containerservice:listManagedClusterUserCredentials": {
         "kubeconfigs": [{"name": "clusterUser",
                          "value": base64.b64encode(FAKE_KUBECONFIG.encode()).decode()}]},
+    # The default VPC of an account (documentation ranges; one subnet per zone).
+    "aws:ec2/getVpc:getVpc": {"id": "vpc-0mock", "cidrBlock": "172.31.0.0/16"},
 }
+FAKE_ZONE_SUFFIXES = ("a", "b", "c")
+
+
+def fake_subnets(args: dict[str, Any]) -> dict[str, Any]:
+    """aws.ec2.get_subnets: one subnet per zone, filtered by availability-zone when asked."""
+    for f in args.get("filters") or []:
+        if f.get("name") == "availability-zone":
+            return {"ids": [f"subnet-mock-{zone}" for zone in f.get("values") or []]}
+    return {"ids": [f"subnet-mock-{suffix}" for suffix in FAKE_ZONE_SUFFIXES]}
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,7 @@ class CaptureMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.resources: list[Registered] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         inputs = redact(normalize(args.inputs)) if args.typ == SECRET_TYPE else normalize(args.inputs)
@@ -88,6 +100,9 @@ class CaptureMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", dict(CLOUD_STATE.get(args.typ, {}))
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+        self.calls.append((args.token, normalize(dict(args.args))))
+        if args.token == "aws:ec2/getSubnets:getSubnets":
+            return fake_subnets(dict(args.args)), []
         return CLOUD_CALLS.get(args.token, {}), []  # no check failures
 
     @property

@@ -50,10 +50,14 @@ class GpuNodePoolComponent(pulumi.ComponentResource):
         self.kubeconfig: pulumi.Output[str] | None = None
         self.cluster_name: pulumi.Output[str] = pulumi.Output.from_input("<existing>")
         self.cloud_resources: list[pulumi.Resource] = []
+        self.storage_ready: list[pulumi.Resource] = []
+        self.shared_file_system_id: pulumi.Output[str] | None = None
         if pool.cloud is not Cloud.existing:
             module = importlib.import_module(f"infra.components.clouds.{pool.cloud.value}")
             out = module.create(self, name, args.spec)
             self.kubeconfig = out.kubeconfig
             self.cluster_name = out.name
             self.cloud_resources = out.resources
+            self.storage_ready = out.storage_ready
+            self.shared_file_system_id = out.shared_file_system_id
         self.register_outputs({"cluster_name": self.cluster_name})

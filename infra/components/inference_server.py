@@ -4,7 +4,9 @@ What the public charts get wrong and this component gets right: a startup probe 
 covers the model download and load; /dev/shm memory-backed with a size limit; no service-link
 env vars (a Service named ``vllm`` injects VLLM_PORT, which crashes vLLM); a rollout that cannot
 deadlock on a full GPU pool; secrets only by reference; a preStop drain shorter than the grace
-period; Pulumi waits at least the startup budget.
+period; Pulumi and the Deployment's progress deadline both wait at least the startup budget; a
+model cache on a named StorageClass whose access mode matches the replicas that mount it; no
+replica count that fights KEDA; non-root under the restricted Pod Security profile.
 """
 
 from __future__ import annotations
@@ -14,13 +16,25 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import naming, sizing
+from contract import clusters, naming, sizing
 from contract.spec import Engine, InferenceServer, Spec
 from infra.components.base import child, duration, metadata, quantity_gib
-from infra.policy.rules import GPU_HEADROOM_ANNOTATION, STARTUP_BUDGET_ANNOTATION
+from infra.policy.rules import (
+    GPU_HEADROOM_ANNOTATION,
+    SPEC_PATH_ANNOTATION,
+    STARTUP_BUDGET_ANNOTATION,
+)
 from infra.workloads import sim_command, vllm_args
 
-CUSTOM_TIMEOUT_MARGIN_S = 300  # image pull and scheduling on a fresh node come on top
+CUSTOM_TIMEOUT_MARGIN_S = sizing.CUSTOM_TIMEOUT_MARGIN_S
+# pulumi-kubernetes waits for a PVC to bind, which a WaitForFirstConsumer class does only once
+# the Deployment's pod exists, and the Deployment waits for the PVC: the create await learned the
+# bind mode in pulumi/pulumi-kubernetes#3130, the update await only in #4181. The consumer's own
+# await proves the claim bound, so the claim is not awaited.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# vLLM, torch.compile and Triton write caches under $HOME; the image's user may have no home
+# and no passwd entry (torch's cache dir calls getpass.getuser(), which reads $USER first).
+SERVER_HOME = "/tmp/home"
 
 
 @dataclass(frozen=True)
@@ -28,6 +42,8 @@ class InferenceServerArgs:
     spec: Spec
     server: InferenceServer
     path: str  # field path of the server in the spec, for error messages
+    storage_class: str | None = None  # the model cache's class (ReadWriteMany when shared)
+    storage_min_gib: int = 1  # smallest volume that class provisions
 
 
 def validate(args: InferenceServerArgs) -> None:
@@ -67,9 +83,11 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
         env.append(naming.secret_env("VLLM_API_KEY", server.api_key))
     if server.hf_token and gpu:
         env.append(naming.secret_env("HF_TOKEN", server.hf_token))
+    env += [{"name": "HOME", "value": SERVER_HOME}, {"name": "USER", "value": "vllm"},
+            {"name": "VLLM_NO_USAGE_STATS", "value": "1"}]
     tp = server.tensor_parallel_size if gpu else 0
-    memory = quantity_gib(sizing.server_memory_gib(server) if gpu else 2)
-    cpu = str(sizing.SERVER_CPU_PER_GPU * tp) if gpu else "1"
+    memory = f"{sizing.server_memory_mib(server)}Mi"
+    cpu = f"{sizing.server_cpu_millicores(server)}m"
     resources = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}}
     if gpu:
         resources["requests"][naming.GPU_RESOURCE] = str(tp)
@@ -84,8 +102,9 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
         "volume_mounts": [
             {"name": "dshm", "mount_path": "/dev/shm"},
             {"name": "model-cache", "mount_path": naming.MODEL_CACHE_MOUNT},
+            {"name": "tmp", "mount_path": "/tmp"},
         ],
-        "security_context": {"allow_privilege_escalation": False},
+        "security_context": naming.container_security_context(),
         **probes(server),
     }
     if gpu:
@@ -94,13 +113,16 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
         container["command"] = sim_command(server)
     pod: dict = {
         "enable_service_links": False,
+        "automount_service_account_token": False,
+        "security_context": naming.pod_security_context(),
         "termination_grace_period_seconds": sizing.grace_period_s(server),
         "containers": [container],
         "volumes": [
             {"name": "dshm", "empty_dir": {
                 "medium": "Memory", "size_limit": quantity_gib(sizing.shm_gib(tp))}},
             {"name": "model-cache",
-             "persistent_volume_claim": {"claim_name": f"{server.name}-model-cache"}},
+             "persistent_volume_claim": {"claim_name": cache_claim_name(spec, server)}},
+            {"name": "tmp", "empty_dir": {}},
         ],
     }
     if gpu:
@@ -109,17 +131,35 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
     return pod
 
 
-def template_annotations(spec: Spec, server: InferenceServer) -> dict[str, str]:
+def cache_claim_name(spec: Spec, server: InferenceServer) -> str:
+    """The access mode is in the name: a PVC's accessModes cannot change, so going from one
+    replica (ReadWriteOnce) to several (ReadWriteMany) creates a new claim, the Deployment moves
+    to it, and Pulumi deletes the old one afterwards, instead of failing on an immutable field."""
+    mode = "rwx" if sizing.cache_shared(spec, server) else "rwo"
+    return f"{server.name}-model-cache-{mode}"
+
+
+def cache_size_gib(spec: Spec, server: InferenceServer, storage_min_gib: int) -> int:
+    return max(sizing.model_cache_gib(server), storage_min_gib)
+
+
+def template_annotations(spec: Spec, server: InferenceServer, path: str) -> dict[str, str]:
     """Derived numbers the policy pack checks the objects against."""
     surge = sizing.server_rollout(spec, server).max_surge > 0
     return {STARTUP_BUDGET_ANNOTATION: str(server.startup_budget_s),
-            GPU_HEADROOM_ANNOTATION: "true" if surge else "false"}
+            GPU_HEADROOM_ANNOTATION: "true" if surge else "false",
+            SPEC_PATH_ANNOTATION: path}
 
 
 def custom_timeouts(server: InferenceServer) -> pulumi.CustomTimeouts:
     """Pulumi waits for the Deployment to be ready: at least the startup budget, plus pulls."""
     budget = duration(server.startup_budget_s + CUSTOM_TIMEOUT_MARGIN_S)
     return pulumi.CustomTimeouts(create=budget, update=budget)
+
+
+def storage_min_gib(cloud: str, class_name: str | None) -> int:
+    facts = [f for f in clusters.storage(cloud).values() if f.name == class_name]
+    return facts[0].min_gib if facts else 1
 
 
 def worker_image(spec: Spec) -> str:
@@ -145,22 +185,30 @@ class InferenceServerComponent(pulumi.ComponentResource):
         ns = spec.namespace
         sel = naming.server_labels(server)
 
+        claim = cache_claim_name(spec, server)
+        size = cache_size_gib(spec, server, args.storage_min_gib)
         self.cache = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-model-cache",
-            metadata=metadata(f"{server.name}-model-cache", ns, sel),
-            spec={"access_modes": [sizing.cache_access_mode(server)],
-                  "resources": {"requests": {"storage": f"{sizing.model_cache_gib(server)}Gi"}}},
+            f"{name}-{claim.removeprefix(server.name + '-')}",
+            metadata=metadata(claim, ns, sel, annotations=dict(SKIP_AWAIT)),
+            spec={"access_modes": [sizing.cache_access_mode(spec, server)],
+                  "storage_class_name": args.storage_class,
+                  "resources": {"requests": {"storage": f"{size}Gi"}}},
             opts=child(self),
         )
+        max_replicas = sizing.server_max_replicas(spec, server)
+        scaled = server.engine is Engine.vllm and max_replicas > server.replicas
         self.deployment = k8s.apps.v1.Deployment(
             name,
             metadata=metadata(server.name, ns, sel),
             spec={
-                "replicas": server.replicas,
+                # With a ScaledObject KEDA owns the count (it starts from minReplicaCount): a
+                # replica count here would scale a busy server back down on every `pulumi up`.
+                **({} if scaled else {"replicas": server.replicas}),
+                "progress_deadline_seconds": sizing.server_progress_deadline_s(server),
                 "selector": {"match_labels": sel},
                 "strategy": strategy(spec, server),
-                "template": {"metadata": {"labels": sel,
-                                          "annotations": template_annotations(spec, server)},
+                "template": {"metadata": {"labels": sel, "annotations": template_annotations(
+                                 spec, server, args.path)},
                              "spec": pod_spec(spec, server)},
             },
             opts=child(self, depends_on=[self.cache], custom_timeouts=custom_timeouts(server)),
@@ -191,8 +239,7 @@ class InferenceServerComponent(pulumi.ComponentResource):
             opts=child(self),
         )
         self.scaled_object = None
-        max_replicas = sizing.server_max_replicas(spec, server)
-        if server.engine is Engine.vllm and max_replicas > server.replicas:
+        if scaled:
             self.scaled_object = k8s.apiextensions.CustomResource(
                 f"{name}-scaler",
                 api_version="keda.sh/v1alpha1", kind="ScaledObject",

@@ -1,6 +1,7 @@
 """NetworkPolicies: default deny, then only the flows the pipeline needs.
 
-Allowed: DNS for everyone; workers -> server port; workers and KEDA -> Redis; Prometheus
+Allowed: DNS for everyone (kube-dns pods, and NodeLocal DNSCache's link-local address);
+workers -> server port; workers, KEDA and the producers' namespaces -> Redis; Prometheus
 (monitoring namespace) -> the metrics ports; servers (and monolithic workers) -> HTTPS for the
 model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
 """
@@ -19,6 +20,10 @@ from infra.components.base import child, metadata
 HTTPS = {"protocol": "TCP", "port": 443}
 # The model download and bucket uploads go to the internet, never to private ranges.
 PUBLIC_INTERNET = {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]}
+# NodeLocal DNSCache answers on a link-local address on every node (GKE and the upstream
+# manifest use 169.254.20.10), not from the kube-dns pods: with it on, a pod-selector-only DNS
+# rule blocks every lookup (https://kubernetes.io/docs/tasks/administer-cluster/nodelocaldns/).
+NODE_LOCAL_DNS = "169.254.20.10/32"
 
 
 def _ns(name: str) -> dict:
@@ -44,7 +49,8 @@ def policies(spec: Spec) -> dict[str, dict]:
         "allow-dns": {
             "pod_selector": {}, "policy_types": ["Egress"],
             "egress": [{"to": [{**_ns("kube-system"),
-                                "pod_selector": {"match_labels": {"k8s-app": "kube-dns"}}}],
+                                "pod_selector": {"match_labels": {"k8s-app": "kube-dns"}}},
+                               {"ip_block": {"cidr": NODE_LOCAL_DNS}}],
                         "ports": [{"protocol": "UDP", "port": 53}, _tcp(53)]}],
         },
     }
@@ -84,7 +90,11 @@ def policies(spec: Spec) -> dict[str, dict]:
             "pod_selector": {"match_labels": naming.redis_labels()}, "policy_types": ["Ingress"],
             "ingress": [{"from": [_pods(workers)], "ports": [_tcp(spec.queue.port)]},
                         # KEDA's operator reads the stream's lag to scale the workers.
-                        {"from": [_ns(naming.KEDA_NAMESPACE)], "ports": [_tcp(spec.queue.port)]}],
+                        {"from": [_ns(naming.KEDA_NAMESPACE)], "ports": [_tcp(spec.queue.port)]},
+                        # Whoever enqueues PDFs: the bench or an application, maybe elsewhere.
+                        *([{"from": [_ns(n) for n in spec.queue.producer_namespaces],
+                            "ports": [_tcp(spec.queue.port)]}]
+                          if spec.queue.producer_namespaces else [])],
         }
     out["worker-ingress"] = {
         "pod_selector": {"match_labels": workers}, "policy_types": ["Ingress"],

@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import naming
+from contract import clusters, naming
 from contract.spec import Spec
 from infra.artifacts import Dashboard, RuleFile
 from infra.components.base import child, metadata
 
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
-KUBE_PROMETHEUS_STACK_VERSION = "65.1.1"
-PROMETHEUS_COMMUNITY_REPO = "https://prometheus-community.github.io/helm-charts"
+# Helm's 300 s default is short for the chart's CRDs, admission webhook jobs and Prometheus.
+KUBE_PROMETHEUS_STACK_TIMEOUT_S = 600
+
+
 def kube_prometheus_stack_values(spec: Spec) -> dict:
     o = spec.observability
     return {
@@ -49,11 +51,12 @@ class ObservabilityComponent(pulumi.ComponentResource):
         ns = spec.namespace
         self.release: k8s.helm.v3.Release | None = None
         if spec.observability.install_kube_prometheus_stack:
+            chart = clusters.chart(KUBE_PROMETHEUS_STACK_CHART)
             self.release = k8s.helm.v3.Release(
                 f"{name}-kube-prometheus-stack",
                 name=naming.PROMETHEUS_RELEASE,
-                chart=KUBE_PROMETHEUS_STACK_CHART, version=KUBE_PROMETHEUS_STACK_VERSION,
-                repository_opts={"repo": PROMETHEUS_COMMUNITY_REPO},
+                chart=KUBE_PROMETHEUS_STACK_CHART, version=chart.version,
+                repository_opts={"repo": chart.repo}, timeout=KUBE_PROMETHEUS_STACK_TIMEOUT_S,
                 namespace=naming.MONITORING_NAMESPACE, create_namespace=True,
                 values=kube_prometheus_stack_values(spec),
                 opts=child(self),
@@ -72,7 +75,7 @@ class ObservabilityComponent(pulumi.ComponentResource):
             for rule in args.rule_files
         ]
         self.dashboards = []
-        if spec.observability.grafana_dashboards:
+        if spec.observability.grafana_dashboards and args.dashboards:
             self.dashboards = [
                 k8s.core.v1.ConfigMap(
                     f"{name}-{d.name}",

@@ -1,4 +1,5 @@
-"""OutputStore: a PVC shared by the workers (kind=directory) or a bucket (kind=s3, no object)."""
+"""OutputStore: a ReadWriteMany PVC every worker mounts (kind=directory), on the cluster's shared
+StorageClass (EFS, Filestore, Azure Files or the one cluster.shared_storage_class names)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pulumi_kubernetes as k8s
 from contract import naming
 from contract.spec import Spec
 from infra.components.base import child, metadata
+from infra.components.inference_server import SKIP_AWAIT
 
 OUTPUTS_CLAIM = "splitstack-outputs"
 
@@ -17,6 +19,13 @@ OUTPUTS_CLAIM = "splitstack-outputs"
 @dataclass(frozen=True)
 class OutputStoreArgs:
     spec: Spec
+    storage_class: str | None = None  # ReadWriteMany class
+    storage_min_gib: int = 1  # smallest volume that class provisions (Filestore: 1 TiB)
+    expandable: bool = True  # False: the class cannot grow a claim (EFS: elastic, size nominal)
+
+
+def claim_size_gib(args: OutputStoreArgs) -> int:
+    return max(args.spec.output_store.size_gib, args.storage_min_gib)
 
 
 class OutputStoreComponent(pulumi.ComponentResource):
@@ -37,10 +46,16 @@ class OutputStoreComponent(pulumi.ComponentResource):
             self.claim = k8s.core.v1.PersistentVolumeClaim(
                 name,
                 metadata=metadata(OUTPUTS_CLAIM, args.spec.namespace,
-                                  naming.labels("output-store", OUTPUTS_CLAIM)),
+                                  naming.labels("output-store", OUTPUTS_CLAIM),
+                                  annotations=dict(SKIP_AWAIT)),
                 spec={"access_modes": ["ReadWriteMany"],
-                      "resources": {"requests": {"storage": f"{store.size_gib}Gi"}}},
-                opts=child(self),
+                      "storage_class_name": args.storage_class,
+                      "resources": {"requests": {"storage": f"{claim_size_gib(args)}Gi"}}},
+                # A claim can only grow, and only where its class expands volumes: on a class
+                # that cannot (EFS, where the size means nothing) a new size_gib would make
+                # `pulumi up` fail on the API server's refusal, so the size is left alone.
+                opts=child(self, ignore_changes=[] if args.expandable
+                           else ["spec.resources.requests.storage"]),
             )
             self.location = pulumi.Output.from_input(f"pvc://{OUTPUTS_CLAIM}")
         self.register_outputs({"location": self.location})

@@ -1,5 +1,6 @@
 """Cluster add-ons the pipeline relies on: the NVIDIA GPU operator (device plugin, GPU sharing)
-and KEDA (queue-lag scaling), as pinned Helm releases, where the platform needs them."""
+and KEDA (queue-lag scaling), as Helm releases pinned in contract/clusters.yaml (where their
+supported Kubernetes versions are checked), where the platform needs them."""
 
 from __future__ import annotations
 
@@ -9,29 +10,23 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from contract import naming
+from contract import clusters, naming
+from contract.cluster_placement import gpu_operator_installed, keda_installed
 from contract.spec import Cloud, Spec
 from infra.components.base import child
 
 GPU_OPERATOR_CHART = "gpu-operator"
-GPU_OPERATOR_VERSION = "v24.9.0"
-GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 SHARING_CONFIG = "splitstack-gpu-sharing"
 KEDA_CHART = "keda"
-KEDA_VERSION = "2.15.1"
-KEDA_REPO = "https://kedacore.github.io/charts"
+# helm install --wait: the GPU operator's operands start only once GPU nodes have joined, which
+# takes longer than Helm's 300 s default on a fresh node pool.
+GPU_OPERATOR_TIMEOUT_S = 900
+KEDA_TIMEOUT_S = 600
 
 
 def needs_gpu_operator(spec: Spec) -> bool:
-    """EKS's NVIDIA AMI and AKS's GPU nodes have drivers but no device plugin; GKE brings its
-    own (and shares GPUs natively); on an existing cluster only GPU sharing needs it."""
-    pool = spec.gpu_node_pool
-    if pool is None:
-        return False
-    if pool.cloud in (Cloud.eks, Cloud.aks):
-        return True
-    return pool.cloud is Cloud.existing and pool.gpu_sharing != "none"
+    return gpu_operator_installed(spec)
 
 
 def sharing_config(spec: Spec) -> str:
@@ -57,10 +52,17 @@ def gpu_operator_values(spec: Spec) -> dict:
     return values
 
 
+def privileged_namespace(name: str) -> dict:
+    """The GPU operator's operands mount host paths and run privileged: its namespace must admit
+    them where Pod Security is enforced cluster-wide
+    (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html)."""
+    return {"name": name, "labels": {**naming.labels("gpu-operator", name),
+                                     "pod-security.kubernetes.io/enforce": "privileged"}}
+
+
 @dataclass(frozen=True)
 class PlatformAddonsArgs:
     spec: Spec
-    install_keda: bool  # derived until the spec has a field: True on clusters we create
 
 
 class PlatformAddonsComponent(pulumi.ComponentResource):
@@ -71,13 +73,12 @@ class PlatformAddonsComponent(pulumi.ComponentResource):
         self.gpu_operator: k8s.helm.v3.Release | None = None
         self.keda: k8s.helm.v3.Release | None = None
         if needs_gpu_operator(spec):
-            deps = []
+            chart = clusters.chart(GPU_OPERATOR_CHART)
+            ns = k8s.core.v1.Namespace(f"{name}-gpu-operator-ns",
+                                       metadata=privileged_namespace(GPU_OPERATOR_NAMESPACE),
+                                       opts=child(self))
+            deps: list[pulumi.Resource] = [ns]
             if spec.gpu_node_pool and spec.gpu_node_pool.gpu_sharing != "none":
-                ns = k8s.core.v1.Namespace(
-                    f"{name}-gpu-operator-ns",
-                    metadata={"name": GPU_OPERATOR_NAMESPACE,
-                              "labels": naming.labels("gpu-operator", GPU_OPERATOR_NAMESPACE)},
-                    opts=child(self))
                 deps.append(k8s.core.v1.ConfigMap(
                     f"{name}-gpu-sharing",
                     metadata={"name": SHARING_CONFIG, "namespace": GPU_OPERATOR_NAMESPACE,
@@ -86,18 +87,21 @@ class PlatformAddonsComponent(pulumi.ComponentResource):
                     opts=child(self, depends_on=[ns])))
             self.gpu_operator = k8s.helm.v3.Release(
                 f"{name}-gpu-operator",
-                name=GPU_OPERATOR_CHART, chart=GPU_OPERATOR_CHART, version=GPU_OPERATOR_VERSION,
-                repository_opts={"repo": GPU_OPERATOR_REPO},
-                namespace=GPU_OPERATOR_NAMESPACE, create_namespace=not deps,
+                name=GPU_OPERATOR_CHART, chart=GPU_OPERATOR_CHART, version=chart.version,
+                repository_opts={"repo": chart.repo},
+                namespace=GPU_OPERATOR_NAMESPACE, create_namespace=False,
+                timeout=GPU_OPERATOR_TIMEOUT_S,
                 values=gpu_operator_values(spec),
                 opts=child(self, depends_on=deps),
             )
-        if args.install_keda:
+        if keda_installed(spec):
+            chart = clusters.chart(KEDA_CHART)
             self.keda = k8s.helm.v3.Release(
                 f"{name}-keda",
-                name=KEDA_CHART, chart=KEDA_CHART, version=KEDA_VERSION,
-                repository_opts={"repo": KEDA_REPO},
+                name=KEDA_CHART, chart=KEDA_CHART, version=chart.version,
+                repository_opts={"repo": chart.repo},
                 namespace=naming.KEDA_NAMESPACE, create_namespace=True,
+                timeout=KEDA_TIMEOUT_S,
                 opts=child(self),
             )
         self.register_outputs({})

@@ -13,10 +13,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
-from contract.spec import Cloud, DeploymentMode, Spec, Target
+from contract.cluster_fit import require_cluster_fit, storage_class
+from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
-from infra.components.inference_server import InferenceServerArgs, InferenceServerComponent
+from infra.components.inference_server import (
+    InferenceServerArgs,
+    InferenceServerComponent,
+    storage_min_gib,
+)
 from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
 from infra.components.observability import ObservabilityArgs, ObservabilityComponent
 from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
@@ -25,11 +30,13 @@ from infra.components.queue import QueueArgs, QueueComponent
 from infra.components.secrets import (
     SecretsArgs,
     SecretsComponent,
+    queue_ref,
     read_secret_values,
     server_refs,
     wait_for,
     worker_refs,
 )
+from infra.components.storage_classes import StorageClassesArgs, StorageClassesComponent
 from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
 
 BENCH_SCENARIO = "chat-images"  # bench/scenarios: vision chat, what the workers send
@@ -70,6 +77,8 @@ def check(spec: Spec) -> None:
             f"target: {spec.target.value!r}; the Pulumi program deploys target 'kubernetes' "
             f"(stack {spec.stack!r} is run with `splitstack up --stack {spec.stack}`)")
     sizing.check_gpu_sharing(spec)
+    # Before anything is created: would it schedule, bind, find its CRDs, fit the version?
+    require_cluster_fit(spec)
 
 
 def build(spec: Spec, root: Path) -> Deployment:
@@ -82,46 +91,62 @@ def build(spec: Spec, root: Path) -> Deployment:
         provider = k8s.Provider("cluster", kubeconfig=pool.kubeconfig,
                                 opts=pulumi.ResourceOptions(parent=pool))
         k8s_opts = pulumi.ResourceOptions(providers=[provider])
-    managed = spec.gpu_node_pool is not None and spec.gpu_node_pool.cloud is not Cloud.existing
-    addons = PlatformAddonsComponent(
-        "addons", PlatformAddonsArgs(spec, install_keda=managed), opts=k8s_opts)
+    addons = PlatformAddonsComponent("addons", PlatformAddonsArgs(spec), opts=k8s_opts)
     namespace = k8s.core.v1.Namespace(
         "namespace",
-        metadata={"name": spec.namespace, "labels": naming.labels("namespace", spec.namespace)},
+        metadata={"name": spec.namespace, "labels": naming.namespace_labels(spec)},
         opts=k8s_opts)
+    cloud = spec.gpu_node_pool.cloud.value if spec.gpu_node_pool else "existing"
+    storage = StorageClassesComponent(
+        "storage", StorageClassesArgs(spec, pool.shared_file_system_id),
+        opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(
+            depends_on=pool.storage_ready)))
     opts = pulumi.ResourceOptions.merge(
         k8s_opts, pulumi.ResourceOptions(depends_on=[namespace, addons]))
+    # Claims wait for their StorageClass and its CSI driver.
+    storage_opts = pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(depends_on=[storage, *pool.storage_ready]))
+    dashboards = (load_dashboards(root / "dashboards")
+                  if spec.observability.grafana_dashboards else [])
     observability = ObservabilityComponent("observability", ObservabilityArgs(
-        spec, load_rule_files(root / "alerts"), load_dashboards(root / "dashboards")), opts=opts)
+        spec, load_rule_files(root / "alerts"), dashboards), opts=opts)
     policies = NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
-    queue = QueueComponent("queue", QueueArgs(spec), opts=opts)
-    store = OutputStoreComponent("outputs", OutputStoreArgs(spec), opts=opts)
+    shared_fact = storage_class(spec, "shared").fact
+    store = OutputStoreComponent("outputs", OutputStoreArgs(
+        spec, storage.shared, storage_min_gib(cloud, storage.shared),
+        expandable=shared_fact.expandable if shared_fact else True), opts=storage_opts)
     # Secrets whose values the stack holds (splitstack-secrets:, encrypted); the others must exist.
     values = read_secret_values(spec)
     secrets = SecretsComponent("secrets", SecretsArgs(spec, values), opts=opts) if values else None
 
-    def secret_opts(refs: list) -> pulumi.ResourceOptions:
+    def secret_opts(refs: list, base: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
         if secrets is None or not secrets.needed_by(refs):
-            return workload_opts
-        return pulumi.ResourceOptions.merge(workload_opts, pulumi.ResourceOptions(
+            return base
+        return pulumi.ResourceOptions.merge(base, pulumi.ResourceOptions(
             transformations=[wait_for(secrets.needed_by(refs))]))
 
+    queue_refs = [r for r in [queue_ref(spec)] if r is not None]
+    queue = QueueComponent("queue", QueueArgs(spec, storage.block),
+                           opts=secret_opts(queue_refs, storage_opts))
     # ServiceMonitors need the operator's CRDs: wait for kube-prometheus-stack when we install it.
     workload_opts = pulumi.ResourceOptions.merge(
-        opts, pulumi.ResourceOptions(depends_on=[observability]))
+        storage_opts, pulumi.ResourceOptions(depends_on=[observability]))
     if spec.deployment_mode is DeploymentMode.split:
         for i, server in enumerate(spec.inference_servers):
+            kind = "shared" if sizing.cache_shared(spec, server) else "block"
+            cache_class = storage_class(spec, kind).name or ""
             out.servers.append(InferenceServerComponent(
                 f"server-{server.name}",
-                InferenceServerArgs(spec, server, f"inference_servers[{i}]"),
-                opts=secret_opts(server_refs(server))))
+                InferenceServerArgs(spec, server, f"inference_servers[{i}]", cache_class,
+                                    storage_min_gib(cloud, cache_class)),
+                opts=secret_opts(server_refs(server), workload_opts)))
     out.workers = WorkerPoolComponent(
-        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name),
-        opts=secret_opts(worker_refs(spec)))
+        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name, cache_class=storage.block),
+        opts=secret_opts(worker_refs(spec), workload_opts))
     out.secrets = secrets
     out.outputs = stack_outputs(spec, observability.prometheus_url,
                                 managed={name for name, _ in values})
-    out.roots = [pool, addons, namespace, observability, policies, queue, store,
+    out.roots = [pool, addons, namespace, storage, observability, policies, queue, store,
                  *([secrets] if secrets else []), *out.servers, out.workers]
     return out
 
@@ -180,6 +205,8 @@ def secret_commands(spec: Spec, managed: set[str] | None = None) -> list[str]:
     if spec.queue.kind == "external":
         r = naming.EXTERNAL_REDIS_SECRET
         refs[(r.name, r.key)] = r.env
+    elif spec.queue.password is not None:
+        refs[(spec.queue.password.name, spec.queue.password.key)] = spec.queue.password.env
     by_name: dict[str, list[str]] = {}
     for (name, key), env in sorted(refs.items()):
         by_name.setdefault(name, []).append(f'--from-literal={key}="${env}"')

@@ -1,4 +1,9 @@
-"""Queue: Redis as an in-cluster StatefulSet (AOF on a PVC), or nothing for an external URL."""
+"""Queue: Redis as an in-cluster StatefulSet (AOF on a PVC), or nothing for an external URL.
+
+Redis asks for a password (AUTH from a Secret, never a literal), caps its memory below the
+container limit so that a full queue refuses writes instead of being OOM-killed, runs as its
+image's non-root user, and keeps its data on the cluster's ReadWriteOnce StorageClass.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,34 @@ from contract import naming, sizing
 from contract.spec import Spec
 from infra.components.base import child, metadata
 
-REDIS_DATA_GIB = 5  # jobs are small references to PDFs, not the PDFs themselves
-REDIS_MEMORY = "1Gi"
+REDIS_DATA_GIB = sizing.REDIS_DATA_GIB
+REDIS_MEMORY = f"{sizing.REDIS_MEMORY_MIB}Mi"
+PASSWORD_ENV = "REDIS_PASSWORD"
+# redis-cli reads the password from this variable, so the probe needs no -a on its command line
+# (https://redis.io/docs/latest/develop/tools/cli/#host-port-password-and-database).
+REDISCLI_AUTH = "REDISCLI_AUTH"
 
 
 @dataclass(frozen=True)
 class QueueArgs:
     spec: Spec
+    storage_class: str | None = None  # ReadWriteOnce class of the AOF volume
+
+
+def redis_args(spec: Spec) -> list[str]:
+    q = spec.queue
+    args = ["--port", str(q.port), "--appendonly", "yes",
+            "--maxmemory", f"{sizing.redis_maxmemory_mib()}mb", "--maxmemory-policy", "noeviction"]
+    if q.password is not None:
+        args += ["--requirepass", f"$({PASSWORD_ENV})"]  # expanded by the kubelet from the env
+    return args
+
+
+def redis_env(spec: Spec) -> list[dict]:
+    ref = spec.queue.password
+    if ref is None:
+        return []
+    return [naming.secret_env(PASSWORD_ENV, ref), naming.secret_env(REDISCLI_AUTH, ref)]
 
 
 class QueueComponent(pulumi.ComponentResource):
@@ -49,25 +75,30 @@ class QueueComponent(pulumi.ComponentResource):
                 "selector": {"match_labels": sel},
                 "template": {"metadata": {"labels": sel}, "spec": {
                     "enable_service_links": False,
+                    "automount_service_account_token": False,
+                    "security_context": naming.pod_security_context(naming.REDIS_UID,
+                                                                    naming.REDIS_GID),
                     "containers": [{
                         "name": "redis",
                         "image": sizing.REDIS_IMAGE,
                         # AOF so queued jobs and consumer-group state survive a restart.
-                        "args": ["--port", str(q.port), "--appendonly", "yes",
-                                 "--maxmemory-policy", "noeviction"],
+                        "args": redis_args(spec),
+                        "env": redis_env(spec),
                         "ports": [{"name": "redis", "container_port": q.port}],
-                        "resources": {"requests": {"cpu": "100m", "memory": REDIS_MEMORY},
+                        "resources": {"requests": {"cpu": f"{sizing.REDIS_CPU_MILLICORES}m",
+                                                   "memory": REDIS_MEMORY},
                                       "limits": {"memory": REDIS_MEMORY}},
                         "readiness_probe": {"exec": {"command": [
                             "redis-cli", "-p", str(q.port), "ping"]}, "period_seconds": 5},
                         "liveness_probe": {"tcp_socket": {"port": "redis"}, "period_seconds": 10},
                         "volume_mounts": [{"name": "data", "mount_path": "/data"}],
-                        "security_context": {"allow_privilege_escalation": False},
+                        "security_context": naming.container_security_context(read_only_root=True),
                     }],
                 }},
                 "volume_claim_templates": [{
                     "metadata": {"name": "data"},
                     "spec": {"access_modes": ["ReadWriteOnce"],
+                             "storage_class_name": args.storage_class,
                              "resources": {"requests": {"storage": f"{REDIS_DATA_GIB}Gi"}}},
                 }],
             },

@@ -22,7 +22,7 @@ from contract.spec import DeploymentMode, InferenceServer, SecretRef, Spec
 from infra.components.base import child, metadata
 
 NAMESPACE = "splitstack-secrets"
-DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"
+WORKLOAD_TYPES = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet")
 
 RefKey = tuple[str, str]  # (Secret name, key inside it)
 
@@ -44,7 +44,12 @@ def worker_refs(spec: Spec) -> list[SecretRef]:
     api_key (split: it calls the server), as naming.worker_env puts them in its env."""
     server = spec.worker_server
     ref = server.hf_token if spec.deployment_mode is DeploymentMode.monolithic else server.api_key
-    return [ref] if ref is not None else []
+    return [r for r in (ref, queue_ref(spec)) if r is not None]
+
+
+def queue_ref(spec: Spec) -> SecretRef | None:
+    """The in-cluster Redis password (Redis, the workers and KEDA read it)."""
+    return spec.queue.password if spec.queue.kind == "in-cluster" else None
 
 
 def spec_refs(spec: Spec) -> dict[RefKey, list[str]]:
@@ -56,6 +61,9 @@ def spec_refs(spec: Spec) -> dict[RefKey, list[str]]:
             if ref is not None:
                 out.setdefault((ref.name, ref.key), []).append(
                     f"inference_servers[{i}].{field_name}")
+    ref = queue_ref(spec)
+    if ref is not None:
+        out.setdefault((ref.name, ref.key), []).append("queue.password")
     return out
 
 
@@ -80,7 +88,7 @@ def read_secret_values(spec: Spec) -> dict[RefKey, pulumi.Output[str]]:
         if not dot or (name, key) not in refs:
             raise SecretsConfigError(
                 f"{full}: no SecretRef of the spec is Secret {name!r} key {key!r}; the key must "
-                f"be '{NAMESPACE}:<secret name>.<key>' of an api_key or hf_token, one of {known}")
+                f"be '{NAMESPACE}:<secret name>.<key>' of an api_key, hf_token or queue.password, one of {known}")
         values[(name, key)] = pulumi.Output.secret(pulumi.runtime.get_config(full))
     _check_whole_secrets(refs, values)
     return values
@@ -131,11 +139,11 @@ class SecretsComponent(pulumi.ComponentResource):
 
 def wait_for(secrets: list[pulumi.Resource]) -> Callable[
         [pulumi.ResourceTransformationArgs], pulumi.ResourceTransformationResult | None]:
-    """A transformation for a component: its Deployments depend on ``secrets`` (children do
+    """A transformation for a component: its workloads depend on ``secrets`` (children do
     not inherit a component's depends_on, and the pods would start before their Secret)."""
 
     def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
-        if args.type_ != DEPLOYMENT_TYPE or not secrets:
+        if args.type_ not in WORKLOAD_TYPES or not secrets:
             return None
         return pulumi.ResourceTransformationResult(
             args.props,

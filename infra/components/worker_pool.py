@@ -17,7 +17,7 @@ from contract import naming, sizing
 from contract.spec import DeploymentMode, Spec
 from infra.components.base import child, metadata, quantity_gib
 from infra.components.inference_server import custom_timeouts
-from infra.policy.rules import STARTUP_BUDGET_ANNOTATION
+from infra.policy.rules import SPEC_PATH_ANNOTATION, STARTUP_BUDGET_ANNOTATION
 
 FALLBACK_FAILURES = 3  # failed scaler polls before KEDA holds the fallback replica count
 
@@ -33,6 +33,7 @@ class WorkerPoolArgs:
     spec: Spec
     output_claim: str | None = None  # PVC of the output store (kind=directory)
     autoscaler: Autoscaler = Autoscaler.keda  # derived until the spec has worker_pool.autoscaler
+    cache_class: str | None = None  # monolithic: StorageClass of each worker's model cache
 
 
 def validate(args: WorkerPoolArgs) -> None:
@@ -86,7 +87,7 @@ def container(spec: Spec) -> dict:
                             "failure_threshold": 3},
         "liveness_probe": {"http_get": {**http, "path": "/healthz"}, "period_seconds": 15,
                            "timeout_seconds": 5, "failure_threshold": 4},
-        "security_context": {"allow_privilege_escalation": False},
+        "security_context": naming.container_security_context(),
     }
 
 
@@ -103,18 +104,20 @@ def wait_for_server(spec: Spec) -> dict:
         "command": ["sh", "-c", f"until wget -q -O /dev/null {url}; do sleep 5; done"],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                       "limits": {"cpu": "100m", "memory": "32Mi"}},
-        "security_context": {"allow_privilege_escalation": False, "run_as_non_root": True,
-                             "run_as_user": 65534},
+        "security_context": {**naming.container_security_context(read_only_root=True),
+                             "run_as_user": naming.NOBODY_UID, "run_as_group": naming.NOBODY_UID},
     }
 
 
-def pod_spec(spec: Spec, output_claim: str | None) -> dict:
+def pod_spec(spec: Spec, output_claim: str | None, cache_class: str | None = None) -> dict:
     mono = monolithic(spec)
     server = spec.worker_server
     outputs = ({"persistent_volume_claim": {"claim_name": output_claim}} if output_claim
                else {"empty_dir": {}})
     pod: dict = {
         "enable_service_links": False,
+        "automount_service_account_token": False,
+        "security_context": naming.pod_security_context(),
         "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
         "containers": [container(spec)],
         "volumes": [{"name": "outputs", **outputs},
@@ -128,7 +131,7 @@ def pod_spec(spec: Spec, output_claim: str | None) -> dict:
                                            "size_limit": quantity_gib(sizing.shm_gib(1))}},
             # One ephemeral cache per pod: N workers on N nodes cannot share a ReadWriteOnce disk.
             {"name": "model-cache", "ephemeral": {"volume_claim_template": {"spec": {
-                "access_modes": ["ReadWriteOnce"],
+                "access_modes": ["ReadWriteOnce"], "storage_class_name": cache_class,
                 "resources": {"requests": {"storage": f"{sizing.model_cache_gib(server)}Gi"}}}}}},
         ]
     else:
@@ -144,7 +147,7 @@ def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
     trigger: dict = {"type": "redis-streams", "metadata": meta}
     if auth:
         trigger["authenticationRef"] = {"name": auth}
-    else:
+    if q.kind != "external":
         meta["address"] = naming.redis_address(spec)
     return {
         "scaleTargetRef": {"name": name},
@@ -156,9 +159,29 @@ def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
 
 
 def template_annotations(spec: Spec) -> dict:
-    if not monolithic(spec):
-        return {}
-    return {"annotations": {STARTUP_BUDGET_ANNOTATION: str(spec.worker_server.startup_budget_s)}}
+    out = {SPEC_PATH_ANNOTATION: "worker_pool"}
+    if monolithic(spec):
+        out[STARTUP_BUDGET_ANNOTATION] = str(spec.worker_server.startup_budget_s)
+    return {"annotations": out}
+
+
+def progress_deadline_s(spec: Spec) -> int:
+    """Split workers stay unready until the server answers (init container, /readyz), so the
+    first rollout lasts as long as the server's cold start: the default 600 s deadline would
+    fail `pulumi up` while the model still loads."""
+    return sizing.server_progress_deadline_s(spec.worker_server)
+
+
+def trigger_auth_targets(spec: Spec) -> list[dict]:
+    """What KEDA's redis-streams scaler reads from Secrets: the external Redis' address, or
+    the in-cluster Redis' password (https://keda.sh/docs/2.19/scalers/redis-streams/)."""
+    if spec.queue.kind == "external":
+        return [{"parameter": "address", "name": naming.EXTERNAL_REDIS_SECRET.name,
+                 "key": naming.EXTERNAL_REDIS_ADDRESS_KEY}]
+    if spec.queue.password is not None:
+        return [{"parameter": "password", "name": spec.queue.password.name,
+                 "key": spec.queue.password.key}]
+    return []
 
 
 class WorkerPoolComponent(pulumi.ComponentResource):
@@ -188,13 +211,15 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 # fight the autoscaler; KEDA starts from minReplicaCount.
                 **({} if scales else {"replicas": w.replicas}),
                 "selector": {"match_labels": sel},
+                "progress_deadline_seconds": progress_deadline_s(spec),
                 "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
                               "max_unavailable": 1}} if mono else {"type": "RollingUpdate"}),
                 "template": {"metadata": {"labels": sel, **template_annotations(spec)},
-                             "spec": pod_spec(spec, args.output_claim)},
+                             "spec": pod_spec(spec, args.output_claim, args.cache_class)},
             },
+            # Pulumi waits for the workers to be ready, which waits for the server's cold start.
             opts=child(self, depends_on=[self.spec_config],
-                       custom_timeouts=custom_timeouts(spec.worker_server) if mono else None),
+                       custom_timeouts=custom_timeouts(spec.worker_server)),
         )
         self.service = k8s.core.v1.Service(
             f"{name}-metrics",
@@ -217,15 +242,14 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         self.scaler: pulumi.Resource | None = None
         if scales and args.autoscaler is Autoscaler.keda:
             auth = None
-            if spec.queue.kind == "external":
+            targets = trigger_auth_targets(spec)
+            if targets:
                 auth = f"{dep_name}-redis"
                 self.trigger_auth = k8s.apiextensions.CustomResource(
                     f"{name}-redis-auth",
                     api_version="keda.sh/v1alpha1", kind="TriggerAuthentication",
                     metadata=metadata(auth, ns, sel),
-                    spec={"secretTargetRef": [{
-                        "parameter": "address", "name": naming.EXTERNAL_REDIS_SECRET.name,
-                        "key": naming.EXTERNAL_REDIS_ADDRESS_KEY}]},
+                    spec={"secretTargetRef": targets},
                     opts=child(self),
                 )
             self.scaler = k8s.apiextensions.CustomResource(

@@ -11,6 +11,8 @@ GPU = "nvidia.com/gpu"
 # Annotations the program writes on pod templates so a policy can check its derived numbers.
 STARTUP_BUDGET_ANNOTATION = "splitstack.dev/startup-budget-s"
 GPU_HEADROOM_ANNOTATION = "splitstack.dev/gpu-headroom"
+# The spec field path of the workload (e.g. inference_servers[0]), so a policy names what to change.
+SPEC_PATH_ANNOTATION = "splitstack.dev/spec-path"
 MIN_STARTUP_BUDGET_S = 300  # below this no real model downloads + loads + compiles
 SECRET_NAME = re.compile(r"(KEY|TOKEN|PASSWORD|SECRET|CREDENTIAL)", re.IGNORECASE)
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token", "--password")

@@ -7,12 +7,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from infra.policy.cluster_rules import cluster_fit, namespace_pod_security, pod_security
 from infra.policy.objects import (  # noqa: F401  (re-exported for the pack and the tests)
     GPU,
     GPU_HEADROOM_ANNOTATION,
     MIN_STARTUP_BUDGET_S,
     SECRET_FLAGS,
     SECRET_NAME,
+    SPEC_PATH_ANNOTATION,
     STARTUP_BUDGET_ANNOTATION,
     WORKLOADS,
     Obj,
@@ -241,9 +243,9 @@ def _doc(fn: Callable) -> str:
 
 RESOURCE_RULES = [Rule(fn.__name__.replace("_", "-"), _doc(fn), fn) for fn in (
     probes_and_budgets, shm, service_links, rollout_strategy, gpu_requests, tolerations,
-    no_latest, secrets_by_reference, keda_triggers)]
+    no_latest, secrets_by_reference, keda_triggers, pod_security)]
 STACK_RULES = [StackRule(fn.__name__.replace("_", "-"), _doc(fn), fn) for fn in (
-    network_policy_coverage, service_monitor_selectors)]
+    network_policy_coverage, service_monitor_selectors, cluster_fit, namespace_pod_security)]
 
 
 def check_all(objs: list[Obj]) -> dict[str, list[str]]:

@@ -67,6 +67,23 @@ def render(
 
 
 @app.command()
+def plan(stack: Stack = "dev") -> None:
+    """What `pulumi up` would create (nodes by zone, GPUs, pods per node, storage, operators,
+    images, cloud resources), or why the stack does not fit its cluster (exit 2)."""
+
+    spec = _load(stack)
+    try:
+        plan_mod = require("infra.plan", "infra", "`splitstack infra plan` (the Pulumi program under mocks)")
+        result = plan_mod.build_plan(spec, project_root())
+    except (ValueError, MissingExtra) as exc:
+        typer.echo(f"stack {stack!r}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(plan_mod.render_plan(result), nl=False)
+    if not result.fits:
+        raise typer.Exit(2)
+
+
+@app.command()
 def compose(
     stack: Stack = "dev",
     out: Annotated[Path | None, typer.Option(

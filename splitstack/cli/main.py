@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.demo import DEMO_WORKERS, run_demo
+from contract.cluster_fit import ClusterFitError, check_cluster_fit
 from contract.spec import Engine
 from contract.spec_loader import SpecError, available_stacks, load_stack, project_root
 from contract.spec_schema import SCHEMA_PATH, render_schema
@@ -162,15 +163,21 @@ def spec_show(stack: StackOpt = "local") -> None:
 
 @spec_app.command("validate")
 def spec_validate(stacks: Annotated[list[str] | None, typer.Argument()] = None) -> None:
-    """Validate stacks (all Pulumi.<stack>.yaml files when none is named)."""
+    """Validate stacks (all Pulumi.<stack>.yaml files when none is named): the spec's own rules,
+    then, for target kubernetes, whether it fits its cluster (contract/cluster_fit.py)."""
     failed = False
     for name in stacks or available_stacks():
         try:
-            load_stack(name)
-            console.print(f"[green]ok[/green] {name}")
+            problems = check_cluster_fit(load_stack(name))
         except SpecError as exc:
             failed = True
-            err.print(f"[red]{exc}[/red]")
+            err.print(str(exc), style="red", markup=False)
+            continue
+        if problems:
+            failed = True
+            err.print(str(ClusterFitError(name, problems)), style="red", markup=False)
+        else:
+            console.print(f"[green]ok[/green] {name}")
     if failed:
         raise typer.Exit(1)
 

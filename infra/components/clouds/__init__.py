@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import pulumi
 
-from contract.spec import GpuNodePool
+from contract.cluster_placement import CPU_INSTANCE
+from contract.spec import GpuNodePool, Taint
 
-# The CPU pool that runs the workers, Redis and Prometheus (derived until the spec has a
-# cpu_node_pool section): a general-purpose 8 vCPU / 32 GiB machine per cloud.
-CPU_INSTANCE = {"eks": "m6i.2xlarge", "gke": "e2-standard-8", "aks": "Standard_D8s_v5"}
-CPU_NODE_MILLICORES = 7000  # allocatable of an 8 vCPU node after system reservations
+__all__ = ["CPU_INSTANCE", "GPU_DISK_GIB", "ClusterOut", "missing_sdk", "require_region",
+           "taint_effect_enum"]
+
 GPU_DISK_GIB = 200  # image layers of vllm-openai (~10 GiB) plus the HF cache overflow
 
 
@@ -21,18 +21,20 @@ class ClusterOut:
     kubeconfig: pulumi.Output[str]
     name: pulumi.Output[str]
     resources: list[pulumi.Resource] = field(default_factory=list)  # for tests to wait on
-
-
-def cpu_node_count(worker_millicores: int, max_workers: int) -> int:
-    """CPU nodes for the worker pool at its ceiling, plus one for Redis/Prometheus/system pods."""
-    need = worker_millicores * max_workers
-    return max(1, -(-need // CPU_NODE_MILLICORES)) + 1
+    # CSI drivers (and what they need) the program's StorageClasses and PVCs must wait for.
+    storage_ready: list[pulumi.Resource] = field(default_factory=list)
+    # EKS: the EFS file system behind the ReadWriteMany StorageClass (None elsewhere).
+    shared_file_system_id: pulumi.Output[str] | None = None
 
 
 def taint_effect_enum(effect: str) -> str:
     """NoSchedule -> NO_SCHEDULE (EKS and GKE spell effects this way)."""
     return {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
             "NoExecute": "NO_EXECUTE"}[effect]
+
+
+def taint_text(t: Taint) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
 def require_region(pool: GpuNodePool) -> str:

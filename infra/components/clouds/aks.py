@@ -1,5 +1,7 @@
-"""AKS: a cluster (Azure CNI + Cilium enforce NetworkPolicy) with a system CPU pool and a GPU
-user pool with an explicit taint (AKS does not taint GPU nodes by itself)."""
+"""AKS: a cluster (Azure CNI + Cilium enforce NetworkPolicy) at the spec's Kubernetes version with
+a system CPU pool and a GPU user pool with an explicit taint (AKS does not taint GPU nodes by
+itself), both in gpu_node_pool.zones when given. Storage is built in: managed-csi (Azure Disk,
+ReadWriteOnce) and azurefile-csi (Azure Files, ReadWriteMany)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,16 @@ import base64
 
 import pulumi
 
+from contract.cluster_placement import cpu_node_count
 from contract.naming import GPU_POOL_LABEL
 from contract.spec import Spec
 from infra.components.clouds import (
     CPU_INSTANCE,
     GPU_DISK_GIB,
     ClusterOut,
-    cpu_node_count,
     missing_sdk,
     require_region,
+    taint_text,
 )
 
 
@@ -29,19 +32,22 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     region = require_region(pool)
     opts = pulumi.ResourceOptions(parent=parent)
     group = az.resources.ResourceGroup(f"{name}-rg", location=region, opts=opts)
-    w = spec.worker_pool
+    zones = list(pool.zones) or None
+    version = spec.cluster.kubernetes_version
     cluster = az.containerservice.ManagedCluster(
         f"{name}-cluster",
         resource_group_name=group.name,
         location=region,
+        # Pinned: the chart pins and feature floors are checked against it (contract/clusters.yaml).
+        kubernetes_version=version,
         dns_prefix=f"{spec.namespace}-{spec.stack}",
         identity={"type": "SystemAssigned"},
         network_profile={"network_plugin": "azure", "network_plugin_mode": "overlay",
                          "network_dataplane": "cilium", "network_policy": "cilium"},
         agent_pool_profiles=[{
             "name": "system", "mode": "System", "vm_size": CPU_INSTANCE["aks"],
-            "count": cpu_node_count(w.cpu_millicores, w.max_replicas or w.replicas),
-            "os_type": "Linux",
+            "count": cpu_node_count(spec), "os_type": "Linux",
+            "orchestrator_version": version, "availability_zones": zones,
         }],
         opts=opts,
     )
@@ -53,15 +59,16 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         mode="User",
         vm_size=pool.instance_type,
         count=pool.node_count,
+        availability_zones=zones,
+        orchestrator_version=version,
         os_type="Linux",
         os_disk_size_gb=GPU_DISK_GIB,
         node_labels={**pool.labels, GPU_POOL_LABEL: "true"},
-        node_taints=[f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                     for t in pool.taints],
+        node_taints=[taint_text(t) for t in pool.taints],
         opts=opts,
     )
     creds = az.containerservice.list_managed_cluster_user_credentials_output(
         resource_group_name=group.name, resource_name=cluster.name)
     config = creds.kubeconfigs.apply(lambda k: base64.b64decode(k[0].value).decode())
     return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name,
-                      resources=[group, cluster, gpu])
+                      resources=[group, cluster, gpu], storage_ready=[cluster])

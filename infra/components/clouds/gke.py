@@ -1,23 +1,27 @@
-"""GKE: a Dataplane V2 cluster (enforces NetworkPolicy), a CPU pool and a GPU pool with managed
-drivers; GPU sharing is native there (gpu_sharing_config), no GPU operator needed."""
+"""GKE: a Dataplane V2 cluster (enforces NetworkPolicy) at the spec's Kubernetes version, a CPU
+pool and a GPU pool with managed drivers, both in gpu_node_pool.zones; GPU sharing is native there
+(gpu_sharing_config), no GPU operator needed. The Filestore CSI add-on is enabled when
+something needs ReadWriteMany (its `standard-rwx` class)."""
 
 from __future__ import annotations
 
 import pulumi
 
-from contract.naming import GPU_POOL_LABEL
+from contract.cluster_fit import storage_class, storage_needs
+from contract.cluster_placement import cpu_pool, gke_zonal, pool_zones
+from contract.naming import GPU_POOL_LABEL, GPU_RESOURCE
 from contract.spec import Spec
 from infra.components.clouds import (
     CPU_INSTANCE,
     GPU_DISK_GIB,
     ClusterOut,
-    cpu_node_count,
     missing_sdk,
     require_region,
     taint_effect_enum,
 )
 
 SHARING = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
+FILESTORE_CLASS = "standard-rwx"
 
 
 def kubeconfig(name: str, endpoint: str, ca: str) -> str:
@@ -41,6 +45,11 @@ users:
 """
 
 
+def per_zone(total: int, zones: list[str]) -> int:
+    """GKE's node_count is per zone of the pool's locations (spec rules make it divide)."""
+    return total // len(zones) if zones else total
+
+
 def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     try:
         import pulumi_gcp as gcp
@@ -49,21 +58,33 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     pool = spec.gpu_node_pool
     assert pool is not None
     region = require_region(pool)
+    # A zone (us-central1-a) makes a zonal cluster; a region needs gpu_node_pool.zones, or
+    # every pool would get node_count nodes in each of the region's zones.
+    zones = pool_zones(spec)
+    node_locations = zones if not gke_zonal(spec) else None
     opts = pulumi.ResourceOptions(parent=parent)
+    filestore = bool(storage_needs(spec)["shared"]) and \
+        storage_class(spec, "shared").name == FILESTORE_CLASS
     cluster = gcp.container.Cluster(
         f"{name}-cluster",
         location=region,
+        node_locations=node_locations,
+        # Pinned: the chart pins and feature floors are checked against it (contract/clusters.yaml).
+        min_master_version=spec.cluster.kubernetes_version,
         remove_default_node_pool=True,
         initial_node_count=1,
         datapath_provider="ADVANCED_DATAPATH",
+        addons_config={"gcp_filestore_csi_driver_config": {"enabled": filestore},
+                       "gce_persistent_disk_csi_driver_config": {"enabled": True}},
         deletion_protection=False,
         opts=opts,
     )
-    w = spec.worker_pool
+    cpu_plan = cpu_pool(spec)
+    assert cpu_plan is not None
     cpu = gcp.container.NodePool(
         f"{name}-cpu",
-        cluster=cluster.name, location=region,
-        node_count=cpu_node_count(w.cpu_millicores, w.max_replicas or w.replicas),
+        cluster=cluster.name, location=region, node_locations=node_locations,
+        node_count=cpu_plan.per_zone or cpu_plan.node_count,
         node_config={"machine_type": CPU_INSTANCE["gke"]},
         opts=opts,
     )
@@ -78,18 +99,21 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         }
     gpu = gcp.container.NodePool(
         f"{name}-gpu",
-        cluster=cluster.name, location=region, node_count=pool.node_count,
+        cluster=cluster.name, location=region, node_locations=node_locations,
+        node_count=per_zone(pool.node_count, zones),
         node_config={
             "machine_type": pool.instance_type,
             "disk_size_gb": GPU_DISK_GIB,
             "guest_accelerators": [accelerator],
             "labels": {**pool.labels, GPU_POOL_LABEL: "true"},
+            # GKE adds nvidia.com/gpu=present:NoSchedule to GPU nodes itself: only the others.
             "taints": [{"key": t.key, "value": t.value, "effect": taint_effect_enum(t.effect)}
-                       for t in pool.taints],
+                       for t in pool.taints
+                       if not (t.key == GPU_RESOURCE and t.effect == "NoSchedule")],
         },
         opts=opts,
     )
     config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth).apply(
         lambda a: kubeconfig(a[0], a[1], a[2]["cluster_ca_certificate"]))
     return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name,
-                      resources=[cluster, cpu, gpu])
+                      resources=[cluster, cpu, gpu], storage_ready=[cpu])

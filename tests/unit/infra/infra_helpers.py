@@ -23,15 +23,22 @@ from infra.render import CaptureMocks, install_mocks
 ROOT = Path(__file__).resolve().parents[3]
 
 CLOUD_POOLS: dict[str, dict[str, Any]] = {
-    "eks": {"cloud": "eks", "region": "us-east-1", "instance_type": "g6e.xlarge",
+    "eks": {"cloud": "eks", "region": "us-east-1", "instance_type": "g6e.2xlarge",
             "accelerator": "nvidia-l40s", "gpu_memory_gib": 48},
     "gke": {"cloud": "gke", "region": "us-central1", "instance_type": "a3-highgpu-1g",
-            "accelerator": "nvidia-h100-80gb", "gpu_memory_gib": 80},
-    "aks": {"cloud": "aks", "region": "eastus", "instance_type": "Standard_NC40ads_H100_v5",
-            "accelerator": "nvidia-h100-80gb", "gpu_memory_gib": 80},
+            "accelerator": "nvidia-h100-80gb", "gpu_memory_gib": 80,
+            "zones": ["us-central1-a", "us-central1-c"]},
+    "aks": {"cloud": "aks", "region": "eastus", "instance_type": "Standard_NC24ads_A100_v4",
+            "accelerator": "nvidia-a100-80gb", "gpu_memory_gib": 80},
     "existing": {"cloud": "existing", "instance_type": "byo", "accelerator": "nvidia-l40s",
                  "gpu_memory_gib": 48, "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
 }
+# An existing cluster declares what it runs and its storage classes (contract/cluster_fit.py).
+EXISTING_CLUSTER: dict[str, Any] = {
+    "operators": ["prometheus-operator", "keda", "nvidia-device-plugin"],
+    "storage_class": "fast-rwo", "shared_storage_class": "nfs-rwx"}
+REDIS_PASSWORD = {"name": "splitstack-redis-auth", "key": "password",
+                  "env": "SPLITSTACK_REDIS_PASSWORD"}
 CLOUD_SDK = {"eks": "pulumi_eks", "gke": "pulumi_gcp", "aks": "pulumi_azure_native"}
 MODES = ["split", "monolithic"]
 
@@ -49,6 +56,8 @@ BASE: dict[str, Any] = {
         "hf_token": {"name": "splitstack-hf-token", "key": "token", "env": "HF_TOKEN"},
     }],
     "worker_pool": {"replicas": 1, "max_replicas": 2, "concurrency_per_worker": 16},
+    "queue": {"password": REDIS_PASSWORD},
+    "observability": {"install_kube_prometheus_stack": True},
 }
 
 
@@ -72,6 +81,9 @@ def make_raw(cloud: str = "existing", mode: str = "split") -> dict[str, Any]:
     # the server's KEDA scaler (vLLM queue on model_name) is rendered too.
     raw["gpu_node_pool"] = {**copy.deepcopy(CLOUD_POOLS[cloud]), "node_count": 2}
     raw["deployment_mode"] = mode
+    if cloud == "existing":
+        raw["cluster"] = copy.deepcopy(EXISTING_CLUSTER)
+        raw["observability"] = {"install_kube_prometheus_stack": False}
     return raw
 
 

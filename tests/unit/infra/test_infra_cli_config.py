@@ -31,7 +31,7 @@ def test_render_writes_every_object_and_passes_policies(tmp_path):
     outputs = json.loads((out / "outputs.json").read_text())
     assert outputs["server_url"] == "http://mineru-vlm.splitstack-dev.svc.cluster.local:8000"
     releases = list(yaml.safe_load_all((out / "helm-releases.yaml").read_text()))
-    assert {r["chart"] for r in releases} == {"gpu-operator", "keda"}
+    assert {r["chart"] for r in releases} == {"gpu-operator", "keda", "kube-prometheus-stack"}
 
 
 def test_render_refuses_the_local_stack(tmp_path):

@@ -73,14 +73,18 @@ def test_gke_and_plain_existing_need_no_operator():
     assert needs_gpu_operator(make_spec("aks"))
 
 
-def test_rollout_with_spare_gpus_surges():
+def test_rollout_never_surges_into_gpus_a_scaler_takes():
     raw = make_raw("existing")
     raw["gpu_node_pool"]["node_count"] = 3
     raw["inference_servers"][0]["replicas"] = 2
     raw["inference_servers"][0]["max_num_seqs"] = 64
     spec = parse_spec(raw)
-    rollout = sizing.server_rollout(spec, spec.inference_servers[0])
-    assert (rollout.type, rollout.max_surge, rollout.max_unavailable) == ("RollingUpdate", 1, 0)
+    server = spec.inference_servers[0]
+    # The free GPU belongs to the server's KEDA scaler: a surge pod would wait for it forever.
+    assert sizing.server_max_replicas(spec, server) == 3
+    assert sizing.unclaimed_gpu_slots(spec) == 0
+    rollout = sizing.server_rollout(spec, server)
+    assert (rollout.type, rollout.max_surge, rollout.max_unavailable) == ("RollingUpdate", 0, 1)
     raw["gpu_node_pool"]["node_count"] = 2
     full = parse_spec(raw)
     rollout = sizing.server_rollout(full, full.inference_servers[0])
@@ -114,7 +118,7 @@ def test_cloud_gpu_pool_is_tainted_and_labelled(cloud, mode, mocks, after_build)
         else:
             (gpu,) = mocks.of_type("azure-native:containerservice:AgentPool")
             assert gpu.inputs["nodeTaints"] == ["nvidia.com/gpu=present:NoSchedule"]
-            assert gpu.inputs["vmSize"] == "Standard_NC40ads_H100_v5"
+            assert gpu.inputs["vmSize"] == "Standard_NC24ads_A100_v4"
             (cluster,) = mocks.of_type("azure-native:containerservice:ManagedCluster")
             assert cluster.inputs["networkProfile"]["networkPolicy"] == "cilium"
         assert len(mocks.of_type("pulumi:providers:kubernetes")) == 1
@@ -181,7 +185,9 @@ def test_outputs_name_urls_and_commands():
         'kubectl -n splitstack create secret generic splitstack-api-key '
         '--from-literal=api-key="$SPLITSTACK_API_KEY"',
         'kubectl -n splitstack create secret generic splitstack-hf-token '
-        '--from-literal=token="$HF_TOKEN"']
+        '--from-literal=token="$HF_TOKEN"',
+        'kubectl -n splitstack create secret generic splitstack-redis-auth '
+        '--from-literal=password="$SPLITSTACK_REDIS_PASSWORD"']
     mono = stack_outputs(make_spec("existing", "monolithic"), "http://prom")
     assert mono["server_url"] is None and mono["server_urls"] == {}
     assert mono["commands"]["logs_workers"].endswith("deploy/worker-gpu -f")

@@ -32,6 +32,8 @@ def test_stack_manifests_validate(stack):
 def test_monolithic_shared_gpu_manifests_validate():
     raw = make_raw("existing", "monolithic")
     raw["gpu_node_pool"].update(gpu_sharing="time-slicing", slices_per_gpu=2, node_count=1)
+    # The program installs the GPU operator for sharing: the cluster must not run its own.
+    raw["cluster"]["operators"] = ["prometheus-operator", "keda"]
     raw["inference_servers"][0]["gpu_memory_utilization"] = 0.45
     result = capture(parse_spec(raw), ROOT)
     kinds = {o["kind"] for o in result.objects}
@@ -39,10 +41,9 @@ def test_monolithic_shared_gpu_manifests_validate():
     assert validate_all(result.objects) == []
 
 
-def test_external_queue_and_bucket_manifests_validate():
+def test_external_queue_manifests_validate():
     raw = make_raw("existing", "split")
     raw["queue"] = {"kind": "external"}
-    raw["output_store"] = {"kind": "s3", "bucket": "docs-out"}
     result = capture(parse_spec(raw), ROOT)
     kinds = {o["kind"] for o in result.objects}
     assert "TriggerAuthentication" in kinds and "StatefulSet" not in kinds

@@ -177,6 +177,10 @@ def test_secrets_only_by_reference(cloud, mode, mocks, after_build):
         expected = ({("VLLM_API_KEY", "splitstack-api-key"), ("HF_TOKEN", "splitstack-hf-token"),
                      ("SPLITSTACK_API_KEY", "splitstack-api-key")} if mode == "split"
                     else {("HF_TOKEN", "splitstack-hf-token")})
+        # Redis' AUTH password: Redis itself, its probe's redis-cli, and the workers' URL.
+        expected |= {("REDIS_PASSWORD", "splitstack-redis-auth"),
+                     ("REDISCLI_AUTH", "splitstack-redis-auth"),
+                     ("SPLITSTACK_REDIS_PASSWORD", "splitstack-redis-auth")}
         assert refs == expected
 
     return after_build(deployment, check)

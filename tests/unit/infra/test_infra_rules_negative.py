@@ -21,6 +21,9 @@ def server_deployment() -> dict:
                              "annotations": {rules.STARTUP_BUDGET_ANNOTATION: "600"}},
                 "spec": {
                     "enableServiceLinks": False,
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
                     "terminationGracePeriodSeconds": 60,
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                                      "effect": "NoSchedule"}],
@@ -37,6 +40,8 @@ def server_deployment() -> dict:
                         "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}},
                         "livenessProbe": {"httpGet": {"path": "/health", "port": "http"}},
                         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                        "securityContext": {"allowPrivilegeEscalation": False,
+                                            "capabilities": {"drop": ["ALL"]}},
                     }],
                     "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory",
                                                               "sizeLimit": "2Gi"}}],

@@ -116,8 +116,10 @@ def test_secret_values_become_secrets_that_deployments_wait_for(recorder, stack_
             "secretKeyRef": {"name": "splitstack-hf-token", "key": "token"}}
         captured = json.dumps([r.inputs for r in mocks.resources])
         assert API_KEY not in captured and HF_TOKEN not in captured
-        # The program creates both: no `kubectl create secret` left to run for them.
-        assert deployment.outputs["commands"]["create_secrets"] == []
+        # The program creates both: only the Redis password (no value in the config) is left.
+        assert deployment.outputs["commands"]["create_secrets"] == [
+            'kubectl -n splitstack-test create secret generic splitstack-redis-auth '
+            '--from-literal=password="$SPLITSTACK_REDIS_PASSWORD"']
 
     return after_build(deployment, check)
 
@@ -134,7 +136,9 @@ def test_monolithic_workers_wait_for_the_hf_token_secret(recorder, stack_config,
         # The API key has no value in the config: its Secret must still be created by hand.
         assert deployment.outputs["commands"]["create_secrets"] == [
             'kubectl -n splitstack-test create secret generic splitstack-api-key '
-            '--from-literal=api-key="$SPLITSTACK_API_KEY"']
+            '--from-literal=api-key="$SPLITSTACK_API_KEY"',
+            'kubectl -n splitstack-test create secret generic splitstack-redis-auth '
+            '--from-literal=password="$SPLITSTACK_REDIS_PASSWORD"']
 
     return after_build(deployment, check)
 
@@ -147,7 +151,7 @@ def test_without_values_no_secret_is_created(recorder, stack_config, after_build
     def check() -> None:
         assert recorder.mocks.of_type(SECRET_TYPE) == []
         assert deployment.secrets is None
-        assert len(deployment.outputs["commands"]["create_secrets"]) == 2
+        assert len(deployment.outputs["commands"]["create_secrets"]) == 3  # + Redis password
         server_deps = recorder.dependencies[(DEPLOYMENT_TYPE, "server-mineru-vlm")]
         assert not any("Secret" in urn for urn in server_deps)
 
@@ -173,7 +177,8 @@ def test_key_of_no_secret_ref_is_refused(recorder, stack_config):
     with pytest.raises(SecretsConfigError, match=(
             r"splitstack-api-key.apikey: no SecretRef of the spec is Secret 'splitstack-api-key' "
             r"key 'apikey'.*one of \['splitstack-secrets:splitstack-api-key.api-key', "
-            r"'splitstack-secrets:splitstack-hf-token.token'\]")):
+            r"'splitstack-secrets:splitstack-hf-token.token', "
+            r"'splitstack-secrets:splitstack-redis-auth.password'\]")):
         build(make_spec("existing", "split"), ROOT)
 
 

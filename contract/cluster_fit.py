@@ -1,0 +1,382 @@
+"""Cluster-fit rules: would `pulumi up` of this spec come up on the cluster it names?
+
+Each rule returns problems that name the field path to change and the fix. They run in
+`splitstack spec validate`, before the Pulumi program creates anything (infra/components/
+program.py), in `splitstack infra plan` and in the CrossGuard pack (infra/policy/cluster_rules.py),
+for target 'kubernetes' only. They are not part of the spec model's own validation, because a
+spec that does not fit today's cluster is still a well-formed spec (the bench and the runbooks
+read it too).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from contract import clusters, sizing
+from contract.capacity import CatalogError, find_gpu
+from contract.cluster_placement import (
+    PodDemand,
+    Pool,
+    cloud_of,
+    cpu_pool,
+    gke_zonal,
+    gpu_operator_installed,
+    gpu_pool,
+    keda_installed,
+    managed,
+)
+from contract.enums import Cloud, DeploymentMode, Engine, Target
+
+if TYPE_CHECKING:
+    from contract.spec import Spec
+
+GPU_MEMORY_TOLERANCE_GIB = 2.0  # marketing GB vs GiB rounding in the spec
+
+
+@dataclass(frozen=True)
+class FitProblem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ClusterFitError(ValueError):
+    """The spec does not fit its cluster; ``problems`` holds one line per rule that failed."""
+
+    def __init__(self, stack: str, problems: list[FitProblem]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"stack {stack!r} does not fit its cluster:\n{lines}")
+
+
+# ---- storage -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClassChoice:
+    name: str | None  # None: nothing known (cloud 'existing' without a declared class)
+    fact: clusters.StorageClassFact | None  # None: declared by the user, not in our table
+
+
+def storage_class(spec: Spec, kind: str) -> ClassChoice:
+    """The StorageClass the program uses for ``kind`` ('block' or 'shared')."""
+    declared = spec.cluster.storage_class if kind == "block" else spec.cluster.shared_storage_class
+    table = clusters.storage(cloud_of(spec)).get(kind)
+    if declared is not None:
+        return ClassChoice(declared, table if table and table.name == declared else None)
+    return ClassChoice(table.name if table else None, table)
+
+
+def server_cache_kind(spec: Spec, server_index: int) -> str:
+    server = spec.inference_servers[server_index]
+    return "shared" if sizing.cache_shared(spec, server) else "block"
+
+
+def storage_needs(spec: Spec) -> dict[str, list[str]]:
+    """'block' / 'shared' -> who needs that class (for the problems and the plan)."""
+    needs: dict[str, list[str]] = {"block": [], "shared": []}
+    if spec.queue.kind == "in-cluster":
+        needs["block"].append("queue (Redis AOF)")
+    if spec.output_store.kind == "directory":
+        needs["shared"].append("output_store (kind directory: every worker writes)")
+    if spec.deployment_mode is DeploymentMode.monolithic:
+        needs["block"].append("worker_pool (monolithic: a model cache per worker)")
+    else:
+        for i, server in enumerate(spec.inference_servers):
+            if server.engine is Engine.vllm:
+                kind = server_cache_kind(spec, i)
+                who = f"inference_servers[{i}] {server.name!r} model cache"
+                needs[kind].append(who + (" (more than one replica)" if kind == "shared" else ""))
+    return needs
+
+
+def _storage(spec: Spec) -> list[FitProblem]:
+    out = []
+    for kind, who in storage_needs(spec).items():
+        if not who:
+            continue
+        choice = storage_class(spec, kind)
+        field = "cluster.storage_class" if kind == "block" else "cluster.shared_storage_class"
+        mode = "ReadWriteOnce" if kind == "block" else "ReadWriteMany"
+        if choice.name is None:
+            out.append(FitProblem(field, (
+                f"unset on cloud {cloud_of(spec)!r} but {'; '.join(who)} need a {mode} "
+                f"StorageClass; name one your cluster has (`kubectl get storageclass`)"
+                + (", or set replicas to 1" if kind == "shared" and spec.output_store.kind != "directory"
+                   else ""))))
+        elif choice.fact is not None and mode not in choice.fact.access_modes:
+            out.append(FitProblem(field, (
+                f"{choice.name!r} ({choice.fact.provisioner}) provides "
+                f"{'/'.join(choice.fact.access_modes)}, not {mode}, which {'; '.join(who)} need; "
+                f"name a {mode} class")))
+    return out
+
+
+# ---- nodes ---------------------------------------------------------------------------------
+
+def _same_gpu(a: str, b: str) -> bool:
+    try:
+        return find_gpu(a).name == find_gpu(b).name
+    except CatalogError:
+        return a.strip().lower() == b.strip().lower()
+
+
+def _instance(spec: Spec) -> list[FitProblem]:
+    pool = spec.gpu_node_pool
+    if pool is None or not managed(spec):
+        return []
+    inst = clusters.instance(pool.cloud.value, pool.instance_type)
+    if inst is None:
+        known = ", ".join(n for n, i in clusters.instances(pool.cloud.value).items() if i.gpus)
+        return [FitProblem("gpu_node_pool.instance_type", (
+            f"{pool.instance_type!r} is not in the {pool.cloud.value} table of "
+            f"contract/clusters.yaml, so its allocatable CPU, memory and GPUs are unknown; "
+            f"choose one of {known}, or add a row citing the cloud's documentation"))]
+    out = []
+    if inst.accelerator and not _same_gpu(inst.accelerator, pool.accelerator):
+        out.append(FitProblem("gpu_node_pool.accelerator", (
+            f"{pool.accelerator!r}, but a {inst.name} carries {inst.accelerator}; the capacity "
+            f"check and the node pool would disagree: set accelerator to {inst.accelerator!r} or "
+            "choose an instance type with that GPU")))
+    if inst.gpus != pool.gpus_per_node:
+        out.append(FitProblem("gpu_node_pool.gpus_per_node", (
+            f"{pool.gpus_per_node}, but a {inst.name} has {inst.gpus} GPU(s); set it to "
+            f"{inst.gpus}")))
+    if inst.gpu_memory_gib and abs(inst.gpu_memory_gib - pool.gpu_memory_gib) > GPU_MEMORY_TOLERANCE_GIB:
+        out.append(FitProblem("gpu_node_pool.gpu_memory_gib", (
+            f"{pool.gpu_memory_gib:g}, but a {inst.name}'s {inst.accelerator} has "
+            f"{inst.gpu_memory_gib:g} GB; set it to {inst.gpu_memory_gib:g}")))
+    return out
+
+
+def _too_big(pod: PodDemand, pool: Pool) -> str | None:
+    """Why one pod fits no empty node of the pool, or None."""
+    if not pool.nodes:
+        return None
+    cap = pool.nodes[0].capacity
+    inst = pool.instance
+    assert inst is not None
+    base = (f"a {inst.name} node ({inst.vcpu} vCPU, {inst.memory_gib:g} GiB) leaves "
+            f"{cap.cpu_m}m CPU and {cap.memory_mib} MiB after kubelet reservations "
+            f"({pool.reserved.cpu_m}m, {pool.reserved.memory_mib} MiB) and DaemonSets "
+            f"({pool.daemonsets.cpu_m}m, {pool.daemonsets.memory_mib} MiB)")
+    if pod.requests.cpu_m > cap.cpu_m:
+        return f"{pod.who} requests {pod.requests.cpu_m}m CPU but {base}"
+    if pod.requests.memory_mib > cap.memory_mib:
+        return f"{pod.who} requests {pod.requests.memory_mib} MiB but {base}"
+    if pod.requests.gpus > cap.gpus:
+        return f"{pod.who} requests {pod.requests.gpus} GPU(s) but a {inst.name} has {cap.gpus}"
+    return None
+
+
+def _nodes_fit(spec: Spec) -> list[FitProblem]:
+    out = []
+    gpu = gpu_pool(spec)
+    if gpu is not None and gpu.instance is not None and gpu.unplaced:
+        first = gpu.unplaced[0]
+        why = _too_big(first, gpu)
+        if why:
+            field = first.path + (".cpu_millicores" if "CPU but" in why else ".memory_mib")
+            if first.path.startswith("worker_pool"):
+                field = "worker_pool.cpu_millicores" if "CPU but" in why else "worker_pool.memory_mib"
+            out.append(FitProblem(field, (
+                f"{why}: lower it, or choose a larger gpu_node_pool.instance_type")))
+        else:
+            names = ", ".join(p.who for p in gpu.unplaced)
+            out.append(FitProblem("gpu_node_pool.node_count", (
+                f"{gpu.node_count} x {gpu.instance_type} cannot hold every GPU pod at its "
+                f"ceiling: {names} fit on no node (CPU, memory and GPUs packed per node, "
+                f"`splitstack infra plan` shows them); add nodes or need fewer replicas")))
+    cpu = cpu_pool(spec)
+    if cpu is not None and cpu.unplaced:
+        first = cpu.unplaced[0]
+        why = _too_big(first, cpu) or f"{first.who} fits on no CPU node"
+        field = first.path
+        if field in ("worker_pool", "queue", "cluster"):
+            field = {"worker_pool": "worker_pool.memory_mib" if "MiB but" in why
+                     else "worker_pool.cpu_millicores",
+                     "queue": "queue", "cluster": "cluster"}[field]
+        out.append(FitProblem(field, (
+            f"{why}: the CPU pool is {cpu.instance_type}; lower the request")))
+    return out
+
+
+# ---- zones ---------------------------------------------------------------------------------
+
+def _zones(spec: Spec) -> list[FitProblem]:
+    pool = spec.gpu_node_pool
+    if pool is None:
+        return []
+    zones = pool.zones
+    if pool.cloud is Cloud.existing:
+        return [FitProblem("gpu_node_pool.zones", (
+            "set for cloud 'existing', whose nodes the program does not create; remove it"))] \
+            if zones else []
+    if len(set(zones)) != len(zones):
+        return [FitProblem("gpu_node_pool.zones", f"{zones} names a zone twice; list each once")]
+    if pool.cloud is Cloud.gke:
+        if gke_zonal(spec):
+            if zones and zones != [pool.region]:
+                return [FitProblem("gpu_node_pool.zones", (
+                    f"{zones} with the zonal location {pool.region!r}: a zonal cluster's pools "
+                    f"live in its zone; remove zones or set region to the region"))]
+            return []
+        if not zones:
+            return [FitProblem("gpu_node_pool.zones", (
+                f"empty with the regional location {pool.region!r}: GKE creates node_count "
+                f"({pool.node_count}) nodes in EVERY zone of a regional cluster (3 zones: "
+                f"{3 * pool.node_count} GPU nodes, {3 * pool.node_count * pool.gpus_per_node} "
+                f"GPUs); list the zones that have {pool.accelerator} capacity, e.g. "
+                f"[{pool.region}-a, {pool.region}-c], or set region to one zone"))]
+        bad = [z for z in zones if not z.startswith(pool.region + "-")]
+        if bad:
+            return [FitProblem("gpu_node_pool.zones", (
+                f"{bad} are not zones of {pool.region!r}; use zones such as {pool.region}-a"))]
+        if pool.node_count % len(zones):
+            return [FitProblem("gpu_node_pool.node_count", (
+                f"{pool.node_count} over {len(zones)} zones: GKE counts nodes per zone, so the "
+                f"total must be a multiple of {len(zones)}; set node_count to "
+                f"{math.ceil(pool.node_count / len(zones)) * len(zones)} or change zones"))]
+        return []
+    if pool.cloud is Cloud.eks:
+        bad = [z for z in zones if not (z.startswith(pool.region) and len(z) > len(pool.region))]
+        if bad:
+            return [FitProblem("gpu_node_pool.zones", (
+                f"{bad} are not availability zones of {pool.region!r}; use e.g. {pool.region}a"))]
+    if pool.cloud is Cloud.aks:
+        bad = [z for z in zones if z not in ("1", "2", "3")]
+        if bad:
+            return [FitProblem("gpu_node_pool.zones", (
+                f"{bad}: AKS availability zones are '1', '2' and '3'"))]
+    return []
+
+
+# ---- operators -----------------------------------------------------------------------------
+
+def scalers(spec: Spec) -> list[str]:
+    """Who gets a KEDA ScaledObject."""
+    out = []
+    w = spec.worker_pool
+    if (w.max_replicas or 0) > w.replicas:
+        out.append("worker_pool (max_replicas > replicas)")
+    if spec.deployment_mode is DeploymentMode.split:
+        for i, server in enumerate(spec.inference_servers):
+            if (server.engine is Engine.vllm
+                    and sizing.server_max_replicas(spec, server) > server.replicas):
+                out.append(f"inference_servers[{i}] {server.name!r} (scales into free GPUs)")
+    return out
+
+
+def _operators(spec: Spec) -> list[FitProblem]:
+    out = []
+    declared = set(spec.cluster.operators)
+    existing = cloud_of(spec) == Cloud.existing.value
+    if not (spec.observability.install_kube_prometheus_stack
+            or "prometheus-operator" in declared):
+        out.append(FitProblem("observability.install_kube_prometheus_stack", (
+            "false and the Prometheus operator is not declared present, but the program "
+            "creates ServiceMonitors and PrometheusRules (monitoring.coreos.com), which "
+            "`pulumi up` refuses with 'no matches for kind' without the operator's CRDs; set "
+            "it to true, or list prometheus-operator in cluster.operators if your cluster "
+            "runs one")))
+    who = scalers(spec)
+    if who and not (keda_installed(spec) or "keda" in declared):
+        out.append(FitProblem("cluster.operators", (
+            f"{'; '.join(who)} get a KEDA ScaledObject (keda.sh), but cloud 'existing' runs no "
+            "KEDA the program knows of; list keda in cluster.operators if it is installed, or "
+            "remove worker_pool.max_replicas / the free GPUs")))
+    gpu_pods = bool(sizing.gpu_servers(spec)) or spec.deployment_mode is DeploymentMode.monolithic
+    if existing and gpu_pods:
+        sharing = spec.gpu_node_pool is not None and spec.gpu_node_pool.gpu_sharing != "none"
+        if sharing and "nvidia-device-plugin" in declared:
+            out.append(FitProblem("gpu_node_pool.gpu_sharing", (
+                f"{spec.gpu_node_pool.gpu_sharing!r} on a cluster that already runs the NVIDIA "  # type: ignore[union-attr]
+                "device plugin: the program would install a second GPU operator to configure "
+                "sharing; configure time-slicing/MPS in your own device plugin and set "
+                "gpu_sharing to 'none' (slices_per_gpu 1)")))
+        if not sharing and "nvidia-device-plugin" not in declared:
+            out.append(FitProblem("cluster.operators", (
+                "nvidia-device-plugin is not declared: pods that request nvidia.com/gpu never "
+                "schedule on a cluster without the NVIDIA device plugin (or GPU operator); list "
+                "nvidia-device-plugin once your GPU nodes advertise nvidia.com/gpu")))
+    return out
+
+
+# ---- versions ------------------------------------------------------------------------------
+
+def installed_charts(spec: Spec) -> list[str]:
+    out = []
+    if gpu_operator_installed(spec):
+        out.append("gpu-operator")
+    if keda_installed(spec):
+        out.append("keda")
+    if spec.observability.install_kube_prometheus_stack:
+        out.append("kube-prometheus-stack")
+    return out
+
+
+def features_used(spec: Spec) -> list[str]:
+    out = ["pod-security-admission"]
+    if spec.deployment_mode is DeploymentMode.split:
+        out.append("preStop.sleep")  # the servers' drain (contract/sizing.py PRESTOP_SLEEP_S)
+    return out
+
+
+def _versions(spec: Spec) -> list[FitProblem]:
+    version = spec.cluster.kubernetes_version
+    out = []
+    for name in installed_charts(spec):
+        chart = clusters.chart(name)
+        low, high = chart.kubernetes
+        if not clusters.in_range(version, low, high):
+            out.append(FitProblem("cluster.kubernetes_version", (
+                f"{version}, but {name} {chart.version} (pinned in contract/clusters.yaml) "
+                f"supports Kubernetes {low}{'-' + high if high else '+'} ({chart.source}); choose "
+                f"a version in that range or pin a {name} release that supports {version}")))
+    for feature in features_used(spec):
+        floor = clusters.feature_floor(feature)
+        if clusters.minor(version) < clusters.minor(floor):
+            out.append(FitProblem("cluster.kubernetes_version", (
+                f"{version}, but the rendered objects use {feature}, on by default from "
+                f"Kubernetes {floor}; upgrade the cluster to {floor} or later")))
+    return out
+
+
+# ---- security and what the worker implements ----------------------------------------------
+
+def _security(spec: Spec) -> list[FitProblem]:
+    out = []
+    if spec.queue.kind == "in-cluster" and spec.queue.password is None:
+        out.append(FitProblem("queue.password", (
+            "unset: the in-cluster Redis would accept any client that reaches it (producers in "
+            "queue.producer_namespaces, KEDA) without AUTH; give a SecretRef {name, key, env} "
+            "whose Secret holds the password")))
+    if spec.output_store.kind != "directory":
+        out.append(FitProblem("output_store.kind", (
+            f"{spec.output_store.kind!r} is not implemented by the worker (it refuses to start, "
+            "docs/worker.md); use 'directory' (a ReadWriteMany volume every worker mounts)")))
+    return out
+
+
+RULES: list[Callable[[Spec], list[FitProblem]]] = [
+    _instance, _nodes_fit, _zones, _storage, _operators, _versions, _security]
+
+
+def check_cluster_fit(spec: Spec) -> list[FitProblem]:
+    """Every problem of ``spec`` on its cluster (empty: it fits). Target 'local' has none."""
+    if spec.target is not Target.kubernetes or spec.gpu_node_pool is None:
+        return []
+    problems: list[FitProblem] = []
+    for rule in RULES:
+        problems += rule(spec)
+    return problems
+
+
+def require_cluster_fit(spec: Spec) -> None:
+    problems = check_cluster_fit(spec)
+    if problems:
+        raise ClusterFitError(spec.stack, problems)

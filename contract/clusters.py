@@ -1,0 +1,190 @@
+"""Typed view of clusters.yaml: machine types per cloud, what a node keeps for itself, storage
+classes, operators and pinned charts, and the allocatable math on top of them.
+
+The numbers live in the YAML file next to their sources; this module only parses, looks up and
+computes, so a reviewer checks a constant in one place and the arithmetic in another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field
+
+from contract.models import Strict
+
+DATA_FILE = Path(__file__).with_name("clusters.yaml")
+MANAGED_CLOUDS = ("eks", "gke", "aks")
+
+
+class Instance(Strict):
+    name: str = Field(description="Machine type as the cloud spells it.")
+    cloud: str = Field(description="eks, gke or aks.")
+    vcpu: int = Field(gt=0, description="vCPUs (hyperthreads).")
+    memory_gib: float = Field(gt=0, description="Memory, GiB.")
+    gpus: int = Field(default=0, ge=0, description="GPUs on one machine.")
+    accelerator: str | None = Field(default=None, description="GPU model (GKE accelerator name).")
+    gpu_memory_gib: float | None = Field(default=None, description="Memory of one GPU, GB.")
+    max_pods: int | None = Field(default=None, description="Pods per node (EKS ENI limit).")
+    source: str = Field(description="Where the numbers come from.")
+
+
+class StorageClassFact(Strict):
+    name: str = Field(description="StorageClass name.")
+    provisioner: str = Field(description="CSI driver.")
+    access_modes: list[str] = Field(description="Access modes the driver provides.")
+    created_by_program: bool = Field(description="True: the Pulumi program creates it.")
+    min_gib: int = Field(ge=1, description="Smallest volume the class provisions, GiB.")
+    expandable: bool = Field(default=True, description="Claims of this class can grow.")
+    source: str = Field(description="Where this comes from.")
+
+
+class Chart(Strict):
+    name: str = Field(description="Helm chart name.")
+    version: str = Field(description="Pinned chart version.")
+    repo: str = Field(description="Helm repository URL.")
+    kubernetes: tuple[str, str | None] = Field(
+        description="Oldest and newest Kubernetes minor the release supports (None: no ceiling).")
+    source: str = Field(description="Where the supported range comes from.")
+
+
+class Operator(Strict):
+    name: str
+    kinds: list[str]
+    api_group: str
+    installed_by: str
+
+
+@dataclass(frozen=True)
+class Resources:
+    """CPU (millicores), memory (MiB) and GPUs of a pod or a node."""
+
+    cpu_m: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.cpu_m + other.cpu_m, self.memory_mib + other.memory_mib,
+                         self.gpus + other.gpus)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.cpu_m - other.cpu_m, self.memory_mib - other.memory_mib,
+                         self.gpus - other.gpus)
+
+    def covers(self, other: Resources) -> bool:
+        return (self.cpu_m >= other.cpu_m and self.memory_mib >= other.memory_mib
+                and self.gpus >= other.gpus)
+
+    def text(self) -> str:
+        gpus = f", {self.gpus} GPU" if self.gpus else ""
+        return f"{self.cpu_m}m CPU, {self.memory_mib / 1024:.1f} GiB{gpus}"
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    with open(DATA_FILE, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+@cache
+def instances(cloud: str) -> dict[str, Instance]:
+    rows = _data()["instances"].get(cloud, {})
+    return {name: Instance(name=name, cloud=cloud, **row) for name, row in rows.items()}
+
+
+def instance(cloud: str, name: str) -> Instance | None:
+    return instances(cloud).get(name)
+
+
+def storage(cloud: str) -> dict[str, StorageClassFact]:
+    """``{"block": ..., "shared": ...}`` for a managed cloud; empty for 'existing'."""
+    return {kind: StorageClassFact(**row) for kind, row in _data()["storage"].get(cloud, {}).items()}
+
+
+def chart(name: str) -> Chart:
+    row = dict(_data()["charts"][name])
+    low, high = row.pop("kubernetes")
+    return Chart(name=name, kubernetes=(str(low), None if high is None else str(high)), **row)
+
+
+@lru_cache(maxsize=1)
+def operators() -> dict[str, Operator]:
+    return {name: Operator(name=name, **row) for name, row in _data()["operators"].items()}
+
+
+def operator_of_kind(kind: str) -> Operator | None:
+    return next((o for o in operators().values() if kind in o.kinds), None)
+
+
+def feature_floor(feature: str) -> str:
+    return str(_data()["features"][feature]["kubernetes"])
+
+
+def minor(version: str) -> tuple[int, int]:
+    """'1.33' or 'v1.33.2' -> (1, 33)."""
+    major, minor_, *_ = version.lstrip("v").split(".")
+    return int(major), int(minor_)
+
+
+def in_range(version: str, low: str, high: str | None) -> bool:
+    return minor(low) <= minor(version) and (high is None or minor(version) <= minor(high))
+
+
+def _tiers(total: float, tiers: list[list[Any]]) -> float:
+    """Sum of fraction x the part of ``total`` inside each successive tier (None: the rest)."""
+    reserved, start = 0.0, 0.0
+    for size, fraction in tiers:
+        end = math.inf if size is None else start + size
+        reserved += max(0.0, min(total, end) - start) * fraction
+        start = end
+    return reserved
+
+
+def _interpolate(x: float, points: list[list[float]]) -> float:
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    (x0, y0), (x1, y1) = points[-2], points[-1]
+    return y1 + (y1 - y0) * (x - x1) / (x1 - x0)  # past the table: extend the last slope
+
+
+def reserved(inst: Instance) -> Resources:
+    """kube-reserved CPU and memory plus the hard memory eviction threshold of one node."""
+    r = _data()["reservations"][inst.cloud]
+    cores = inst.vcpu
+    if inst.cloud in ("eks", "gke"):
+        cpu = _tiers(cores, r["cpu_tiers"]) * 1000
+    else:
+        cpu = _interpolate(cores, r["cpu_points_millicores"])
+    if inst.cloud == "eks":
+        memory = r["memory_per_pod_mib"] * (inst.max_pods or 110) + r["memory_base_mib"]
+    elif inst.cloud == "gke":
+        memory = _tiers(inst.memory_gib, r["memory_tiers_gib"]) * 1024
+    else:  # aks: MB as the page states them, converted to MiB
+        by_pods = (r["memory_per_pod_mb"] * r["max_pods"] + r["memory_base_mb"]) * 1e6 / 2**20
+        memory = min(by_pods, inst.memory_gib * 1024 * r["memory_max_fraction"])
+    return Resources(math.ceil(cpu), math.ceil(memory + r["eviction_mib"]), 0)
+
+
+def allocatable(inst: Instance) -> Resources:
+    total = Resources(inst.vcpu * 1000, int(inst.memory_gib * 1024), inst.gpus)
+    return total - reserved(inst)
+
+
+DaemonSetKind = Literal["eks", "gke", "aks", "existing", "gpu_operator", "node_exporter"]
+
+
+def daemonset_requests(kind: DaemonSetKind) -> Resources:
+    row = _data()["daemonsets"][kind]
+    return Resources(int(row["cpu_millicores"]), int(row["memory_mib"]), 0)
+
+
+def daemonset_source(kind: DaemonSetKind) -> str:
+    return str(_data()["daemonsets"][kind]["source"])

@@ -1,0 +1,200 @@
+"""`splitstack infra plan`: what `pulumi up` would create, for a person to check before paying.
+
+Nodes by zone with what each keeps for itself and which pods land on it (contract's placement,
+the same arithmetic the program sizes its pools with), GPUs, storage, operators and charts,
+images and the cloud resources, from the program run under mocks. A spec that does not fit its
+cluster gets the placement and the problems, and no render.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contract import clusters
+from contract.cluster_fit import (
+    FitProblem,
+    check_cluster_fit,
+    installed_charts,
+    scalers,
+    storage_class,
+    storage_needs,
+)
+from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
+from contract.spec import Spec
+from infra.render import Capture, capture
+
+
+@dataclass
+class Plan:
+    spec: Spec
+    problems: list[FitProblem]
+    pools: list[Pool]
+    capture: Capture | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return not self.problems
+
+
+def build_plan(spec: Spec, root: Path) -> Plan:
+    problems = check_cluster_fit(spec)
+    pools = [p for p in (gpu_pool(spec), cpu_pool(spec)) if p is not None]
+    plan = Plan(spec, problems, pools)
+    if not problems:
+        plan.capture = capture(spec, root)
+    pool = spec.gpu_node_pool
+    if pool is not None and pool.cloud.value == "existing":
+        plan.notes.append(
+            "cloud 'existing': the program creates no nodes; GPU pods select "
+            f"{pool.labels or '(no labels: any GPU node)'} and the fit of instance type "
+            f"{pool.instance_type!r} is not checked (not in contract/clusters.yaml)")
+    if spec.deployment_mode.value == "monolithic":
+        plan.notes.append(
+            "deployment_mode monolithic: the worker (worker/config.py) refuses to start in this "
+            "mode, so the worker-gpu pods would crash-loop until it gains an in-process engine")
+    if pool is not None and pool.cloud.value == "eks" and not pool.zones:
+        plan.notes.append(
+            "eks without gpu_node_pool.zones: a replacement GPU node may start in another zone "
+            "than a model cache's EBS volume, which then cannot attach; list one zone with "
+            f"{pool.instance_type} capacity to pin the GPU nodes")
+    if managed(spec):
+        plan.notes.append(
+            f"Kubernetes {spec.cluster.kubernetes_version} is pinned at creation; a managed "
+            "cluster's upgrade channel may move it later: run `splitstack spec validate` again "
+            "before upgrading the charts or the cluster")
+    return plan
+
+
+def _res(r: clusters.Resources) -> str:
+    return f"{r.cpu_m}m CPU, {r.memory_mib / 1024:.1f} GiB" + (f", {r.gpus} GPU" if r.gpus else "")
+
+
+def _zones_line(spec: Spec, pool: Pool) -> str:
+    cloud = cloud_of(spec)
+    if cloud == "gke" and not pool.zones and not gke_zonal(spec):
+        return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
+                f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
+    if not pool.zones:
+        where = {"eks": "the default VPC's zones (one subnet each)", "aks": "the region's zones",
+                 "gke": "the cluster's zone", "existing": "your cluster's nodes"}[cloud]
+        return f"{pool.node_count} node(s) in {where}"
+    if pool.per_zone is not None:
+        return (f"{pool.per_zone} node(s) in EACH of {', '.join(pool.zones)} = {pool.node_count} "
+                "(GKE counts node_count per zone of a regional pool)")
+    return f"{pool.node_count} node(s) spread over {', '.join(pool.zones)}"
+
+
+def _pool_lines(spec: Spec, pool: Pool) -> list[str]:
+    inst = pool.instance
+    head = f"  {pool.name} pool: {pool.instance_type} x {pool.node_count}"
+    if pool.name == "gpu" and spec.gpu_node_pool is not None:
+        g = spec.gpu_node_pool
+        head += (f" = {pool.node_count * g.gpus_per_node} x {g.accelerator} "
+                 f"({g.gpu_memory_gib:g} GiB each)")
+    lines = [head, f"    zones: {_zones_line(spec, pool)}"]
+    if inst is None:
+        return lines + ["    per node: unknown machine type, fit not checked"]
+    lines.append(f"    per node: {inst.vcpu} vCPU, {inst.memory_gib:g} GiB, {inst.gpus} GPU; kubelet "
+                 f"keeps {_res(pool.reserved)}; DaemonSets {_res(pool.daemonsets)}; "
+                 f"left for our pods {_res(pool.nodes[0].capacity) if pool.nodes else '-'}")
+    for node in pool.nodes:
+        where = f" ({node.zone})" if node.zone else ""
+        pods = Counter(p.who.split(" replica ")[0].split(" worker ")[0].split(" pod ")[0]
+                       for p in node.pods)
+        who = ", ".join(f"{n} x {name}" for name, n in pods.items()) or "(spare)"
+        lines.append(f"    node {node.index + 1}{where}: {who}; free {_res(node.free)}")
+    for pod in pool.unplaced:
+        lines.append(f"    UNSCHEDULABLE: {pod.who} ({_res(pod.requests)})")
+    return lines
+
+
+def _objects(plan: Plan, kind: str) -> list[dict[str, Any]]:
+    assert plan.capture is not None
+    return [o for o in plan.capture.objects if o.get("kind") == kind]
+
+
+def _storage_lines(plan: Plan) -> list[str]:
+    spec = plan.spec
+    lines = []
+    for kind, who in storage_needs(spec).items():
+        if not who:
+            continue
+        choice = storage_class(spec, kind)
+        fact = choice.fact
+        origin = ("created by the program" if fact and fact.created_by_program
+                  else "built into the cloud" if fact else "declared in cluster.*storage_class")
+        lines.append(f"  {kind} class {choice.name} ({fact.provisioner if fact else '?'}, {origin})"
+                     f": {'; '.join(who)}")
+    if plan.capture is not None:
+        for pvc in _objects(plan, "PersistentVolumeClaim"):
+            s = pvc["spec"]
+            size = s["resources"]["requests"]["storage"]
+            raised = ""
+            if pvc["metadata"]["name"] == "splitstack-outputs" and size != f"{spec.output_store.size_gib}Gi":
+                raised = (f" (output_store.size_gib {spec.output_store.size_gib} raised to the "
+                          "class's smallest volume)")
+            lines.append(f"  PVC {pvc['metadata']['name']}: {size} "
+                         f"{'/'.join(s['accessModes'])} on {s.get('storageClassName')}{raised}")
+        for sts in _objects(plan, "StatefulSet"):
+            for t in sts["spec"].get("volumeClaimTemplates") or []:
+                s = t["spec"]
+                lines.append(f"  PVC {t['metadata']['name']}-{sts['metadata']['name']}-0: "
+                             f"{s['resources']['requests']['storage']} "
+                             f"{'/'.join(s['accessModes'])} on {s.get('storageClassName')}")
+    return lines
+
+
+def _images(plan: Plan) -> list[str]:
+    if plan.capture is None:
+        return []
+    seen: dict[str, set[str]] = {}
+    for obj in plan.capture.objects:
+        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+            seen.setdefault(c["image"], set()).add(obj["metadata"]["name"])
+    return [f"  {image} ({', '.join(sorted(users))})" for image, users in sorted(seen.items())]
+
+
+def _cloud_lines(plan: Plan) -> list[str]:
+    if plan.capture is None:
+        return []
+    counts = Counter(r.type for r in plan.capture.mocks.resources
+                     if not r.type.startswith(("kubernetes:", "splitstack:")))
+    return [f"  {n} x {t}" for t, n in sorted(counts.items())]
+
+
+def _range(chart: clusters.Chart) -> str:
+    low, high = chart.kubernetes
+    return f"{low}-{high}" if high else f"{low}+"
+
+
+def render_plan(plan: Plan) -> str:
+    spec = plan.spec
+    pool = spec.gpu_node_pool
+    where = f"{pool.cloud.value} {pool.region}".strip() if pool else "?"
+    out = [f"stack {spec.stack}: {where}, Kubernetes {spec.cluster.kubernetes_version}, "
+           f"namespace {spec.namespace}, mode {spec.deployment_mode.value}", "", "Nodes"]
+    for p in plan.pools:
+        out += _pool_lines(spec, p)
+    out += ["", "Storage", *_storage_lines(plan)]
+    charts = [f"  {c} {clusters.chart(c).version} (Kubernetes {_range(clusters.chart(c))}) "
+              "installed by the program" for c in installed_charts(spec)]
+    declared = [f"  {o} declared present (cluster.operators)" for o in spec.cluster.operators]
+    out += ["", "Operators", *charts, *declared]
+    if scalers(spec):
+        out.append(f"  KEDA ScaledObjects: {'; '.join(scalers(spec))}")
+    if plan.capture is not None:
+        out += ["", "Images", *_images(plan), "", "Cloud resources", *(_cloud_lines(plan) or
+                                                                       ["  none (cloud 'existing')"])]
+        kinds = Counter(o["kind"] for o in plan.capture.objects)
+        out += ["", "Kubernetes objects: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))]
+    if plan.notes:
+        out += ["", "Notes", *(f"  {n}" for n in plan.notes)]
+    if plan.problems:
+        out += ["", f"REFUSED: stack {spec.stack!r} does not fit its cluster",
+                *(f"  - {p}" for p in plan.problems)]
+    return "\n".join(out) + "\n"
