@@ -31,6 +31,19 @@ def _load(stack: str):
         raise typer.Exit(2) from None
 
 
+def _refuse(stack: str, exc: Exception) -> typer.Exit:
+    typer.echo(f"stack {stack!r}: {exc}", err=True)
+    return typer.Exit(2)
+
+
+def _pulumi_module(stack: str, module: str, command: str):
+    """A module that runs the Pulumi program under mocks (the `infra` extra)."""
+    try:
+        return require(module, "infra", f"`splitstack infra {command}` (the Pulumi program under mocks)")
+    except MissingExtra as exc:
+        raise _refuse(stack, exc) from None
+
+
 @app.command()
 def render(
     stack: Stack = "dev",
@@ -43,12 +56,11 @@ def render(
     """Write every Kubernetes object `pulumi up` would create (captured under mocks)."""
 
     spec = _load(stack)
+    render_mod = _pulumi_module(stack, "infra.render", "render")
     try:
-        render_mod = require("infra.render", "infra", "`splitstack infra render` (the Pulumi program under mocks)")
         result = render_mod.capture(spec, project_root())
-    except (ValueError, MissingExtra) as exc:
-        typer.echo(f"stack {stack!r}: {exc}", err=True)
-        raise typer.Exit(2) from None
+    except ValueError as exc:
+        raise _refuse(stack, exc) from None
     files = render_mod.write_manifests(result, out)
     typer.echo(f"wrote {len(result.objects)} objects ({len(files)} files) to {out}")
     violations = [f"[{rule}] {v}" for rule, vs in check_all(result.objects).items() for v in vs]
@@ -72,12 +84,11 @@ def plan(stack: Stack = "dev") -> None:
     images, cloud resources), or why the stack does not fit its cluster (exit 2)."""
 
     spec = _load(stack)
+    plan_mod = _pulumi_module(stack, "infra.plan", "plan")
     try:
-        plan_mod = require("infra.plan", "infra", "`splitstack infra plan` (the Pulumi program under mocks)")
         result = plan_mod.build_plan(spec, project_root())
-    except (ValueError, MissingExtra) as exc:
-        typer.echo(f"stack {stack!r}: {exc}", err=True)
-        raise typer.Exit(2) from None
+    except ValueError as exc:
+        raise _refuse(stack, exc) from None
     typer.echo(plan_mod.render_plan(result), nl=False)
     if not result.fits:
         raise typer.Exit(2)
@@ -102,7 +113,6 @@ def compose(
             return
         files = write_compose(spec, project_root(), out)
     except (ComposeError, MissingExtra) as exc:
-        typer.echo(f"stack {stack!r}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise _refuse(stack, exc) from None
     typer.echo(f"wrote {out} and {len(files) - 1} Prometheus files beside it; run "
                f"`docker compose -p splitstack-{stack} -f {out} up -d`")
