@@ -18,7 +18,7 @@ from contract import naming, sizing
 from contract.spec import Engine, InferenceServer, Spec
 from infra.components.base import child, duration, metadata, quantity_gib
 from infra.policy.rules import GPU_HEADROOM_ANNOTATION, STARTUP_BUDGET_ANNOTATION
-from infra.workloads import sim_command, vllm_args
+from infra.workloads import server_image, sim_command, vllm_args
 
 CUSTOM_TIMEOUT_MARGIN_S = 300  # image pull and scheduling on a fresh node come on top
 
@@ -76,7 +76,7 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
         resources["limits"][naming.GPU_RESOURCE] = str(tp)
     container: dict = {
         "name": "server",
-        "image": f"{server.image}:{server.image_tag}" if gpu else worker_image(spec),
+        "image": server_image(server),
         "ports": [{"name": naming.HTTP_PORT_NAME, "container_port": server.port}],
         "env": env,
         "resources": resources,
@@ -120,10 +120,6 @@ def custom_timeouts(server: InferenceServer) -> pulumi.CustomTimeouts:
     """Pulumi waits for the Deployment to be ready: at least the startup budget, plus pulls."""
     budget = duration(server.startup_budget_s + CUSTOM_TIMEOUT_MARGIN_S)
     return pulumi.CustomTimeouts(create=budget, update=budget)
-
-
-def worker_image(spec: Spec) -> str:
-    return f"{spec.worker_pool.image}:{spec.worker_pool.image_tag}"
 
 
 def strategy(spec: Spec, server: InferenceServer) -> dict:
