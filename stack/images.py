@@ -46,15 +46,16 @@ class BaseKind(str, Enum):
 
 @dataclass(frozen=True)
 class Recipe:
-    name: ImageName
+    name: str  # the folder of its Containerfile under images/
     ref: str  # repository:tag, from the spec
     extra: str | None  # the project's extra it installs; None: not the project at all
     requirements: tuple[str, ...] = ()  # distributions it installs besides the project
     # Distributions swapped for others that provide the same modules (see images/worker/Containerfile).
     substitutes: dict[str, str] = field(default_factory=dict)
+    exclude: tuple[str, ...] = ()  # distributions of the closure it does not install
 
     def containerfile(self, root: Path) -> Path:
-        return root / "images" / self.name.value / "Containerfile"
+        return root / "images" / self.name / "Containerfile"
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,10 @@ class BuildReport:
 def recipes(spec: Spec) -> dict[ImageName, Recipe]:
     server = spec.worker_server
     return {
-        ImageName.worker: Recipe(ImageName.worker, f"{spec.worker_pool.image}:{spec.worker_pool.image_tag}",
+        ImageName.worker: Recipe("worker", f"{spec.worker_pool.image}:{spec.worker_pool.image_tag}",
                                  "worker", substitutes={"opencv-python": "opencv-python-headless"}),
-        ImageName.simulator: Recipe(ImageName.simulator, f"{server.sim_image}:{server.sim_image_tag}", "sim"),
-        ImageName.inference_server: Recipe(ImageName.inference_server, f"{server.image}:{server.image_tag}",
+        ImageName.simulator: Recipe("simulator", f"{server.sim_image}:{server.sim_image_tag}", "sim"),
+        ImageName.inference_server: Recipe("inference-server", f"{server.image}:{server.image_tag}",
                                            None, requirements=("mineru-vl-utils",)),
     }
 
@@ -124,7 +125,7 @@ def build_images(
         recipe = plan[name]
         if recipe.extra is None:
             if vllm_base is None and base == BaseKind.debootstrap.value:
-                report.images.append(Skipped(name.value, recipe.ref, (
+                report.images.append(Skipped(recipe.name, recipe.ref, (
                     f"its base {official_vllm_base(spec)} comes from a registry and --base debootstrap "
                     "says none is reachable; build it where Docker Hub is reachable, or pass --vllm-base "
                     "IMAGE (a mirror of vllm/vllm-openai)")))
@@ -146,32 +147,33 @@ def build_one(recipe: Recipe, root: Path, base: str, project: Path | None, diges
     requirements = list(recipe.requirements)
     if recipe.extra is not None:
         if project is None:
-            raise SetupError(f"{recipe.name.value}: the project's wheel is needed and was not built")
+            raise SetupError(f"{recipe.name}: the project's wheel is needed and was not built")
         requirements.insert(0, f"{project}[{recipe.extra}]")
-    wheels = dependency_wheels(requirements, cache / "wheels" / recipe.name.value, python_version=python,
-                               constraints=constraints, substitutes=recipe.substitutes, exclude=["splitstack"],
+    wheels = dependency_wheels(requirements, cache / "wheels" / recipe.name, python_version=python,
+                               constraints=constraints, substitutes=recipe.substitutes,
+                               exclude=["splitstack", *recipe.exclude],
                                key_material=(root / "pyproject.toml").read_text())
     pins = wheels.pins()
-    progress(f"{recipe.name.value}: {len(pins)} dependency wheels for Python {python} "
+    progress(f"{recipe.name}: {len(pins)} dependency wheels for Python {python} "
              f"{'collected' if wheels.built else 'from the cache'}")
     for name in sorted(set(dropped) & set(pins)):
-        progress(f"{recipe.name.value}: {name} {pins[name]} instead of the installed {dropped[name]}, "
+        progress(f"{recipe.name}: {name} {pins[name]} instead of the installed {dropped[name]}, "
                  f"which Python {python} cannot run")
-    context = cache / "context" / recipe.name.value
+    context = cache / "context" / recipe.name
     if context.exists():
         shutil.rmtree(context)
     _link_tree(wheels.folder, context / "wheels" / "deps")
     if project is not None:
         _link_tree(project.parent, context / "wheels" / "project")
-    labels = {"org.opencontainers.image.title": f"splitstack-{recipe.name.value}",
+    labels = {"org.opencontainers.image.title": f"splitstack-{recipe.name}",
               "org.opencontainers.image.base.name": base}
     if recipe.extra is not None:
         labels[LABEL_SOURCE] = digest
-    progress(f"{recipe.name.value}: podman build {recipe.ref} on {base}")
+    progress(f"{recipe.name}: podman build {recipe.ref} on {base}")
     args = {"BASE": base, "DEPS_DIGEST": wheels.folder.name, "SOURCE_DIGEST": digest}
     build(context, recipe.containerfile(root), recipe.ref, args, labels,
-          log=cache / "logs" / f"{recipe.name.value}.log")
-    return Built(recipe.name.value, recipe.ref, base, time.monotonic() - t0, image_size_bytes(recipe.ref),
+          log=cache / "logs" / f"{recipe.name}.log")
+    return Built(recipe.name, recipe.ref, base, time.monotonic() - t0, image_size_bytes(recipe.ref),
                  wheels.built)
 
 
