@@ -9,6 +9,7 @@ podman's layer cache); what a warm build and the tests take is printed with `--d
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -115,7 +116,9 @@ def test_sigterm_drains_in_flight_and_down_sweeps_after_a_crash(images: list[Bui
         stack.supervisor.stop_process("worker-0")
         assert _jobs(stack, [job])[job]["state"] == "done"
         log = stack.paths.log("worker-0").read_text()
-        assert '"reason": "SIGTERM"' in log and "BrokenProcessPool" not in log
+        stopping = [json.loads(line) for line in log.splitlines() if '"msg": "stopping"' in line]
+        assert [(s["reason"], s["in_flight"]) for s in stopping] == [("SIGTERM", 1)], stopping
+        assert "BrokenProcessPool" not in log
         assert labelled_containers(LABEL_STACK, stack.paths.stack_id) != []  # the simulator still runs
 
         # A crash: supervisord and every `podman run` SIGKILLed; the containers keep running.
