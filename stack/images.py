@@ -15,6 +15,7 @@ before the project's, and the project's wheel is byte-reproducible).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import time
@@ -109,10 +110,18 @@ def build_images(
     spec's tag). With base 'debootstrap' and no ``vllm_base``, the inference-server image is
     skipped: its base comes from a registry, and 'debootstrap' says none is reachable.
     """
-    wanted = list(only) or list(ImageName)
+    cache = root / ".cache" / "images"
+    cache.mkdir(parents=True, exist_ok=True)
+    # One build at a time per cache: two would share the build contexts and the tags.
+    with (cache / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_images(spec, root, cache, base, list(only) or list(ImageName), vllm_base, progress)
+
+
+def _build_images(spec: Spec, root: Path, cache: Path, base: str, wanted: list[ImageName], vllm_base: str | None,
+                  progress: Callable[[str], None]) -> BuildReport:
     plan = recipes(spec)
     report = BuildReport()
-    cache = root / ".cache" / "images"
     python_images = [n for n in wanted if plan[n].extra is not None]
     python_base = _python_base(base, report, progress) if python_images else None
     project: Path | None = None
