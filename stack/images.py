@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from contract.spec import Spec
+from contract.spec import STOCK_VLLM_IMAGE, Spec
 from stack.baseimage import ensure_debootstrap_base
 from stack.component import SetupError
 from stack.podman import LABEL_SOURCE, build, image_exists, image_size_bytes, podman
@@ -133,6 +133,11 @@ def _build_images(spec: Spec, root: Path, cache: Path, base: str, wanted: list[I
     for name in wanted:
         recipe = plan[name]
         if recipe.extra is None:
+            if recipe.ref.removeprefix("docker.io/").split(":")[0] == STOCK_VLLM_IMAGE:
+                report.images.append(Skipped(recipe.name, recipe.ref, (
+                    "the spec runs the official vLLM image itself (inference_servers[].image), which is "
+                    "not built here; set image to splitstack's inference-server image to build it")))
+                continue
             if vllm_base is None and base == BaseKind.debootstrap.value:
                 report.images.append(Skipped(recipe.name, recipe.ref, (
                     f"its base {official_vllm_base(spec)} comes from a registry and --base debootstrap "

@@ -61,6 +61,13 @@ def test_debootstrap_base_skips_the_inference_server_with_the_reason() -> None:
     assert isinstance(skipped, Skipped) and "--vllm-base IMAGE" in skipped.reason
 
 
+def test_a_spec_running_the_official_vllm_image_builds_no_inference_server_over_its_tag() -> None:
+    spec = load_stack("local", ROOT, overrides={"inference_servers.0.image": "vllm/vllm-openai",
+                                                 "inference_servers.0.logits_processors": []})
+    skipped, = build_images(spec, ROOT, only=[ImageName.inference_server]).images
+    assert isinstance(skipped, Skipped) and "runs the official vLLM image itself" in skipped.reason
+
+
 def test_a_misspelt_base_is_refused() -> None:
     result = CliRunner().invoke(app, ["images", "build", "--base", "publc"])
     assert result.exit_code == 2
