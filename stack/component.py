@@ -38,6 +38,9 @@ class Component:
     autorestart: bool = True
     priority: int = 500
     cwd: Path | None = None
+    # supervisord signals the program's whole process group (children too) when it stops it;
+    # False: the program alone (`podman run`, which passes the signal to the container's PID 1).
+    stop_as_group: bool = True
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ from contract.spec import Engine, InferenceServer
 from localvllm.command import build_vllm_command
 from localvllm.tinymodel import ensure_tiny_model
 from stack.component import BuildContext, Component, HealthCheck, SetupError, require_binary, server_url
+from stack.containers import check_image, check_runtime, containerized, image_context, in_container
 from stack.prometheus_config import prometheus_rule_globs, write_prometheus_config
+from stack.wheelhouse import source_digest
 from stack.workers import worker_component
 
 
@@ -133,10 +135,32 @@ def worker_components(ctx: BuildContext) -> list[Component]:
     return [worker_component(ctx, i) for i in range(ctx.spec.worker_pool.replicas)]
 
 
-def build_components(ctx: BuildContext) -> list[Component]:
+def build_components(ctx: BuildContext, warn: Callable[[str], None] | None = None) -> list[Component]:
+    """Every component of the stack; with ``local.runtime: podman`` the inference server (the
+    simulator) and the workers run from their images (stack/containers.py)."""
     components = [redis_component(ctx), prometheus_component(ctx)]
+    if containerized(ctx):
+        return components + container_components(ctx, warn)
     for server in ctx.spec.inference_servers:
         if server.replicas > 0:
             components.append(ENGINE_BUILDERS[server.engine](ctx, server))
     components.extend(worker_components(ctx))
     return components
+
+
+def container_components(ctx: BuildContext, warn: Callable[[str], None] | None = None) -> list[Component]:
+    check_runtime(ctx)
+    inner = image_context(ctx)
+    digest = source_digest(ctx.project_root) if (ctx.project_root / "pyproject.toml").is_file() else None
+    servers = [s for s in ctx.spec.inference_servers if s.replicas > 0]
+    images = {f"{s.sim_image}:{s.sim_image_tag}": f"server-{s.name}" for s in servers}
+    worker_image = f"{ctx.spec.worker_pool.image}:{ctx.spec.worker_pool.image_tag}"
+    if ctx.spec.worker_pool.replicas:
+        images.setdefault(worker_image, "worker_pool")
+    for image, needed_by in images.items():
+        check_image(image, needed_by, digest, warn or (lambda message: None))
+    out = [in_container(ctx, _sim_server(inner, s), f"{s.sim_image}:{s.sim_image_tag}") for s in servers]
+    outputs = ctx.paths.data / ctx.spec.output_store.path
+    out += [in_container(ctx, worker_component(inner, i), worker_image, writable=(outputs,))
+            for i in range(ctx.spec.worker_pool.replicas)]
+    return out

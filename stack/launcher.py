@@ -19,6 +19,7 @@ from typing import Any
 from contract.spec import Spec
 from localvllm.command import OVERRIDING_ENV, explain_vllm_failure
 from stack.components import BuildContext, Component, HealthCheck, SetupError, build_components
+from stack.containers import sweep_containers
 from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
@@ -55,13 +56,15 @@ class LocalStack:
                 f"a local stack is already running from {paths.root}; "
                 "`splitstack status` shows it, `splitstack down` stops it"
             )
-        # Leftovers of a crashed launcher would hold the ports.
+        # Leftovers of a crashed launcher would hold the ports: its containers first (killing the
+        # podman processes that watch them would leave them running), then its processes.
+        sweep_containers(paths)
         sweep_strays(paths.stack_id, supervisord_log=self.supervisord_log)
         paths.make()
         check_ports_free(self.spec)
         api_key = resolve_api_key(self.spec, paths)
         ctx = BuildContext(self.spec, paths, self.project_root, api_key)
-        components = build_components(ctx)
+        components = build_components(ctx, warn=lambda message: progress("images", message))
         started = time.monotonic()
         env = _child_env(self.project_root)
         progress("stack", f"starting {len(components)} components under supervisord")
@@ -125,6 +128,7 @@ class LocalStack:
             "started_at": time.time(),
             "startup_s": round(elapsed_s, 3),
             "supervisord_pid": self.supervisor.pid(),
+            "runtime": self.spec.local.runtime.value,
             # What was started (SecretRefs only): runbooks compare it with the spec they act on.
             "spec": json.loads(self.spec.model_dump_json()),
             "components": {
@@ -148,6 +152,7 @@ class LocalStack:
     def down(self) -> list[int]:
         """Stop everything; returns PIDs that had to be swept up outside supervisord."""
         self.supervisor.shutdown()
+        sweep_containers(self.paths)  # left running when supervisord or `podman run` was killed
         strays = sweep_strays(self.paths.stack_id, supervisord_log=self.supervisord_log)
         sock = self.paths.socket
         if sock.exists() and not self.supervisor.running():

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
@@ -59,3 +61,15 @@ def serve(worker: Worker, host: str, port: int) -> ThreadingHTTPServer:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server
+
+
+def probe_self(path: str, port: int, timeout_s: float = 4.0) -> tuple[bool, str]:
+    """GET ``path`` on this worker's own health port (a container's HEALTHCHECK): (ok, answer)."""
+    url = f"http://127.0.0.1:{port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status == 200, response.read(2000).decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return False, f"{exc.code}: {exc.read(2000).decode(errors='replace')}"
+    except OSError as exc:
+        return False, f"{url}: {exc}"

@@ -24,7 +24,7 @@ from infra.policy.rules import (
     SPEC_PATH_ANNOTATION,
     STARTUP_BUDGET_ANNOTATION,
 )
-from infra.workloads import sim_command, vllm_args
+from infra.workloads import server_image, sim_command, vllm_args
 
 CUSTOM_TIMEOUT_MARGIN_S = sizing.CUSTOM_TIMEOUT_MARGIN_S
 # pulumi-kubernetes waits for a PVC to bind, which a WaitForFirstConsumer class does only once
@@ -94,7 +94,7 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
         resources["limits"][naming.GPU_RESOURCE] = str(tp)
     container: dict = {
         "name": "server",
-        "image": f"{server.image}:{server.image_tag}" if gpu else worker_image(spec),
+        "image": server_image(server),
         "ports": [{"name": naming.HTTP_PORT_NAME, "container_port": server.port}],
         "env": env,
         "resources": resources,
@@ -160,10 +160,6 @@ def custom_timeouts(server: InferenceServer) -> pulumi.CustomTimeouts:
 def storage_min_gib(cloud: str, class_name: str | None) -> int:
     facts = [f for f in clusters.storage(cloud).values() if f.name == class_name]
     return facts[0].min_gib if facts else 1
-
-
-def worker_image(spec: Spec) -> str:
-    return f"{spec.worker_pool.image}:{spec.worker_pool.image_tag}"
 
 
 def strategy(spec: Spec, server: InferenceServer) -> dict:

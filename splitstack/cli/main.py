@@ -13,10 +13,11 @@ from rich.table import Table
 
 from bench.demo import DEMO_WORKERS, run_demo
 from contract.cluster_fit import ClusterFitError, check_cluster_fit
-from contract.spec import Engine
+from contract.spec import Engine, LocalRuntime
 from contract.spec_loader import SpecError, available_stacks, load_stack, project_root
 from contract.spec_schema import SCHEMA_PATH, render_schema
 from splitstack.cli import bench as bench_cli
+from splitstack.cli import images as images_cli
 from splitstack.cli import infra as infra_cli
 from splitstack.cli import runbook as runbook_cli
 from splitstack.cli import sim as sim_cli
@@ -24,6 +25,7 @@ from splitstack.cli import slo as slo_cli
 from splitstack.cli import worker as worker_cli
 from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
+from stack.podman import PodmanError
 from stack.presets import engine_overrides
 
 app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
@@ -35,16 +37,24 @@ err = Console(stderr=True)
 StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi.<stack>.yaml.")]
 
 
-def _overrides(engine: Engine | None, workers: int | None) -> dict:
+RuntimeOpt = Annotated[LocalRuntime | None, typer.Option(
+    help="process: the checkout's Python; podman: the simulator and the workers from their images "
+         "(`make images`). Overrides local.runtime.")]
+
+
+def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime | None = None) -> dict:
     out: dict = engine_overrides(engine) if engine is not None else {}
     if workers is not None:
         out["worker_pool.replicas"] = workers
+    if runtime is not None:
+        out["local.runtime"] = runtime.value
     return out
 
 
-def _local(stack: str, engine: Engine | None = None, workers: int | None = None) -> LocalStack:
+def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
+           runtime: LocalRuntime | None = None) -> LocalStack:
     try:
-        spec = load_stack(stack, overrides=_overrides(engine, workers))
+        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime))
     except SpecError as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
@@ -60,13 +70,14 @@ def up(
     stack: StackOpt = "local",
     engine: Annotated[Engine | None, typer.Option(help="Override the engine of the first server.")] = None,
     workers: Annotated[int | None, typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
+    runtime: RuntimeOpt = None,
 ) -> None:
     """Start the local stack (health-gated); on failure nothing is left running."""
-    local = _local(stack, engine, workers)
+    local = _local(stack, engine, workers, runtime)
     t0 = time.monotonic()
     try:
         state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
-    except (SetupError, StackError) as exc:
+    except (SetupError, StackError, PodmanError) as exc:
         err.print(f"[red]up failed:[/red] {exc}")
         raise typer.Exit(1) from None
     console.print(f"[green]stack {stack!r} healthy in {time.monotonic() - t0:.1f} s[/green] "
@@ -135,12 +146,13 @@ def demo(
     engine: Annotated[Engine, typer.Option(
         help="sim: pipeline gate with 2 MinerU workers; vllm: chat gate.")] = Engine.sim,
     gate: Annotated[str | None, typer.Option(help="Gate file name in bench/gates (default per engine).")] = None,
+    runtime: RuntimeOpt = None,
 ) -> None:
     """Up, a real request, Prometheus scraping it, the go/no-go gate and its report, down.
 
     Exits with the gate's code: 0 go, 1 no-go, 2 invalid run (or the stack failed to start).
     """
-    local = _local(stack, engine, DEMO_WORKERS[engine])
+    local = _local(stack, engine, DEMO_WORKERS[engine], runtime)
     try:
         result = run_demo(local, console.print, gate, console=err)
     except (SetupError, StackError, ValueError, RuntimeError) as exc:
@@ -201,6 +213,7 @@ app.add_typer(slo_cli.app, name="slo")
 app.add_typer(runbook_cli.app, name="runbook")
 app.add_typer(infra_cli.app, name="infra")
 app.add_typer(bench_cli.app, name="bench")
+app.add_typer(images_cli.app, name="images")
 worker_cli.register(app)
 
 

@@ -111,6 +111,10 @@ def test_missing_required_field() -> None:
     ("change", "expected"),
     [
         ({"image_tag": "latest"}, "image tag 'latest' is not pinned"),
+        ({"sim_image_tag": "latest"}, "image tag 'latest' is not pinned"),
+        ({"image": "vllm/vllm-openai"}, "the official vLLM image has no mineru_vl_utils, so vLLM fails to "
+         "start; use splitstack's inference-server image (the default, built by `make images`) or set "
+         "logits_processors: []"),
         ({"max_num_seqs": 512, "max_num_batched_tokens": 256},
          "max_num_batched_tokens (256) < max_num_seqs (512): vLLM refuses to start"),
     ],
@@ -121,6 +125,13 @@ def test_server_rules(change: dict, expected: str) -> None:
         parse_spec({"stack": "x", "target": "local", "inference_servers": [server]})
     assert expected in info.value.problems[0]
     assert info.value.problems[0].startswith("inference_servers[0]")
+
+
+def test_stock_vllm_image_without_logits_processors_is_allowed() -> None:
+    server = {"name": "vlm", "model": {"name": "m", "source": "tiny"}, "image": "docker.io/vllm/vllm-openai",
+              "logits_processors": []}
+    spec = parse_spec({"stack": "x", "target": "local", "inference_servers": [server]})
+    assert spec.inference_servers[0].image == "docker.io/vllm/vllm-openai"
 
 
 def test_workers_need_a_vision_model_or_the_simulator() -> None:

@@ -43,7 +43,8 @@ def test_render_refuses_the_local_stack(tmp_path):
 def test_compose_to_stdout_and_error_for_prod():
     result = runner.invoke(app, ["compose", "--stack", "dev"])
     assert result.exit_code == 0, result.output
-    assert "vllm/vllm-openai:v0.32.0" in yaml.safe_load(result.output)["services"]["mineru-vlm"]["image"]
+    server = yaml.safe_load(result.output)["services"]["mineru-vlm"]
+    assert server["image"] == "ghcr.io/splitstack/inference-server:v0.32.0"
     result = runner.invoke(app, ["compose", "--stack", "prod"])
     assert result.exit_code == 2 and "cannot hold" in result.output
 

@@ -296,7 +296,7 @@ def test_plan_states_nodes_per_zone_gpus_pods_storage_and_images():
     assert "1 node(s) in EACH of us-central1-a, us-central1-c = 2" in out
     assert "node 1 (us-central1-a): 1 x inference_servers[1] 'qwen-vl'" in out
     assert "PVC splitstack-outputs: 1024Gi ReadWriteMany on standard-rwx" in out
-    assert "vllm/vllm-openai:v0.32.0 (mineru-vlm, qwen-vl)" in out
+    assert "ghcr.io/splitstack/inference-server:v0.32.0 (mineru-vlm, qwen-vl)" in out
 
 
 def _variant_root(tmp_path: Path, name: str, spec_raw: dict) -> Path:

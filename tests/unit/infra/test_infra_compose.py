@@ -35,7 +35,10 @@ def test_dev_compose_is_valid_and_hardened():
     doc = compose_document(load_stack("dev"))
     assert validate_compose(doc) == []
     server = doc["services"]["mineru-vlm"]
-    assert server["image"] == "vllm/vllm-openai:v0.32.0"
+    assert server["image"] == "ghcr.io/splitstack/inference-server:v0.32.0"
+    # as MinerU's own server starts vLLM; the inference-server image carries mineru_vl_utils
+    args = server["command"]
+    assert args[args.index("--logits-processors") + 1] == "mineru_vl_utils:MinerULogitsProcessor"
     assert server["shm_size"] == "2gb"
     assert server["ulimits"] == {"memlock": -1, "stack": 67108864}
     assert server["healthcheck"]["start_period"] == "600s"
@@ -54,6 +57,15 @@ def test_schema_catches_a_misspelt_key():
     doc["services"]["worker"]["shm_sise"] = "1g"
     (problem,) = validate_compose(doc)
     assert "services.worker" in problem and "shm_sise" in problem
+
+
+def test_sim_engine_runs_the_simulator_image():
+    raw = make_raw("existing", "split")
+    raw["inference_servers"][0]["engine"] = "sim"
+    server = compose_document(parse_spec(raw))["services"]["mineru-vlm"]
+    assert server["image"] == "ghcr.io/splitstack/simulator:0.1.0"
+    assert server["command"][:4] == ["python", "-m", "splitstack.cli.sim", "serve"]
+    assert validate_compose(compose_document(parse_spec(raw))) == []
 
 
 def test_two_servers_get_distinct_gpus():

@@ -154,7 +154,7 @@ def test_no_latest_images(cloud, mode, mocks, after_build):
         all_clean(rules.no_latest, mocks.kubernetes_objects)
         images = {c["image"] for o in mocks.kubernetes_objects if rules.pod_template(o)
                   for c in rules.containers(rules.pod_template(o)[1])}
-        assert ("vllm/vllm-openai:v0.32.0" in images) == (mode == "split")
+        assert ("ghcr.io/splitstack/inference-server:v0.32.0" in images) == (mode == "split")
         assert "ghcr.io/splitstack/worker:0.1.0" in images
 
     return after_build(deployment, check)

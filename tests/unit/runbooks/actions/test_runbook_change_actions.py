@@ -53,7 +53,7 @@ def test_tune_that_breaks_the_server_is_rolled_back(make_ctx, kube):
 def test_upgrade_validates_and_keeps_a_good_version(make_ctx, kube):
     report = invoke(make_ctx(apply=True), "upgrade-server", {"to": {"image_tag": "v0.33.0"}})
     assert report.outcome == "applied", report.render()
-    assert kube.deployments[SERVER]["image"] == "vllm/vllm-openai:v0.33.0"
+    assert kube.deployments[SERVER]["image"] == "ghcr.io/splitstack/inference-server:v0.33.0"
     post = [c for c in kube.calls if c[0] == "proxy_post"]
     assert post and post[0][1][0] == f"{SERVER}:8000" and post[0][1][1] == "v1/chat/completions"
     assert post[0][1][2]["model"] == "mineru-vlm"
@@ -63,7 +63,7 @@ def test_upgrade_to_a_crashing_version_rolls_back(make_ctx, kube):
     report = invoke(make_ctx(apply=True), "upgrade-server", {"to": {"image_tag": "v0.33.0-broken"}})
     assert report.outcome == "rolled_back", report.render()
     assert "failed and will not become healthy" in report.summary
-    assert kube.deployments[SERVER]["image"] == "vllm/vllm-openai:v0.32.0"
+    assert kube.deployments[SERVER]["image"] == "ghcr.io/splitstack/inference-server:v0.32.0"
 
 
 def test_upgrade_failing_test_inference_rolls_back(make_ctx, kube):
@@ -71,7 +71,7 @@ def test_upgrade_failing_test_inference_rolls_back(make_ctx, kube):
     report = invoke(make_ctx(apply=True), "upgrade-server", {"to": {"image_tag": "v0.33.0"}})
     assert report.outcome == "rolled_back", report.render()
     assert "test inference: HTTP 500" in report.summary
-    assert kube.deployments[SERVER]["image"] == "vllm/vllm-openai:v0.32.0"
+    assert kube.deployments[SERVER]["image"] == "ghcr.io/splitstack/inference-server:v0.32.0"
 
 
 def test_upgrade_refuses_when_the_server_cannot_be_reached_for_the_test(make_ctx, kube):
@@ -79,7 +79,7 @@ def test_upgrade_refuses_when_the_server_cannot_be_reached_for_the_test(make_ctx
     report = invoke(make_ctx(apply=True), "upgrade-server", {"to": {"image_tag": "v0.33.0"}})
     assert report.outcome == "refused"
     assert "GET /v1/models answers HTTP 403 before the upgrade" in report.summary
-    assert kube.deployments[SERVER]["image"] == "vllm/vllm-openai:v0.32.0"
+    assert kube.deployments[SERVER]["image"] == "ghcr.io/splitstack/inference-server:v0.32.0"
 
 
 def test_upgrade_refuses_latest_and_knobs(make_ctx, kube):

@@ -1,0 +1,68 @@
+"""`splitstack images build`: the worker, simulator and inference-server images, with podman.
+
+Mount with ``app.add_typer(splitstack.cli.images.app, name="images")``; the work is in
+stack/images.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from contract.spec_loader import SpecError, load_stack, project_root
+from stack.component import SetupError
+from stack.images import BaseKind, Built, ImageName, build_images
+from stack.podman import PodmanError
+
+app = typer.Typer(help="Container images (images/*/Containerfile), built with podman.", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+def _check_base(value: str, option: str) -> None:
+    if value in (BaseKind.public.value, BaseKind.debootstrap.value) or "/" in value or ":" in value:
+        return
+    err.print(f"[red]{option} {value!r}: expected 'public', 'debootstrap' or an image reference such as "
+              "registry.example.com/python:3.11-slim-bookworm[/red]")
+    raise typer.Exit(2)
+
+
+@app.command("build")
+def build(
+    stack: Annotated[str, typer.Option("--stack", "-s", help="Stack whose spec names the images and tags.")] = "local",
+    base: Annotated[str, typer.Option(help="Base of the worker and simulator images: 'public' "
+                                           "(python:3.11-slim-bookworm), 'debootstrap' (Debian's Python "
+                                           "3.11, no registry needed) or an image reference.")] = "public",
+    only: Annotated[list[ImageName] | None, typer.Option(help="Build only these images (repeatable).")] = None,
+    vllm_base: Annotated[str | None, typer.Option(
+        help="Base of the inference-server image (default: vllm/vllm-openai at the spec's image_tag), "
+             "e.g. a registry mirror of it.")] = None,
+) -> None:
+    """Build the images; exit 1 when a build failed or nothing could be built, 2 on bad input.
+
+    With --base debootstrap the inference-server image is skipped (its base comes from a registry),
+    which is said, not an error."""
+    _check_base(base, "--base")
+    if vllm_base is not None:
+        _check_base(vllm_base, "--vllm-base")
+    try:
+        spec = load_stack(stack)
+    except SpecError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+    try:
+        report = build_images(spec, project_root(), base=base, only=only or (), vllm_base=vllm_base,
+                              progress=lambda line: console.print(f"[cyan]images[/cyan] {line}"))
+    except (SetupError, PodmanError) as exc:
+        err.print(f"[red]images build failed:[/red] {exc}")
+        raise typer.Exit(1) from None
+    for item in report.images:
+        if isinstance(item, Built):
+            console.print(f"[green]built[/green] {item.name}: {item.ref}, {item.size_bytes / 1e6:.0f} MB, "
+                          f"in {item.seconds:.1f} s, on {item.base}", soft_wrap=True)
+        else:
+            console.print(f"[yellow]skipped[/yellow] {item.name}: {item.ref}: {item.reason}", soft_wrap=True)
+    if not any(isinstance(item, Built) for item in report.images):
+        raise typer.Exit(1)
