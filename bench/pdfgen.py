@@ -9,21 +9,20 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from contract.extras import require
+
 WORDS = ("document page table figure queue stream batch token model layout block markdown "
          "pipeline worker inference server latency throughput retry breaker recovery").split()
 
 
 def make_pdf(path: Path, pages: int, seed: int) -> Path:
-    try:
-        from reportlab.lib.pagesizes import A4
-        from reportlab.pdfgen import canvas
-    except ImportError as exc:
-        raise RuntimeError("generating PDFs needs reportlab (the worker extra): "
-                           "`pip install -e '.[worker]'`, or set documents.directory") from exc
+    feature = "generating PDFs (or set documents.directory)"
+    page_size = require("reportlab.lib.pagesizes", "worker", feature).A4
+    canvas = require("reportlab.pdfgen.canvas", "worker", feature)
     rng = random.Random(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    c = canvas.Canvas(str(path), pagesize=A4, invariant=1)  # invariant: no timestamps, same bytes
-    w, h = A4
+    c = canvas.Canvas(str(path), pagesize=page_size, invariant=1)  # invariant: no timestamps, same bytes
+    w, h = page_size
     for p in range(pages):
         c.setFont("Helvetica-Bold", 16)
         c.drawString(60, h - 70, f"Section {p + 1}: {' '.join(rng.choice(WORDS) for _ in range(4))}")

@@ -17,14 +17,11 @@ from stack.procs import free_port
 def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     """Seconds from spawning one extra worker (the stack's own command) to /readyz 200."""
     from contract.spec_loader import project_root
+    from contract.worker_env import ENV_METRICS_PORT
     from stack.components import BuildContext
     from stack.launcher import LocalStack
+    from stack.workers import worker_component
 
-    try:
-        from contract.worker_env import ENV_METRICS_PORT
-        from stack.workers import worker_component
-    except ImportError as exc:
-        raise RuntimeError(f"the worker package cannot be imported here ({exc}): `pip install -e '.[worker]'`") from exc
     root = project_root()
     spec = target.stack_spec()
     paths = LocalStack(spec, root).paths
