@@ -77,8 +77,12 @@ lint: python
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# Two at a time (pytest-xdist; integration tests by file, so a file's fixtures stay in one
+# process), then the timing-sensitive tests (marker `serial`) alone.
 test: setup lint
-	$(PY) -m pytest tests -q --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -q -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest tests/integration -q -n 2 --dist loadfile -m "not serial" --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest tests/integration -q -m serial --durations=10 $(PYTEST_ARGS)
 
 test-unit: python
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)

@@ -11,6 +11,19 @@ import pytest
 from stack.launcher import LocalStack
 from testsupport.stack import local_stack
 
+# Tests whose verdict depends on the client keeping its schedule (the bench marks a run invalid when
+# its own event loop lags; accuracy and schedule-lag bounds): `make test` runs them alone, after the
+# rest of the integration suite has run two files at a time (pytest-xdist).
+SERIAL = ("tests/integration/bench/", "tests/integration/sim/test_sim_timings_process.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        where = Path(str(item.path)).relative_to(root).as_posix()
+        if where.startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
+
 
 @pytest.fixture
 def make_stack(tmp_path: Path) -> Iterator:
