@@ -208,6 +208,8 @@ PROMETHEUS_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name="ALERTS", type=MetricType.gauge, source=Source.prometheus,
               help="1 for each pending or firing alert.", labels=("alertname", "alertstate")),
     # Prometheus' own /metrics (2.42), for the alerts on Prometheus itself.
+    MetricDef(name="prometheus_build_info", type=MetricType.gauge, source=Source.prometheus,
+              help="1, labelled with the version: present while Prometheus scrapes itself."),
     MetricDef(name="prometheus_rule_evaluation_failures_total", type=MetricType.counter,
               source=Source.prometheus, help="Rule evaluations that failed.", labels=("rule_group",)),
     MetricDef(name="prometheus_rule_group_iterations_missed_total", type=MetricType.counter,

@@ -81,7 +81,8 @@ def uptime_indicator(sli: UptimeSLI, jobs: Jobs) -> str:
         failed = _sum_rate(jobs, rf.failed, "workers", w, _kinds(rf.kinds))
         sent = _sum_rate(jobs, rf.attempted, "workers", w)
         if rf.unsent_kinds:
-            sent = f"({sent} + {_sum_rate(jobs, rf.failed, 'workers', w, _kinds(rf.unsent_kinds))})"
+            unsent = _sum_rate(jobs, rf.failed, "workers", w, _kinds(rf.unsent_kinds))
+            sent = f"({sent} + ({unsent} or vector(0)))"
         # No request in the window: nothing failed (the division is filtered out, then 1).
         terms.append(f"(({failed} / ({sent} > 0) <= bool {dec(rf.max_failed_ratio)}) or on () vector(1))")
     return " * ".join(terms)
@@ -95,9 +96,12 @@ def threshold_value(sli: ThresholdSLI, jobs: Jobs, window: str) -> str:
 
 
 def backlog_throughout(sli: ThresholdSLI, jobs: Jobs, window: str) -> str:
-    """Work waited for the whole window. Every worker exports the same group-wide lag: max, not sum."""
+    """Work waited for the whole window, and the window is covered: the gauge was already exported
+    a window ago (a slice that began before monitoring did is not judged on its last minutes).
+    Every worker exports the same group-wide lag: max, never sum."""
     assert sli.backlog_gauge is not None
-    return f"max(min_over_time({_sel(jobs, sli.backlog_gauge, sli.job)}[{window}])) > 0"
+    gauge = _sel(jobs, sli.backlog_gauge, sli.job)
+    return f"max(min_over_time({gauge}[{window}])) > 0 and on () count({gauge} offset {window})"
 
 
 def indicator_expr(slo: SLO, jobs: Jobs) -> str:

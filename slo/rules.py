@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from slo import promql
-from slo.spec import SLO, ManualAlert, SLOSpec, ThresholdSLI, UptimeSLI, alert_threshold, dec
+from slo.spec import SLO, LatencySLI, ManualAlert, SLOSpec, ThresholdSLI, UptimeSLI, alert_threshold, dec
 from slo.windows import BurnWindow, BurnWindows, Severity, fmt_duration_min, load_burn_windows
 
 ALERT_BY_SEVERITY = {Severity.page: "SLOErrorBudgetBurnFast", Severity.ticket: "SLOErrorBudgetBurnSlow"}
@@ -187,11 +187,14 @@ def manual_description(slo: SLO, m: ManualAlert) -> str:
                 f"for {fmt_duration_s(m.for_s)}: {slo.title}. Workers cannot process PDFs; their breakers open. "
                 f"{m.source}.")
     window = fmt_duration_min(m.over_min or 0)
+    thr = dec(m.threshold or Decimal(0))
     if isinstance(sli, ThresholdSLI):
-        return (f"{slo.title}: {VALUE} over the last {window} while work waited in the queue the whole time "
-                f"(page below {dec(m.threshold or Decimal(0))}). {m.source}.")
-    return (f"{slo.title}: {VALUE} of the PDFs over the last {window} were bad "
-            f"(page above {dec(m.threshold or Decimal(0))}, with at least {m.min_events} PDFs). {m.source}.")
+        unit = " PDFs/h" if sli.measure == "rate_per_hour" else ""
+        return (f"{slo.title}: {VALUE}{unit} over the last {window} while work waited in the queue the whole "
+                f"time (pages {'below' if sli.comparison == 'gte' else 'above'} {thr}{unit}). {m.source}.")
+    bad = f"took longer than {dec(sli.threshold_s)} s or failed" if isinstance(sli, LatencySLI) else "failed"
+    return (f"{slo.title}: a share of {VALUE} of the PDFs of the last {window} {bad} "
+            f"(pages above {thr}, with at least {m.min_events} PDFs). {m.source}.")
 
 
 def manual_rules(spec: SLOSpec, slo: SLO, m: ManualAlert, windows: BurnWindows) -> list[dict]:
@@ -201,7 +204,7 @@ def manual_rules(spec: SLOSpec, slo: SLO, m: ManualAlert, windows: BurnWindows) 
     if m.for_s:
         rule["for"] = fmt_duration_s(m.for_s)
     rule["labels"] = labels
-    rule["annotations"] = {"summary": f"{m.alert}: {slo.title} breached the operations manual's paging threshold",
+    rule["annotations"] = {"summary": f"{slo.title}: the operations manual's paging threshold is breached",
                            "description": manual_description(slo, m),
                            **_common_annotations(spec, slo, m.alert, windows)}
     if isinstance(slo.sli, UptimeSLI):
@@ -212,8 +215,10 @@ def manual_rules(spec: SLOSpec, slo: SLO, m: ManualAlert, windows: BurnWindows) 
         fired = f'ALERTS{{alertname="{m.alert}", alertstate="firing"{ns}}}'
         out.append({
             "alert": m.inhibitor,
-            "expr": f"{manual_expr(spec, slo, m)}\nor on ()\n"
-                    f"max_over_time({fired}[{fmt_duration_min(m.inhibit_after_min)}])",
+            # The ALERTS series carries alertname/alertstate/severity of the page: drop them, keep
+            # job and namespace (Alertmanager's inhibition compares namespace).
+            "expr": f"{manual_expr(spec, slo, m)}\nor on ()\nmax without (alertname, alertstate, severity) "
+                    f"(max_over_time({fired}[{fmt_duration_min(m.inhibit_after_min)}]))",
             "labels": {"severity": NONE_SEVERITY, "slo": slo.name, "service": slo.service, **scope_labels(spec)},
             "annotations": {
                 "summary": f"{slo.title}: down now, or {m.alert} fired within {m.inhibit_after_min} min",
@@ -223,7 +228,7 @@ def manual_rules(spec: SLOSpec, slo: SLO, m: ManualAlert, windows: BurnWindows) 
                     f"after {fmt_duration_s(m.for_s)}, until {m.inhibit_after_min} min after it, while the "
                     "burn-rate windows still hold the outage. A server that flaps without paging inhibits "
                     "only while it is down, so the availability burn-rate pages still reach a person."),
-                **_common_annotations(spec, slo, m.alert, windows),
+                **_common_annotations(spec, slo, m.inhibitor, windows),
             },
         })
     return out
