@@ -33,6 +33,7 @@ class StackError(Exception):
 class LocalStack:
     spec: Spec
     project_root: Path
+    rule_globs: list[str] | None = None  # None: the project's alerts/ (see BuildContext)
 
     @property
     def paths(self) -> StackPaths:
@@ -60,7 +61,7 @@ class LocalStack:
         paths.make()
         check_ports_free(self.spec)
         api_key = resolve_api_key(self.spec, paths)
-        ctx = BuildContext(self.spec, paths, self.project_root, api_key)
+        ctx = BuildContext(self.spec, paths, self.project_root, api_key, rule_globs=self.rule_globs)
         components = build_components(ctx)
         started = time.monotonic()
         env = _child_env(self.project_root)
