@@ -261,6 +261,9 @@ def generate_rule_tests(spec: SLOSpec, windows: BurnWindows | None = None) -> di
             out[stem] = {
                 "rule_files": [f"../{slo.name}.rules.yml"],
                 "evaluation_interval": fmt_duration_min(step),
+                # promtool evaluates every group at every step, in no fixed order unless told: the
+                # long group's ticket alerts read this step's short-window records only after them.
+                "group_eval_order": [f"slo-{slo.name}", f"slo-{slo.name}-long"],
                 "tests": [t for s, t in tests if s == step],
             }
     return out
