@@ -301,6 +301,13 @@ class Observability(Strict):
         "With it the 30-day SLO rules and `slo report` run against the store and the local "
         "retention may be shorter.")
     alertmanager: Alertmanager = Field(default_factory=Alertmanager)
+
+    @field_validator("long_term_store_url")
+    @classmethod
+    def _store_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) URL; Prometheus remote-writes to one")
+        return url
     install_kube_prometheus_stack: bool = Field(
         default=False, description="Install kube-prometheus-stack with Helm (k8s only)."
     )

@@ -22,7 +22,6 @@ import json
 from pathlib import Path
 
 from contract import metrics as c
-from slo.promql import le_matcher
 from slo.rules import SLO_DASHBOARD_UID
 from slo.spec import SLOSpec, dec
 
@@ -182,8 +181,8 @@ def worker_connectivity(spec: SLOSpec) -> dict:
     b.add("Failure ratio", [(f"{_rate0(c.CLIENT_FAILURES, job, _INSTANCE)} / "
                              f"sum(rate({_sel(c.CLIENT_REQUESTS, job, _INSTANCE)}[{RATE}]))", "failed / attempted")],
           unit="percentunit", thresholds=[("green", None), ("red", 0.05)])
-    b.add("Failures by kind", [(f"sum by (kind) (rate({_sel(c.CLIENT_FAILURES, job, _INSTANCE)}[{RATE}]))", "{{kind}}")],
-          unit="reqps")
+    by_kind = f"sum by (kind) (rate({_sel(c.CLIENT_FAILURES, job, _INSTANCE)}[{RATE}]))"
+    b.add("Failures by kind", [(by_kind, "{{kind}}")], unit="reqps")
     b.add("Circuit breaker state (0 closed, 1 half-open, 2 open)",
           [(f"max by (instance) ({_sel(c.BREAKER_STATE, job, _INSTANCE)})", "{{instance}}")],
           thresholds=[("green", None), ("orange", 1), ("red", 2)], width=24)

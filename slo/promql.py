@@ -200,5 +200,5 @@ def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
         assert isinstance(sli, ThresholdSLI)
         names = [sli.metric] + ([sli.backlog_gauge] if sli.backlog_gauge else [])
         pairs = [(m, m, sli.job) for m in names]
-    return [(metric, jobs.of(role), f"absent({_sel(jobs, sample, role)})")  # type: ignore[arg-type]
+    return [(metric, jobs.of(role), f"absent({_sel(jobs, sample, role)})")
             for metric, sample, role in pairs]

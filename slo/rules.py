@@ -54,7 +54,8 @@ def record_selector(spec: SLOSpec, slo: SLO) -> str:
 
 def paging_policy(slo: SLO, windows: BurnWindows) -> str:
     """Who pages for this SLO, in words: the `paging` annotation of its alerts."""
-    pages = [f"{w.long}/{w.short}" for w in windows.windows if w.severity is Severity.page and Severity.page in slo.alerts]
+    pages = [f"{w.long}/{w.short}" for w in windows.windows
+             if w.severity is Severity.page and Severity.page in slo.alerts]
     tickets = [f"{w.long}/{w.short}" for w in windows.windows
                if w.severity is Severity.ticket and Severity.ticket in slo.alerts]
     parts = []
@@ -116,7 +117,8 @@ class BurnAlert:
                 f"{s.title}: the error ratio is {VALUE} over {w.long} and at least {dec(self.threshold)} over "
                 f"{w.short} ({self.factor_text}x the {dec(s.error_budget)} error budget of a {dec(s.target * 100)} % "
                 f"target over {s.window_d} d); at this rate {dec(w.budget_consumed_ratio * 100)} % of the budget "
-                f"goes in {w.long}." + ("" if s.time_based else f" (Only with at least {s.min_events} events in {w.long}.)")
+                f"goes in {w.long}."
+                + ("" if s.time_based else f" (Only with at least {s.min_events} events in {w.long}.)")
             ),
             **_common_annotations(self.spec, s, self.name, windows),
         }
@@ -164,8 +166,8 @@ def manual_expr(spec: SLOSpec, slo: SLO, m: ManualAlert) -> str:
     if isinstance(sli, UptimeSLI):
         # `up == 0` while the target answers badly; absent() once it left service discovery
         # (Prometheus marks its series stale at once): both start the `for` at the same moment.
-        return "\nor\n".join(f"{promql._sel(jobs, 'up', r)} == 0 or absent({promql._sel(jobs, 'up', r)})"
-                             for r in sli.jobs)
+        ups = [promql.selector("up", jobs.of(r), jobs=jobs) for r in sli.jobs]
+        return "\nor\n".join(f"{up} == 0 or absent({up})" for up in ups)
     assert m.over_min is not None and m.threshold is not None
     window = fmt_duration_min(m.over_min)
     if isinstance(sli, ThresholdSLI):
@@ -182,8 +184,8 @@ def manual_expr(spec: SLOSpec, slo: SLO, m: ManualAlert) -> str:
 def manual_description(slo: SLO, m: ManualAlert) -> str:
     sli = slo.sli
     if isinstance(sli, UptimeSLI):
-        return (f"Prometheus cannot scrape {{{{ $labels.job }}}} target "
-                f"{{{{ with $labels.instance }}}}{{{{ . }}}}{{{{ else }}}}(none left in service discovery){{{{ end }}}} "
+        target = "{{ with $labels.instance }}{{ . }}{{ else }}(none left in service discovery){{ end }}"
+        return (f"Prometheus cannot scrape {{{{ $labels.job }}}} target {target} "
                 f"for {fmt_duration_s(m.for_s)}: {slo.title}. Workers cannot process PDFs; their breakers open. "
                 f"{m.source}.")
     window = fmt_duration_min(m.over_min or 0)

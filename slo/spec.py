@@ -15,10 +15,10 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from contract import metrics as catalog
-from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
-from contract.slo_window import SLO_WINDOW_MAX_D
 from contract.metrics import MetricType
 from contract.models import Strict
+from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
+from contract.slo_window import SLO_WINDOW_MAX_D
 from slo.windows import BurnWindows, Severity, load_burn_windows
 
 OBJECTIVES_PATH = Path(__file__).with_name("objectives.yaml")

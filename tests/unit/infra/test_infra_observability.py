@@ -68,4 +68,38 @@ def test_prod_rules_are_scoped_and_alertmanager_is_generated(mocks, tmp_path):
     checked = subprocess.run(["amtool", "check-config", str(am)], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     inhibit = kps["values"]["alertmanager"]["config"]["inhibit_rules"][0]
-    assert inhibit["source_matchers"] == ['alertname="InferenceServerUnreachable"'] and inhibit["equal"] == ["namespace"]
+    assert inhibit["source_matchers"] == ['alertname="InferenceServerUnreachable"']
+    assert inhibit["equal"] == ["namespace"]
+
+
+def _rule_jobs() -> set[str]:
+    import re
+
+    files = sorted((ROOT / "alerts").glob("*.rules.yml")) + sorted((ROOT / "alerts" / "generated").glob("*.rules.yml"))
+    return set(re.findall(r'job="([^"]+)"', "".join(f.read_text() for f in files)))
+
+
+def test_every_deployment_names_its_jobs_as_the_rules_select_them(mocks):
+    """The job names come from the deployment: the local stack's and Compose's scrape configs and
+    the ServiceMonitors' job label all produce the jobs the rules select on, and no rule needs
+    the deployment's own Prometheus job (kube-prometheus-stack names it differently)."""
+    from contract import naming
+    from infra.compose import prometheus_config as compose_config
+    from stack.prometheus_config import prometheus_config as local_config
+
+    wanted = _rule_jobs()
+    assert wanted == {"inference-server", "workers"}
+    local = {j["job_name"] for j in local_config(load_stack("local"), [])["scrape_configs"]}
+    compose = {j["job_name"] for j in compose_config(load_stack("dev"), [])["scrape_configs"]}
+    assert wanted <= local and wanted <= compose
+
+    @pulumi.runtime.test
+    def run():
+        build(load_stack("prod"), ROOT)
+
+    run()
+    monitors = [o for o in mocks.kubernetes_objects if o["kind"] == "ServiceMonitor"]
+    assert monitors and all(m["spec"]["jobLabel"] == naming.JOB_LABEL for m in monitors)
+    services = {o["metadata"]["labels"][naming.JOB_LABEL] for o in mocks.kubernetes_objects
+                if o["kind"] == "Service" and naming.JOB_LABEL in o["metadata"].get("labels", {})}
+    assert wanted <= services
