@@ -263,8 +263,10 @@ def resolve(expr: str) -> str:
     return expr
 
 
-def panel_exprs(dashboard: dict, resolved: bool = True) -> list[tuple[str, str]]:
-    """(panel title, expr) for every query of a dashboard and its alert annotations."""
+def panel_exprs(dashboard: dict, resolved: bool = True, annotations: bool = False) -> list[tuple[str, str]]:
+    """(panel title, expr) for every query of a dashboard, and of its alert annotations if asked
+    (those return data only while an alert fires)."""
     exprs = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
-    exprs += [(f"annotation: {a['name']}", a["expr"]) for a in dashboard.get("annotations", {}).get("list", [])]
+    if annotations:
+        exprs += [(f"annotation: {a['name']}", a["expr"]) for a in dashboard.get("annotations", {}).get("list", [])]
     return [(title, resolve(e) if resolved else e) for title, e in exprs]

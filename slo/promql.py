@@ -19,11 +19,13 @@ from slo.windows import fmt_duration_min
 
 INDICATOR_RECORD = "slo:sli_good:indicator"
 ERROR_RATIO_RECORD = "slo:sli_error:ratio_rate{window}"
-# Prometheus is evaluating and scraping something: the gate that makes a job with no target at
-# all count as down, without naming any deployment's own Prometheus job (kube-prometheus-stack
-# calls it kube-prometheus-stack-prometheus, Compose has none). In a recording rule it always
-# holds; in `slo report`'s subqueries it keeps time before monitoring started out of the count.
-MONITORING_UP = "group(up)"
+# Prometheus has been scraping for a minute: the gate that makes a job with no target at all
+# count as down, without naming any deployment's own Prometheus job (kube-prometheus-stack calls
+# it kube-prometheus-stack-prometheus, Compose has none). The minute: a fresh Prometheus
+# evaluates its rules before it has scraped every target once, which must not read as an outage
+# of the targets not scraped yet. In `slo report`'s subqueries it also keeps time before
+# monitoring started out of the count.
+MONITORING_UP = "group(up offset 1m)"
 
 
 def le_matcher(bound: float | Decimal) -> str:

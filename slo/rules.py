@@ -10,7 +10,7 @@ Per SLO, two groups (rules in a group run in order, so alerts see this evaluatio
   * the operations manual's own alert (``manual_alert``) and, for the server, the inhibitor that
     Alertmanager uses to silence the outage's symptoms;
   * ``SLOMetricAbsent`` when a metric the SLI needs is missing.
-``slo-<name>-long`` (``alerting.slow_interval_min``): the 1 d, 3 d and SLO-window ratios (30 d
+``slo-<name>-long`` (``alerting.slow_interval_s``): the 1 d, 3 d and SLO-window ratios (30 d
 ranges are the expensive ones), the ticket alerts, and Sloth-style budget series
 (``slo:objective:ratio``, ``slo:error_budget:ratio``, ``slo:period_burn_rate:ratio``,
 ``slo:period_error_budget_remaining:ratio``, ``slo:info``) that dashboards plot.
@@ -293,7 +293,7 @@ def slo_groups(spec: SLOSpec, slo: SLO, windows: BurnWindows | None = None) -> l
         })
     slow += _metadata(spec, slo)
     return [{"name": f"slo-{slo.name}", "rules": fast},
-            {"name": f"slo-{slo.name}-long", "interval": f"{spec.alerting.slow_interval_min}m", "rules": slow}]
+            {"name": f"slo-{slo.name}-long", "interval": fmt_duration_s(spec.alerting.slow_interval_s), "rules": slow}]
 
 
 def generate_rules(spec: SLOSpec, windows: BurnWindows | None = None) -> dict[str, dict]:

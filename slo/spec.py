@@ -78,10 +78,10 @@ class Alerting(Strict):
         default_factory=lambda: {Severity.page: "critical", Severity.ticket: "warning"},
         description="value of the `severity` label per urgency: kube-prometheus-stack's vocabulary "
         "(critical / warning), which its Alertmanager config and inhibit rules understand")
-    slow_interval_min: int = Field(
-        default=5, gt=0,
+    slow_interval_s: int = Field(
+        default=300, gt=0,
         description="evaluation interval of the long-window groups (1 d, 3 d, 30 d ratios, ticket "
-        "alerts, budget series), minutes: their ranges are the expensive ones and move slowly")
+        "alerts, budget series), seconds: their ranges are the expensive ones and move slowly")
 
     @field_validator("runbook_base_url", "dashboard_base_url")
     @classmethod

@@ -38,6 +38,9 @@ class Component:
     autorestart: bool = True
     priority: int = 500
     cwd: Path | None = None
+    # Started only once every other component is healthy (Prometheus: a stack coming up is not
+    # an outage, and its first scrapes would otherwise count the starting targets as down).
+    start_after_others: bool = False
 
 
 @dataclass(frozen=True)

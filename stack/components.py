@@ -67,7 +67,7 @@ def prometheus_component(ctx: BuildContext) -> Component:
     url = f"http://{host}:{port}"
     return Component(
         "prometheus", "prometheus", argv, HealthCheck("http", f"{url}/-/ready"), url, port,
-        priority=200,
+        priority=200, start_after_others=True,
     )
 
 

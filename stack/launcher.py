@@ -68,7 +68,11 @@ class LocalStack:
         progress("stack", f"starting {len(components)} components under supervisord")
         try:
             self.supervisor.start(components, env)
-            self._wait_healthy(components, progress)
+            late = [c for c in components if c.start_after_others]
+            self._wait_healthy([c for c in components if not c.start_after_others], progress)
+            for c in late:
+                self.supervisor.start_process(c.name)
+            self._wait_healthy(late, progress)
         except BaseException:
             self.down()
             raise

@@ -43,7 +43,7 @@ def test_every_panel_queries_the_datasource_variable():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_every_panel_query_names_only_catalog_metrics(name):
-    for title, expr in panel_exprs(BOARDS[name]):
+    for title, expr in panel_exprs(BOARDS[name], annotations=True):
         assert metric_names(expr), (title, expr)
         assert unknown_metrics(expr) == set(), (title, expr)
 
@@ -53,7 +53,7 @@ def test_every_panel_query_parses_with_promtool(tmp_path):
     if promtool is None:
         pytest.fail("promtool not found: install the Debian package `prometheus`")
     rules = [{"record": f"dashboard:check:{i}", "expr": expr}
-             for i, (_, expr) in enumerate(e for b in BOARDS.values() for e in panel_exprs(b))]
+             for i, (_, expr) in enumerate(e for b in BOARDS.values() for e in panel_exprs(b, annotations=True))]
     f = tmp_path / "panels.rules.yml"
     f.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
     r = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)

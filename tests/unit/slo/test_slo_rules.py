@@ -50,7 +50,7 @@ def test_alert_expression_is_multiwindow_and_rounded():
 def test_a_vanished_target_is_down_without_naming_any_deployments_prometheus_job():
     fast, _ = generate_rules(SPEC)["inference-server-uptime"]["groups"]
     ind = next(r for r in fast["rules"] if r.get("record") == "slo:sli_good:indicator")
-    assert ind["expr"] == '(max(up{job="inference-server"}) or on () 0 * group(up))'
+    assert ind["expr"] == '(max(up{job="inference-server"}) or on () 0 * group(up offset 1m))'
     down = next(r for r in fast["rules"] if r.get("alert") == "InferenceServerDown")
     assert down["expr"] == 'up{job="inference-server"} == 0 or absent(up{job="inference-server"})'
     assert down["for"] == "5m"
