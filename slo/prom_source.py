@@ -77,9 +77,10 @@ class PrometheusSource:
     def coverage_s(self, slo: SLO, window: str) -> int | None:
         """Seconds of ``window`` (up to now) for which Prometheus has the SLI's first series.
 
-        Sampled every 1/720 of the window (an hour for 30 d), so it is exact to that step.
+        Sampled every 1/720 of the window (an hour for 30 d, a second for 10 min), so it is exact
+        to that step.
         """
-        step = f"{max(60, parse_duration_s(window) // 720)}s"
+        step = f"{max(1, parse_duration_s(window) // 720)}s"
         value = self._scalar(slo, promql.coverage_expr(slo, self.jobs, window, step))
         return None if value is None else int(value)
 
