@@ -114,9 +114,13 @@ def indicator_expr(slo: SLO, jobs: Jobs) -> str:
     if isinstance(sli, ThresholdSLI):
         window = fmt_duration_min(sli.slice_min)
         op = ">=" if sli.comparison == "gte" else "<="
-        good = f"({threshold_value(sli, jobs, window)} {op} bool {sli.threshold})"
+        value = threshold_value(sli, jobs, window)
+        good = f"({value} {op} bool {sli.threshold})"
         if sli.backlog_gauge:
-            return f"{good} and on () ({backlog_throughout(sli, jobs, window)})"
+            # Judged when the slice met the threshold, or when work waited the whole slice: a slice
+            # that missed it with an empty queue at some point (demand was lower) is not judged.
+            judged = f"({value} {op} {sli.threshold}) or on () ({backlog_throughout(sli, jobs, window)})"
+            return f"{good} and on () ({judged})"
         return good
     raise TypeError(f"slo {slo.name!r}: {sli.kind} is event based, it has no indicator")
 

@@ -159,14 +159,16 @@ def _threshold_counts(slo: SLO, sli: ThresholdSLI, recs: list[Record]) -> Counts
         busy = _busy_spans(pdfs)
         good = judged = 0
         for i, (lo, hi) in enumerate(bounds):
-            # The records' twin of the backlog gauge: some PDF submitted and not yet done for the
-            # whole slice. A slice the workers kept up with is not judged.
-            if sli.backlog_gauge and not any(a <= lo and hi <= b for a, b in busy):
-                continue
             last = i == len(bounds) - 1
             done = sum(1 for r in pdfs if r.ok and (lo <= r.end_s < hi or (last and r.end_s == hi)))
             per_hour = Fraction(done) * 3600 / exact(max(hi - lo, 1e-9))
-            good += _meets(per_hour, sli)
+            met = _meets(per_hour, sli)
+            # The records' twin of the backlog gauge: some PDF submitted and not yet done for the
+            # whole slice. A slice that missed the threshold without that is not judged (demand
+            # was lower than the threshold), as in the rules.
+            if not met and sli.backlog_gauge and not any(a <= lo and hi <= b for a, b in busy):
+                continue
+            good += met
             judged += 1
         return Counts(Fraction(good), Fraction(judged)) if judged else None
     samples = [(r.t_s, r.value) for r in recs if r.kind == "gauge" and r.metric == sli.metric and r.value is not None]

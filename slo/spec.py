@@ -222,8 +222,9 @@ class ThresholdSLI(Strict):
     slice_min: int = Field(gt=0, description="length of one time slice, minutes")
     backlog_gauge: str | None = Field(
         default=None,
-        description="gauge of work waiting; a slice is judged only when it stayed above 0 for the whole "
-        "slice (throughput cannot exceed demand: a slice the workers kept up with is not counted)")
+        description="gauge of work waiting; a slice that misses the threshold is judged (bad) only when "
+        "the gauge stayed above 0 for the whole slice (throughput cannot exceed demand: a slice the "
+        "workers kept up with is not counted)")
 
     @model_validator(mode="after")
     def _types(self) -> ThresholdSLI:
