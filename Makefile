@@ -15,10 +15,11 @@ PYTEST_ARGS ?=
 
 setup: apt python model
 
-# Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules).
+# Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules),
+# Alertmanager 0.25 + amtool (the local stack's Alertmanager; config checks in tests).
 apt:
 	@missing=""; \
-	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus; do \
+	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager; do \
 	  command -v $${bin%%:*} >/dev/null || missing="$$missing $${bin##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
