@@ -35,6 +35,10 @@ class Receiver:
     notifications: list[Notification] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def record(self, n: Notification) -> None:
+        with self._lock:
+            self.notifications.append(n)
+
     def on(self, path: str) -> list[Notification]:
         with self._lock:
             return [n for n in self.notifications if n.path == path]
@@ -61,8 +65,7 @@ def webhook_receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
-            with receiver._lock:
-                receiver.notifications.append(Notification(self.path, body, time.monotonic()))
+            receiver.record(Notification(self.path, body, time.monotonic()))
             self.send_response(200)
             self.end_headers()
 
