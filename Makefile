@@ -20,11 +20,13 @@ PYTEST_ARGS ?=
 
 setup: apt containers python model
 
-# Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules), podman 4.3
+# Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules),
+# Alertmanager 0.25 + amtool (the local stack's Alertmanager; config checks in tests), podman 4.3
 # with runc (containers without a Docker engine) and debootstrap (a base image without a registry).
 apt:
 	@missing=""; \
 	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus \
+	           prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager \
 	           podman:podman runc:runc debootstrap:debootstrap; do \
 	  command -v $${bin%%:*} >/dev/null || missing="$$missing $${bin##*:}"; \
 	done; \

@@ -59,6 +59,24 @@ VLLM_CLIENT_BUCKETS_S: tuple[float, ...] = (
 )
 
 
+# Every ``kind`` label value of mineru_pdfs_failed_total (the worker's dead-letter reasons) and
+# of mineru_vllm_client_failures_total. The worker creates each series at 0 when it starts:
+# Prometheus' rate() misses the first increment of a series that appears at 1, and the alert
+# rules must see the counters before the first failure (tests/unit/worker checks the worker
+# raises no other kind).
+PDF_FAILURE_KINDS: tuple[str, ...] = (
+    "bad_job", "poison", "server_rejected", "url_not_allowed", "not_found", "unreadable",
+    "download_failed", "too_large", "empty", "not_pdf", "encrypted", "corrupt", "no_pages",
+    "too_many_pages", "bad_page_range",
+)
+CLIENT_FAILURE_KINDS: tuple[str, ...] = (
+    "timeout", "connect", "http_5xx", "http_4xx", "breaker_open", "bad_body",
+)
+# Failures that mean the server could not serve (availability), as opposed to a bad request.
+CLIENT_UNAVAILABLE_KINDS: tuple[str, ...] = ("timeout", "connect", "http_5xx", "breaker_open")
+CHAT_ENDPOINT = "/v1/chat/completions"
+
+
 class BreakerState(IntEnum):
     """Values of ``mineru_vllm_circuit_breaker_state``."""
 
@@ -68,6 +86,7 @@ class BreakerState(IntEnum):
 
 
 PDF_PROCESSING_DURATION = "mineru_pdf_processing_duration_seconds"
+PDF_END_TO_END_DURATION = "mineru_pdf_end_to_end_duration_seconds"
 PDFS_PROCESSED = "mineru_pdfs_processed_total"
 PDFS_FAILED = "mineru_pdfs_failed_total"
 CLIENT_REQUEST_DURATION = "mineru_vllm_client_request_duration_seconds"
@@ -82,6 +101,11 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=PDF_PROCESSING_DURATION, type=MetricType.histogram, source=Source.worker,
               help="Seconds from taking a PDF off the queue to its outputs being stored; "
                    "observed for successful PDFs only.",
+              labels=("backend",), buckets=PDF_PROCESSING_BUCKETS_S),
+    MetricDef(name=PDF_END_TO_END_DURATION, type=MetricType.histogram, source=Source.worker,
+              help="Seconds from the PDF's submission to the queue to its outputs being stored: "
+                   "the queue wait the user also waits for, plus processing; observed for "
+                   "successful PDFs only (failed ones are counted by mineru_pdfs_failed_total).",
               labels=("backend",), buckets=PDF_PROCESSING_BUCKETS_S),
     MetricDef(name=PDFS_PROCESSED, type=MetricType.counter, source=Source.worker,
               help="PDFs processed successfully (outputs stored).", labels=("backend",)),
@@ -102,7 +126,8 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=BREAKER_STATE, type=MetricType.gauge, source=Source.worker,
               help="Circuit breaker state: 0 closed, 1 half-open, 2 open."),
     MetricDef(name=QUEUE_LAG, type=MetricType.gauge, source=Source.worker,
-              help="PDF jobs in the queue not yet delivered to any worker of the consumer group."),
+              help="PDF jobs in the queue not yet delivered to any worker of the consumer group. "
+                   "Every worker exports the same group-wide value: aggregate with max, never sum."),
     MetricDef(name=PDFS_IN_FLIGHT, type=MetricType.gauge, source=Source.worker,
               help="PDFs this worker is processing now."),
 )
@@ -179,6 +204,30 @@ VLLM_METRICS: tuple[MetricDef, ...] = tuple(
 PROMETHEUS_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name="up", type=MetricType.gauge, source=Source.prometheus,
               help="1 if the last scrape of the target succeeded, else 0."),
+    # The series Prometheus writes for every pending or firing alert (alertname, alertstate, labels).
+    MetricDef(name="ALERTS", type=MetricType.gauge, source=Source.prometheus,
+              help="1 for each pending or firing alert.", labels=("alertname", "alertstate")),
+    # Prometheus' own /metrics (2.42), for the alerts on Prometheus itself.
+    MetricDef(name="prometheus_build_info", type=MetricType.gauge, source=Source.prometheus,
+              help="1, labelled with the version: present while Prometheus scrapes itself."),
+    MetricDef(name="prometheus_rule_evaluation_failures_total", type=MetricType.counter,
+              source=Source.prometheus, help="Rule evaluations that failed.", labels=("rule_group",)),
+    MetricDef(name="prometheus_rule_group_iterations_missed_total", type=MetricType.counter,
+              source=Source.prometheus, help="Rule group evaluations skipped because the previous one ran late.",
+              labels=("rule_group",)),
+    MetricDef(name="prometheus_notifications_errors_total", type=MetricType.counter,
+              source=Source.prometheus, help="Errors sending alert notifications to Alertmanager.",
+              labels=("alertmanager",)),
+    MetricDef(name="prometheus_notifications_dropped_total", type=MetricType.counter,
+              source=Source.prometheus, help="Alerts dropped (queue full or send errors)."),
+    MetricDef(name="prometheus_notifications_alertmanagers_discovered", type=MetricType.gauge,
+              source=Source.prometheus, help="Alertmanagers Prometheus sends alerts to."),
+    MetricDef(name="prometheus_target_scrapes_exceeded_sample_limit_total", type=MetricType.counter,
+              source=Source.prometheus, help="Scrapes rejected for exceeding the sample limit."),
+    MetricDef(name="prometheus_target_scrape_pool_exceeded_target_limit_total", type=MetricType.counter,
+              source=Source.prometheus, help="Scrape pools that exceeded their target limit."),
+    MetricDef(name="prometheus_sd_discovered_targets", type=MetricType.gauge,
+              source=Source.prometheus, help="Targets discovered, by scrape config.", labels=("config", "name")),
 )
 
 CATALOG: dict[str, MetricDef] = {m.name: m for m in (*WORKER_METRICS, *VLLM_METRICS, *PROMETHEUS_METRICS)}

@@ -61,6 +61,7 @@ REDIS_MAXMEMORY_FRACTION = 0.75
 REDIS_IMAGE = "redis:7.4.1-alpine"
 WAIT_IMAGE = "busybox:1.36.1"
 PROMETHEUS_IMAGE = "prom/prometheus:v2.53.2"
+ALERTMANAGER_IMAGE = "prom/alertmanager:v0.25.0"  # the version of Debian's prometheus-alertmanager
 
 
 def model_downloads(server: InferenceServer) -> bool:

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from contract.enums import Cloud, DeploymentMode, Engine, LocalRuntime, Target, WorkerBackend
 from contract.models import Strict
+from contract.slo_window import MIN_RETENTION_H
 from contract.spec_rules import check_cross_field
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1123 label: usable as a k8s name
@@ -316,11 +317,65 @@ class OutputStore(Strict):
     size_gib: int = Field(default=50, ge=1, description="PVC size for kind=directory in k8s, GiB.")
 
 
+class Alertmanager(Strict):
+    """Where alerts go and how they are batched (the Alertmanager config is generated from the
+    SLO spec by slo/alertmanager.py; these are the deployment's parts of it)."""
+
+    port: Port = Field(default=9093, description="Alertmanager HTTP port (local stack).")
+    group_wait_s: int = Field(
+        default=30, ge=0, le=3600,
+        description="Seconds a new notification group waits for more alerts before it is sent: "
+        "the symptoms of one cause arrive together, or are inhibited first.")
+    group_interval_s: int = Field(
+        default=300, ge=1, le=86400,
+        description="Seconds between notifications about changes (new or resolved alerts) of a group.")
+    repeat_interval_min: int = Field(
+        default=240, ge=1, description="Minutes before a still-firing group is notified again.")
+    page_webhook_url: str | None = Field(
+        default=None,
+        description="Webhook (Alertmanager webhook_config) that pages a person, e.g. an in-cluster "
+        "relay to PagerDuty or Opsgenie; None: pages reach no one (the local stack).")
+    ticket_webhook_url: str | None = Field(
+        default=None, description="Webhook that opens a ticket / posts to the team channel; None: nowhere.")
+    watchdog_webhook_url: str | None = Field(
+        default=None,
+        description="Dead man's switch: receives the always-firing Watchdog every "
+        "watchdog_repeat_interval_min and alarms when it stops (e.g. a healthchecks.io or "
+        "PagerDuty heartbeat URL); None: nowhere.")
+    watchdog_repeat_interval_min: int = Field(
+        default=5, ge=1, description="Minutes between Watchdog notifications to the dead man's switch.")
+
+    @field_validator("page_webhook_url", "ticket_webhook_url", "watchdog_webhook_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) URL; Alertmanager webhooks POST JSON to one")
+        return url
+
+
 class Observability(Strict):
     prometheus_port: Port = Field(default=9090, description="Prometheus HTTP port.")
     scrape_interval_s: int = Field(default=5, ge=1, le=300, description="Scrape interval, s.")
     evaluation_interval_s: int = Field(default=5, ge=1, le=300, description="Rule eval interval, s.")
-    retention_h: int = Field(default=24, ge=1, description="Local Prometheus retention, hours.")
+    retention_h: int = Field(
+        default=MIN_RETENTION_H, ge=1,
+        description="Hours of metrics the Prometheus that evaluates the alert rules keeps. The local "
+        "stack, Compose and kube-prometheus-stack apply it; with a Prometheus installed elsewhere "
+        "it states what that one must keep. At least the longest SLO window plus a day (744 h), "
+        "or the longest burn-rate window plus a day (96 h) with a long-term store.")
+    long_term_store_url: str | None = Field(
+        default=None,
+        description="Prometheus remote-write URL of a long-term store (Thanos Receive, Mimir, ...). "
+        "With it the 30-day SLO rules and `slo report` run against the store and the local "
+        "retention may be shorter.")
+    alertmanager: Alertmanager = Field(default_factory=Alertmanager)
+
+    @field_validator("long_term_store_url")
+    @classmethod
+    def _store_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) URL; Prometheus remote-writes to one")
+        return url
     install_kube_prometheus_stack: bool = Field(
         default=False, description="Install kube-prometheus-stack with Helm (k8s only)."
     )

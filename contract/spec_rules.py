@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING
 from contract.capacity import check_server_fits
 from contract.enums import DeploymentMode, Engine, Target
 from contract.sizing import gpu_servers
+from contract.slo_window import (
+    BURN_WINDOW_MAX_H,
+    MIN_RETENTION_H,
+    MIN_RETENTION_WITH_STORE_H,
+    RETENTION_MARGIN_H,
+    SLO_WINDOW_MAX_D,
+)
 
 if TYPE_CHECKING:  # the spec model runs these rules in its validator: a type, not an import
     from contract.spec import Spec
@@ -37,6 +44,7 @@ def check_cross_field(spec: Spec) -> None:
         _worker_needs_vision,
         _local_ports_distinct,
         _model_fits_gpu,
+        _retention_covers_slo_windows,
     ):
         rule(spec)
 
@@ -242,7 +250,8 @@ def _worker_needs_vision(spec: Spec) -> None:
 
 def local_ports(spec: Spec) -> dict[str, int]:
     """Every loopback port the local stack binds, by component name."""
-    ports = {"queue": spec.queue.port, "prometheus": spec.observability.prometheus_port}
+    ports = {"queue": spec.queue.port, "prometheus": spec.observability.prometheus_port,
+             "alertmanager": spec.observability.alertmanager.port}
     for server in spec.inference_servers:
         ports[f"server:{server.name}"] = server.port
     for i in range(spec.worker_pool.replicas):
@@ -269,6 +278,8 @@ def port_field(spec: Spec, component: str) -> str:
         return "queue.port"
     if component == "prometheus":
         return "observability.prometheus_port"
+    if component == "alertmanager":
+        return "observability.alertmanager.port"
     if component.startswith("server:"):
         return f"inference_servers[{spec.server_names.index(component[7:])}].port"
     return "worker_pool.metrics_port"
@@ -285,3 +296,23 @@ def _model_fits_gpu(spec: Spec) -> None:
         problem = check_server_fits(server, pool)
         if problem:
             raise SpecRuleError(f"inference_servers[{i}]", problem)
+
+
+def _retention_covers_slo_windows(spec: Spec) -> None:
+    """A 30-day SLO on 24 hours of data silently reports on one day: refuse it."""
+    o = spec.observability
+    need, why = MIN_RETENTION_H, (
+        f"the alert rules and `slo report` read {SLO_WINDOW_MAX_D}-day SLO windows "
+        f"({SLO_WINDOW_MAX_D} d + {RETENTION_MARGIN_H} h margin = {MIN_RETENTION_H} h)")
+    if o.long_term_store_url:
+        need, why = MIN_RETENTION_WITH_STORE_H, (
+            f"with a long-term store the local Prometheus still evaluates the burn-rate alerts, whose "
+            f"longest window is {BURN_WINDOW_MAX_H} h ({BURN_WINDOW_MAX_H} h + {RETENTION_MARGIN_H} h "
+            f"margin = {MIN_RETENTION_WITH_STORE_H} h)")
+    if o.retention_h < need:
+        fix = f"set retention_h: {need} or more"
+        if not o.long_term_store_url:
+            fix += (f", or configure observability.long_term_store_url (then at least "
+                    f"{MIN_RETENTION_WITH_STORE_H} h)")
+        raise SpecRuleError("observability.retention_h",
+                            f"{o.retention_h} h is shorter than the metrics history {why}; {fix}")

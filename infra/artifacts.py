@@ -80,3 +80,36 @@ def load_dashboards(dashboards_dir: Path) -> list[Dashboard]:
             f"{dashboards_dir}: no dashboard (*.json, generated/*.json); generate them with "
             "`slo dashboards`, or set observability.grafana_dashboards to false")
     return out
+
+
+_JOB_MATCHER = re.compile(r'job="([^"]+)"')
+
+
+def scope_rule_files(rule_files: list[RuleFile], namespace: str, generated: dict[str, list[dict]]) -> list[RuleFile]:
+    """The rule files for one Kubernetes namespace, so that two deployments sharing a Prometheus
+    (dev and staging, say) never read each other's series nor merge their alerts.
+
+    ``generated``: alerts/generated/<stem>.rules.yml groups rendered for the namespace
+    (``slo.rules.generate_rules(spec.scoped(namespace))``); they replace the committed ones.
+    Hand-written files select with ``job="..."`` only: each such matcher gains the namespace and
+    each alert the ``namespace`` label (the one Alertmanager groups and inhibits by).
+    """
+    out = []
+    for rule in rule_files:
+        stem = Path(rule.source).name.removesuffix(".rules.yml")
+        if Path(rule.source).parent.name == "generated":
+            if stem not in generated:
+                raise ValueError(f"{rule.source}: no SLO renders it any more; run `slo rules`")
+            groups = generated[stem]
+        else:
+            groups = [{**g, "rules": [_scope_rule(r, namespace) for r in g["rules"]]} for g in rule.groups]
+        out.append(RuleFile(rule.name, groups, rule.source))
+    return out
+
+
+def _scope_rule(rule: dict, namespace: str) -> dict:
+    expr = _JOB_MATCHER.sub(lambda m: f'job="{m.group(1)}", namespace="{namespace}"', rule["expr"])
+    scoped = {**rule, "expr": expr}
+    if "alert" in rule and _JOB_MATCHER.search(rule["expr"]):
+        scoped["labels"] = {**rule.get("labels", {}), "namespace": namespace}
+    return scoped

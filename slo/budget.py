@@ -59,9 +59,10 @@ class Evaluation:
     attainment: Fraction | None = None
     budget_total: Fraction | None = None  # bad events (or slices) the window may have
     budget_spent: Fraction | None = None
-    budget_remaining_ratio: Fraction | None = None  # 1 = untouched, 0 = exhausted, < 0 = overspent
+    budget_remaining_ratio: Fraction | None = None  # 1 = untouched, 0 = all spent (target met), < 0 = overspent
     burn_rate: Fraction | None = None  # 1 = spending exactly the budget over the SLO window
     time_to_exhaustion_s: float | None = None  # None: not burning, or not enough current traffic
+    covered_s: int | None = None  # seconds of the window the source holds data for (retention, start)
     message: str = ""
 
     def as_dict(self) -> dict:
@@ -74,7 +75,8 @@ class Evaluation:
             "good": f(self.good), "total": f(self.total), "attainment": f(self.attainment),
             "budget_total": f(self.budget_total), "budget_spent": f(self.budget_spent),
             "budget_remaining_ratio": f(self.budget_remaining_ratio), "burn_rate": f(self.burn_rate),
-            "time_to_exhaustion_s": self.time_to_exhaustion_s, "message": self.message,
+            "time_to_exhaustion_s": self.time_to_exhaustion_s, "covered_s": self.covered_s,
+            "message": self.message,
         }
 
 
@@ -98,14 +100,17 @@ def evaluate(slo: SLO, window: Counts | None, current: Counts | None, window_s: 
     msg = ""
     if current is not None and current.total >= slo.min_events:
         burn = (current.bad / current.total) / budget_ratio
-        if remaining <= 0:
+        if remaining < 0:
             tte = 0.0
         elif burn > 0:
-            # burn 1 spends the whole budget in one SLO window: what is left lasts remaining/burn windows.
-            tte = float(remaining * slo.window_d * 86400 / burn)
+            # Burn 1 spends, over the measured window, exactly the budget that window has: what is
+            # left (a share of this window's budget) lasts remaining / burn windows. The measured
+            # window, not the SLO's: over a 7-day window the budget is a quarter of a month's.
+            tte = float(remaining * window_s / burn)
     else:
         msg = f"current burn rate needs >= {slo.min_events} events in the last {current_window_s} s"
-    status = Status.exhausted if remaining <= 0 else Status.ok
+    # Exactly at the target spends the whole budget and no more: met, not exhausted.
+    status = Status.exhausted if remaining < 0 else Status.ok
     return new(status=status, good=window.good, total=window.total, attainment=attainment,
                budget_total=budget_total, budget_spent=window.bad, budget_remaining_ratio=remaining,
                burn_rate=burn, time_to_exhaustion_s=tte, message=msg)

@@ -15,6 +15,7 @@ from urllib3.util.retry import Retry
 
 from slo import promql
 from slo.budget import Counts, exact
+from slo.report import parse_duration_s
 from slo.spec import SLO, Jobs, UptimeSLI
 
 
@@ -72,6 +73,16 @@ class PrometheusSource:
             return None
         good = self._scalar(slo, good_q)
         return Counts(good if good is not None else Fraction(0), total)
+
+    def coverage_s(self, slo: SLO, window: str) -> int | None:
+        """Seconds of ``window`` (up to now) for which Prometheus has the SLI's first series.
+
+        Sampled every 1/720 of the window (an hour for 30 d, a second for 10 min), so it is exact
+        to that step.
+        """
+        step = f"{max(1, parse_duration_s(window) // 720)}s"
+        value = self._scalar(slo, promql.coverage_expr(slo, self.jobs, window, step))
+        return None if value is None else int(value)
 
     def no_data_hint(self, slo: SLO) -> str:
         jobs = sorted({m for m in _jobs_of(slo, self.jobs)})

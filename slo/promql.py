@@ -3,18 +3,29 @@
 Two shapes of SLI:
   * event based (event_ratio, latency): an error ratio of summed counter rates, request-weighted;
   * time based (uptime, threshold): a 0/1 "good" indicator recorded every evaluation, whose
-    average over a window is the good ratio.
+    average over a window is the good ratio. A threshold SLI with a backlog gauge records no
+    sample at all for a slice that had nothing to work on: such a slice is not judged.
+
+Every selector carries the job and, when the spec is scoped to a Kubernetes namespace, the
+namespace (``Jobs.namespace``).
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, ThresholdSLI, UptimeSLI
+from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, ThresholdSLI, UptimeSLI, dec
 from slo.windows import fmt_duration_min
 
 INDICATOR_RECORD = "slo:sli_good:indicator"
 ERROR_RATIO_RECORD = "slo:sli_error:ratio_rate{window}"
+# Prometheus has been scraping for a minute: the gate that makes a job with no target at all
+# count as down, without naming any deployment's own Prometheus job (kube-prometheus-stack calls
+# it kube-prometheus-stack-prometheus, Compose has none). The minute: a fresh Prometheus
+# evaluates its rules before it has scraped every target once, which must not read as an outage
+# of the targets not scraped yet. In `slo report`'s subqueries it also keeps time before
+# monitoring started out of the count.
+MONITORING_UP = "group(up offset 1m)"
 
 
 def le_matcher(bound: float | Decimal) -> str:
@@ -30,72 +41,133 @@ def le_matcher(bound: float | Decimal) -> str:
     return f'le="{b!r}"'
 
 
-def selector(metric: str, job: str, *extra: str) -> str:
-    matchers = ", ".join((f'job="{job}"', *extra))
-    return f"{metric}{{{matchers}}}"
+def matchers(job: str, jobs: Jobs, *extra: str) -> str:
+    ns = (f'namespace="{jobs.namespace}"',) if jobs.namespace else ()
+    return ", ".join((f'job="{job}"', *ns, *extra))
 
 
-def _sum_rate(metric: str, job: str, window: str, *extra: str) -> str:
-    return f"sum(rate({selector(metric, job, *extra)}[{window}]))"
+def selector(metric: str, job: str, *extra: str, jobs: Jobs | None = None) -> str:
+    return f"{metric}{{{matchers(job, jobs or Jobs(), *extra)}}}"
 
 
-def _sum_increase(metric: str, job: str, window: str, *extra: str) -> str:
-    return f"sum(increase({selector(metric, job, *extra)}[{window}]))"
+def _sel(jobs: Jobs, metric: str, role: str, *extra: str) -> str:
+    return selector(metric, jobs.of(role), *extra, jobs=jobs)  # type: ignore[arg-type]
+
+
+def _sum_rate(jobs: Jobs, metric: str, role: str, window: str, *extra: str) -> str:
+    return f"sum(rate({_sel(jobs, metric, role, *extra)}[{window}]))"
+
+
+def _sum_increase(jobs: Jobs, metric: str, role: str, window: str, *extra: str) -> str:
+    return f"sum(increase({_sel(jobs, metric, role, *extra)}[{window}]))"
+
+
+def _kinds(kinds: tuple[str, ...]) -> str:
+    return f'kind=~"{"|".join(kinds)}"'
+
+
+def job_up_expr(jobs: Jobs, role: str) -> str:
+    """1 while the job has a target up, 0 while its targets are down or gone from discovery."""
+    return f"(max({_sel(jobs, 'up', role)}) or on () 0 * {MONITORING_UP})"
+
+
+def uptime_indicator(sli: UptimeSLI, jobs: Jobs) -> str:
+    terms = [job_up_expr(jobs, r) for r in sli.jobs]
+    if sli.breaker_gauge:
+        # Every worker's breaker open: no worker sends work to the server. A worker without the
+        # gauge (never started) does not make the service down on its own.
+        terms.append(f"((min({_sel(jobs, sli.breaker_gauge, 'workers')}) < bool 2) or on () vector(1))")
+    rf = sli.request_failures
+    if rf:
+        w = fmt_duration_min(rf.window_min)
+        failed = _sum_rate(jobs, rf.failed, "workers", w, _kinds(rf.kinds))
+        sent = _sum_rate(jobs, rf.attempted, "workers", w)
+        if rf.unsent_kinds:
+            unsent = _sum_rate(jobs, rf.failed, "workers", w, _kinds(rf.unsent_kinds))
+            sent = f"({sent} + ({unsent} or vector(0)))"
+        # No request in the window: nothing failed (the division is filtered out, then 1).
+        terms.append(f"(({failed} / ({sent} > 0) <= bool {dec(rf.max_failed_ratio)}) or on () vector(1))")
+    return " * ".join(terms)
+
+
+def threshold_value(sli: ThresholdSLI, jobs: Jobs, window: str) -> str:
+    """The measured value of one slice (in the threshold's unit)."""
+    if sli.measure == "rate_per_hour":
+        return f"{_sum_rate(jobs, sli.metric, sli.job, window)} * 3600"
+    return f"max(max_over_time({_sel(jobs, sli.metric, sli.job)}[{window}]))"
+
+
+def backlog_throughout(sli: ThresholdSLI, jobs: Jobs, window: str) -> str:
+    """Work waited for the whole window, and the window is covered: the gauge was already exported
+    a window ago (a slice that began before monitoring did is not judged on its last minutes).
+    Every worker exports the same group-wide lag: max, never sum."""
+    assert sli.backlog_gauge is not None
+    gauge = _sel(jobs, sli.backlog_gauge, sli.job)
+    return f"max(min_over_time({gauge}[{window}])) > 0 and on () count({gauge} offset {window})"
 
 
 def indicator_expr(slo: SLO, jobs: Jobs) -> str:
     """0/1 expression, 1 when the pipeline is good at this instant (time-based SLIs only)."""
     sli = slo.sli
     if isinstance(sli, UptimeSLI):
-        # A job whose targets vanished from service discovery counts as down, but only while
-        # Prometheus itself is up: time before monitoring started is not downtime.
-        gate = f"0 * max({selector('up', jobs.prometheus)})"
-        return " * ".join(f"(max({selector('up', jobs.of(r))}) or {gate})" for r in sli.jobs)
+        return uptime_indicator(sli, jobs)
     if isinstance(sli, ThresholdSLI):
-        job = jobs.of(sli.job)
         window = fmt_duration_min(sli.slice_min)
-        if sli.measure == "rate_per_hour":
-            value = f"{_sum_rate(sli.metric, job, window)} * 3600"
-        else:
-            value = f"max(max_over_time({selector(sli.metric, job)}[{window}]))"
         op = ">=" if sli.comparison == "gte" else "<="
+        value = threshold_value(sli, jobs, window)
         good = f"({value} {op} bool {sli.threshold})"
-        if sli.idle_gauge:
-            return f"clamp_max({good} + (sum({selector(sli.idle_gauge, job)}) == bool 0), 1)"
+        if sli.backlog_gauge:
+            # Judged when the slice met the threshold, or when work waited the whole slice: a slice
+            # that missed it with an empty queue at some point (demand was lower) is not judged.
+            judged = f"({value} {op} {sli.threshold}) or on () ({backlog_throughout(sli, jobs, window)})"
+            return f"{good} and on () ({judged})"
         return good
     raise TypeError(f"slo {slo.name!r}: {sli.kind} is event based, it has no indicator")
+
+
+def _event_terms(jobs: Jobs, role: str, metrics: tuple[str, ...], window: str, agg=_sum_rate) -> str:
+    # A counter may not exist yet (an exporter that creates it at the first event): missing is 0.
+    return " + ".join(f"({agg(jobs, m, role, window)} or vector(0))" for m in metrics)
+
+
+def latency_parts(sli: LatencySLI, jobs: Jobs, window: str, agg=_sum_rate) -> tuple[str, str]:
+    """(good, total) of a latency SLI: good = within the bound; total = observed + never finished."""
+    good = agg(jobs, f"{sli.histogram}_bucket", sli.job, window, le_matcher(sli.threshold_s))
+    total = agg(jobs, f"{sli.histogram}_count", sli.job, window)
+    if sli.failures:
+        total = f"({total} + {_event_terms(jobs, sli.job, sli.failures, window, agg)})"
+    return good, total
 
 
 def error_ratio_expr(slo: SLO, jobs: Jobs, window: str) -> str:
     """Error ratio over ``window`` (e.g. "5m"), as used by the recording rules."""
     sli = slo.sli
     if isinstance(sli, EventRatioSLI):
-        job = jobs.of(sli.job)
-        # Bad counters may not exist until the first failure: treat missing as 0. A zero total
-        # is filtered out (no traffic means no ratio, not 0/0 = NaN).
-        bad = " + ".join(f"({_sum_rate(m, job, window)} or vector(0))" for m in sli.bad)
-        total = " + ".join(f"({_sum_rate(m, job, window)} or vector(0))" for m in sli.total)
+        bad = _event_terms(jobs, sli.job, sli.bad, window)
+        total = _event_terms(jobs, sli.job, sli.total, window)
+        # A zero total is filtered out (no traffic means no ratio, not 0/0 = NaN).
         return f"({bad}) / (({total}) > 0)"
     if isinstance(sli, LatencySLI):
-        job = jobs.of(sli.job)
-        good = _sum_rate(f"{sli.histogram}_bucket", job, window, le_matcher(sli.threshold_s))
-        total = _sum_rate(f"{sli.histogram}_count", job, window)
+        good, total = latency_parts(sli, jobs, window)
         return f"1 - ({good} / ({total} > 0))"
     return f'1 - avg_over_time({INDICATOR_RECORD}{{slo="{slo.name}"}}[{window}])'
 
 
 def count_exprs(slo: SLO, jobs: Jobs, window: str, step: str) -> tuple[str, str]:
-    """(good, total) event or slice counts over ``window``, for the calculators' instant queries."""
+    """(good, total) event or slice counts over ``window``, for the calculators' instant queries.
+
+    Threshold SLIs are counted in whole, non-overlapping slices (the subquery's step is the slice,
+    aligned by Prometheus to multiples of it); uptime in steps of ``step``.
+    """
     sli = slo.sli
     if isinstance(sli, EventRatioSLI):
-        job = jobs.of(sli.job)
-        bad = " + ".join(f"({_sum_increase(m, job, window)} or vector(0))" for m in sli.bad)
-        total = " + ".join(f"({_sum_increase(m, job, window)} or vector(0))" for m in sli.total)
+        bad = _event_terms(jobs, sli.job, sli.bad, window, _sum_increase)
+        total = _event_terms(jobs, sli.job, sli.total, window, _sum_increase)
         return f"({total}) - ({bad})", total
     if isinstance(sli, LatencySLI):
-        job = jobs.of(sli.job)
-        good = _sum_increase(f"{sli.histogram}_bucket", job, window, le_matcher(sli.threshold_s))
-        return good, _sum_increase(f"{sli.histogram}_count", job, window)
+        return latency_parts(sli, jobs, window, _sum_increase)
+    if isinstance(sli, ThresholdSLI):
+        step = fmt_duration_min(sli.slice_min)
     ind = indicator_expr(slo, jobs)
     # A subquery re-evaluates the indicator, so the answer does not depend on recording rules.
     return f"sum_over_time(({ind})[{window}:{step}])", f"count_over_time(({ind})[{window}:{step}])"
@@ -105,24 +177,34 @@ def events_expr(slo: SLO, jobs: Jobs, window: str) -> str:
     """Number of events in ``window`` (event-based SLIs): the alerts' minimum-traffic guard."""
     sli = slo.sli
     if isinstance(sli, EventRatioSLI):
-        return " + ".join(f"({_sum_increase(m, jobs.of(sli.job), window)} or vector(0))" for m in sli.total)
+        return _event_terms(jobs, sli.job, sli.total, window, _sum_increase)
     if isinstance(sli, LatencySLI):
-        return _sum_increase(f"{sli.histogram}_count", jobs.of(sli.job), window)
+        return latency_parts(sli, jobs, window, _sum_increase)[1]
     raise TypeError(f"slo {slo.name!r}: {sli.kind} is time based, it counts slices, not events")
+
+
+def coverage_expr(slo: SLO, jobs: Jobs, window: str, step: str) -> str:
+    """Seconds of ``window`` for which Prometheus holds the SLI's first series (retention, start-up)."""
+    sli = slo.sli
+    metric = sli.metrics()[0]
+    role = sli.jobs[0] if isinstance(sli, UptimeSLI) else sli.job
+    name = f"{metric}_count" if isinstance(sli, LatencySLI) else metric
+    return f"time() - min(min_over_time(timestamp({_sel(jobs, name, role)})[{window}:{step}]))"
 
 
 def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
     """(metric, job, absent() expression) for each metric the SLO cannot be computed without."""
     sli = slo.sli
     if isinstance(sli, UptimeSLI):
-        pairs = [("up", "up", jobs.of(r)) for r in sli.jobs]
+        pairs = [("up", "up", r) for r in sli.jobs]
     elif isinstance(sli, LatencySLI):
-        pairs = [(sli.histogram, sli.histogram + "_count", jobs.of(sli.job))]
+        pairs = [(sli.histogram, sli.histogram + "_count", sli.job)]
     elif isinstance(sli, EventRatioSLI):
         # Only the first total counter: bad counters may legitimately appear at the first failure.
-        pairs = [(sli.total[0], sli.total[0], jobs.of(sli.job))]
+        pairs = [(sli.total[0], sli.total[0], sli.job)]
     else:
         assert isinstance(sli, ThresholdSLI)
-        names = [sli.metric] + ([sli.idle_gauge] if sli.idle_gauge else [])
-        pairs = [(m, m, jobs.of(sli.job)) for m in names]
-    return [(metric, job, f"absent({selector(sample, job)})") for metric, sample, job in pairs]
+        names = [sli.metric] + ([sli.backlog_gauge] if sli.backlog_gauge else [])
+        pairs = [(m, m, sli.job) for m in names]
+    return [(metric, jobs.of(role), f"absent({_sel(jobs, sample, role)})")
+            for metric, sample, role in pairs]

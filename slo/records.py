@@ -3,7 +3,8 @@
 The minimal record model the SLO calculators need; the bench writes these (or more fields,
 which are ignored). Kinds:
   * ``pdf``: one PDF job through queue and workers: ``t_s`` (submitted, unix s), ``duration_s``
-    (intake to output stored), ``ok``;
+    (submitted to output stored: the queue wait included, as the end-to-end latency SLIs count),
+    ``ok``;
   * ``chat``: one direct inference request: ``t_s``, ``duration_s`` (end to end), ``ttft_s``, ``ok``;
   * ``probe``: one health probe of a component: ``t_s``, ``target`` (inference_server|workers), ``ok``;
   * ``gauge``: one sample of a catalog gauge: ``t_s``, ``metric``, ``value``.
@@ -96,6 +97,9 @@ def load_records(path: Path) -> list[Record]:
 
 # Which records stand for which metric: the offline twin of each SLI.
 _PDF_COUNTERS = {catalog.PDFS_PROCESSED, catalog.PDFS_FAILED}
+# Bench records time a PDF from submission to its stored output: the end-to-end duration (and
+# an upper bound of the processing time).
+_PDF_HISTOGRAMS = {catalog.PDF_END_TO_END_DURATION, catalog.PDF_PROCESSING_DURATION}
 _CHAT_HISTOGRAMS = {"vllm:time_to_first_token_seconds": "ttft_s", "vllm:e2e_request_latency_seconds": "duration_s"}
 
 
@@ -114,15 +118,19 @@ def sli_counts(slo: SLO, records: list[Record], since_s: float | None = None) ->
         return Counts(Fraction(sum(r.ok for r in pdfs)), Fraction(len(pdfs))) if pdfs else None
     if isinstance(sli, LatencySLI):
         thr = exact(sli.threshold_s)
-        if sli.histogram == catalog.PDF_PROCESSING_DURATION:
+        never_done = 0
+        if sli.histogram in _PDF_HISTOGRAMS:
             vals = [r.duration_s for r in recs if r.kind == "pdf" and r.ok and r.duration_s is not None]
+            if set(sli.failures) & _PDF_COUNTERS:  # failed PDFs count as slower than any bound
+                never_done = sum(1 for r in recs if r.kind == "pdf" and not r.ok)
         elif sli.histogram in _CHAT_HISTOGRAMS:
             field = _CHAT_HISTOGRAMS[sli.histogram]
             vals = [getattr(r, field) for r in recs if r.kind == "chat" and r.ok and getattr(r, field) is not None]
         else:
             raise _unsupported(slo, f"no record field for {sli.histogram}")
+        total = len(vals) + never_done
         # `le` semantics: a value equal to the bound is good.
-        return Counts(Fraction(sum(exact(v) <= thr for v in vals)), Fraction(len(vals))) if vals else None
+        return Counts(Fraction(sum(exact(v) <= thr for v in vals)), Fraction(total)) if total else None
     if isinstance(sli, UptimeSLI):
         # One-second slices: good when every required component was probed and all probes were ok.
         slices: dict[int, dict[str, bool]] = defaultdict(dict)
@@ -148,13 +156,21 @@ def _threshold_counts(slo: SLO, sli: ThresholdSLI, recs: list[Record]) -> Counts
         # Whole slices only; a run shorter than one slice is judged as one slice of its own length.
         n = int((end - start) // slice_s)
         bounds = [(start + i * slice_s, start + (i + 1) * slice_s) for i in range(n)] or [(start, end)]
-        good = 0
+        busy = _busy_spans(pdfs)
+        good = judged = 0
         for i, (lo, hi) in enumerate(bounds):
             last = i == len(bounds) - 1
             done = sum(1 for r in pdfs if r.ok and (lo <= r.end_s < hi or (last and r.end_s == hi)))
             per_hour = Fraction(done) * 3600 / exact(max(hi - lo, 1e-9))
-            good += _meets(per_hour, sli)
-        return Counts(Fraction(good), Fraction(len(bounds)))
+            met = _meets(per_hour, sli)
+            # The records' twin of the backlog gauge: some PDF submitted and not yet done for the
+            # whole slice. A slice that missed the threshold without that is not judged (demand
+            # was lower than the threshold), as in the rules.
+            if not met and sli.backlog_gauge and not any(a <= lo and hi <= b for a, b in busy):
+                continue
+            good += met
+            judged += 1
+        return Counts(Fraction(good), Fraction(judged)) if judged else None
     samples = [(r.t_s, r.value) for r in recs if r.kind == "gauge" and r.metric == sli.metric and r.value is not None]
     if not samples:
         return None
@@ -165,6 +181,17 @@ def _threshold_counts(slo: SLO, sli: ThresholdSLI, recs: list[Record]) -> Counts
         by_slice[k] = max(by_slice.get(k, value), value)
     good = sum(_meets(exact(v), sli) for v in by_slice.values())
     return Counts(Fraction(good), Fraction(len(by_slice)))
+
+
+def _busy_spans(pdfs: list[Record]) -> list[tuple[float, float]]:
+    """Merged [submitted, done] intervals: when at least one PDF was outstanding."""
+    spans: list[tuple[float, float]] = []
+    for a, b in sorted((r.t_s, r.end_s) for r in pdfs):
+        if spans and a <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], b))
+        else:
+            spans.append((a, b))
+    return spans
 
 
 def _meets(value: Fraction, sli: ThresholdSLI) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,14 +36,29 @@ def fmt_duration_s(seconds: int) -> str:
 class CountSource(Protocol):
     def counts(self, slo: SLO, window: str) -> Counts | None: ...
     def no_data_hint(self, slo: SLO) -> str: ...
+    def coverage_s(self, slo: SLO, window: str) -> int | None: ...
+
+
+# Data missing for less than this share of the window is start-up or scrape jitter, not retention.
+_COVERAGE_SLACK = 0.99
 
 
 def evaluate_prometheus(spec: SLOSpec, source: CountSource, window: str | None, current: str) -> list[Evaluation]:
     out = []
     for slo in spec.slos:
         win = window or f"{slo.window_d}d"
-        out.append(evaluate(slo, source.counts(slo, win), source.counts(slo, current),
-                            parse_duration_s(win), parse_duration_s(current), source.no_data_hint(slo)))
+        win_s = parse_duration_s(win)
+        e = evaluate(slo, source.counts(slo, win), source.counts(slo, current), win_s, parse_duration_s(current),
+                     source.no_data_hint(slo))
+        covered = source.coverage_s(slo, win)
+        if covered is not None and covered < win_s * _COVERAGE_SLACK and e.total is not None:
+            note = (f"slo {slo.name!r}: Prometheus holds only {_span(covered)} of the {win} window (its retention, "
+                    f"or monitoring started then): attainment and budget cover that span; keep "
+                    f"observability.retention_h at least the SLO window plus a day")
+            e = replace(e, covered_s=covered, message="; ".join(m for m in (e.message, note) if m))
+        elif covered is not None:
+            e = replace(e, covered_s=min(covered, win_s))
+        out.append(e)
     return out
 
 
@@ -56,6 +72,17 @@ def evaluate_records(spec: SLOSpec, records: list[Record], current_s: int) -> li
         out.append(evaluate(slo, sli_counts(slo, records), sli_counts(slo, records, since_s=end - current_s),
                             window_s, current_s, hint))
     return out
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
+
+
+def _window(e: Evaluation) -> str:
+    text = fmt_duration_s(e.window_s)
+    if e.covered_s is not None and e.covered_s < e.window_s * _COVERAGE_SLACK:
+        text += f" ({_span(e.covered_s)} held)"
+    return text
 
 
 def _pct(x) -> str:
@@ -77,7 +104,7 @@ def render_table(spec: SLOSpec, evals: list[Evaluation], console: Console, title
         table.add_column(col, justify="left" if col in ("SLO", "status") else "right")
     colour = {Status.ok: "green", Status.exhausted: "red", Status.insufficient_data: "yellow", Status.no_data: "yellow"}
     for e in evals:
-        table.add_row(e.slo, _pct(e.target), fmt_duration_s(e.window_s), _pct(e.attainment),
+        table.add_row(e.slo, _pct(e.target), _window(e), _pct(e.attainment),
                       "-" if e.total is None else f"{float(e.total):g}", _pct(e.budget_remaining_ratio),
                       "-" if e.burn_rate is None else f"{float(e.burn_rate):.2f}x", _tte(e.time_to_exhaustion_s),
                       f"[{colour[e.status]}]{e.status.value}[/]")

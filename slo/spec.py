@@ -17,6 +17,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from contract import metrics as catalog
 from contract.metrics import MetricType
 from contract.models import Strict
+from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
+from contract.slo_window import SLO_WINDOW_MAX_D
 from slo.windows import BurnWindows, Severity, load_burn_windows
 
 OBJECTIVES_PATH = Path(__file__).with_name("objectives.yaml")
@@ -30,6 +32,7 @@ def alert_threshold(factor: Decimal, error_budget: Decimal) -> Decimal:
     return (factor * error_budget).quantize(THRESHOLD_QUANTUM, rounding=ROUND_HALF_EVEN).normalize()
 
 JobRole = Literal["inference_server", "workers"]
+Service = Literal["pipeline", "inference-server", "workers"]
 _SLUG = r"^[a-z][a-z0-9-]{1,62}$"
 
 
@@ -43,15 +46,58 @@ class SpecError(ValueError):
 
 
 class Jobs(Strict):
-    """Prometheus job names of the scrape targets (the local stack's names are the defaults)."""
+    """Where the SLIs' series come from: Prometheus job names, and the namespace in Kubernetes.
+
+    Every deployment names its jobs ``inference-server`` and ``workers`` (the local stack's and
+    Compose's scrape configs, the ServiceMonitors' job label), so the committed rules carry no
+    deployment's Prometheus job at all. ``namespace`` is set when rendering for one Kubernetes
+    namespace (infra/components/observability.py): every selector then matches it, and every
+    alert carries it for Alertmanager's grouping and inhibition.
+    """
 
     inference_server: str = Field(
-        default="inference-server", description="job of the inference server (vLLM or the simulator)")
-    workers: str = Field(default="workers", description="job of the MinerU workers")
-    prometheus: str = Field(default="prometheus", description="job of Prometheus scraping itself")
+        default=JOB_SERVER, description="job of the inference server (vLLM or the simulator)")
+    workers: str = Field(default=JOB_WORKERS, description="job of the MinerU workers")
+    namespace: str | None = Field(
+        default=None, description="Kubernetes namespace the series carry; None: no namespace matcher")
 
     def of(self, role: JobRole) -> str:
         return getattr(self, role)
+
+
+class Alerting(Strict):
+    """What every generated alert carries so that it reaches the right person with what they need."""
+
+    runbook_base_url: str = Field(
+        default="https://github.com/splitstack/splitstack/blob/main/runbooks/pages",
+        description="URL under which runbooks/pages/<Alert>.md is browsable; runbook_url = base/<Alert>.md")
+    dashboard_base_url: str = Field(
+        default="https://grafana.example.com",
+        description="Grafana base URL; dashboard_url = base/d/<uid> (uids are fixed in dashboards/generate.py)")
+    severity_labels: dict[Severity, str] = Field(
+        default_factory=lambda: {Severity.page: "critical", Severity.ticket: "warning"},
+        description="value of the `severity` label per urgency: kube-prometheus-stack's vocabulary "
+        "(critical / warning), which its Alertmanager config and inhibit rules understand")
+    slow_interval_s: int = Field(
+        default=300, gt=0,
+        description="evaluation interval of the long-window groups (1 d, 3 d, 30 d ratios, ticket "
+        "alerts, budget series), seconds: their ranges are the expensive ones and move slowly")
+
+    @field_validator("runbook_base_url", "dashboard_base_url")
+    @classmethod
+    def _absolute(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an absolute http(s) URL; alert links must open from a pager")
+        return url.rstrip("/")
+
+    def severity(self, s: Severity) -> str:
+        return self.severity_labels.get(s, s.value)
+
+    def runbook_url(self, alert: str) -> str:
+        return f"{self.runbook_base_url}/{alert}.md"
+
+    def dashboard_url(self, uid: str) -> str:
+        return f"{self.dashboard_base_url}/d/{uid}"
 
 
 def _check_metric(name: str, want: tuple[MetricType, ...], what: str) -> str:
@@ -88,11 +134,19 @@ class LatencySLI(Strict):
     job: JobRole = Field(description="which scrape job exports the histogram")
     histogram: str = Field(description="catalog histogram (family name, without _bucket)")
     threshold_s: Decimal = Field(gt=0, description="latency bound, seconds; must be a bucket bound of the histogram")
+    failures: tuple[str, ...] = Field(
+        default=(), description="counters of events that never finished (failed, dead-lettered, timed "
+        "out): each counts as slower than any bound, in the total and not among the good")
 
     @field_validator("histogram")
     @classmethod
     def _hist(cls, v: str) -> str:
         return _check_metric(v, (MetricType.histogram,), "histogram")
+
+    @field_validator("failures")
+    @classmethod
+    def _failure_counters(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_check_metric(n, (MetricType.counter,), "failures counter") for n in v)
 
     @model_validator(mode="after")
     def _bucket_bound(self) -> LatencySLI:
@@ -106,17 +160,53 @@ class LatencySLI(Strict):
         return self
 
     def metrics(self) -> tuple[str, ...]:
-        return (self.histogram,)
+        return (self.histogram, *self.failures)
+
+
+class RequestFailures(Strict):
+    """Requests that fail make an instant unavailable even while every target answers its scrape."""
+
+    failed: str = Field(description="worker counter of failed requests, labelled by `kind`")
+    kinds: tuple[str, ...] = Field(min_length=1, description="failure kinds that mean the service could not serve")
+    attempted: str = Field(description="worker counter of requests sent")
+    unsent_kinds: tuple[str, ...] = Field(
+        default=(), description="kinds counted as failed but never sent (an open breaker): added to attempted")
+    max_failed_ratio: Decimal = Field(
+        gt=0, lt=1, description="above this share of failed requests over window_min the instant counts as down")
+    window_min: int = Field(default=1, gt=0, description="minutes the failed share is measured over")
+
+    @model_validator(mode="after")
+    def _counters(self) -> RequestFailures:
+        for name in (self.failed, self.attempted):
+            _check_metric(name, (MetricType.counter,), "request counter")
+            if catalog.get(name).source is not catalog.Source.worker:
+                raise ValueError(f"{name!r} is not a worker metric; request failures are read from the workers")
+        if not set(self.unsent_kinds) <= set(self.kinds):
+            raise ValueError(f"unsent_kinds {list(self.unsent_kinds)} must be among kinds {list(self.kinds)}")
+        return self
 
 
 class UptimeSLI(Strict):
-    """Share of evaluation steps in which every listed job has at least one target up."""
+    """Share of evaluation steps in which the service could serve: every listed job has a target
+    up (a job whose targets vanished from discovery counts as down), and optionally the workers'
+    breakers are not all open and most of their requests to the server do not fail."""
 
     kind: Literal["uptime"]
     jobs: tuple[JobRole, ...] = Field(min_length=1, description="jobs that must all have a target up")
+    breaker_gauge: str | None = Field(
+        default=None, description="worker gauge of the circuit breaker (2 = open): down while every breaker is open")
+    request_failures: RequestFailures | None = Field(
+        default=None, description="down while more than max_failed_ratio of the workers' requests fail")
+
+    @field_validator("breaker_gauge")
+    @classmethod
+    def _gauge(cls, v: str | None) -> str | None:
+        return None if v is None else _check_metric(v, (MetricType.gauge,), "breaker_gauge")
 
     def metrics(self) -> tuple[str, ...]:
-        return ("up",)
+        rf = self.request_failures
+        return ("up", *((self.breaker_gauge,) if self.breaker_gauge else ()),
+                *((rf.failed, rf.attempted) if rf else ()))
 
 
 class ThresholdSLI(Strict):
@@ -130,22 +220,53 @@ class ThresholdSLI(Strict):
     comparison: Literal["gte", "lte"] = Field(description="good when value >= (gte) or <= (lte) the threshold")
     threshold: Decimal = Field(description="in the metric's unit (per hour for rate_per_hour)")
     slice_min: int = Field(gt=0, description="length of one time slice, minutes")
-    idle_gauge: str | None = Field(
-        default=None, description="gauge that is 0 when there is no demand; an idle slice counts as good")
+    backlog_gauge: str | None = Field(
+        default=None,
+        description="gauge of work waiting; a slice that misses the threshold is judged (bad) only when "
+        "the gauge stayed above 0 for the whole slice (throughput cannot exceed demand: a slice the "
+        "workers kept up with is not counted)")
 
     @model_validator(mode="after")
     def _types(self) -> ThresholdSLI:
         want = (MetricType.counter,) if self.measure == "rate_per_hour" else (MetricType.gauge,)
         _check_metric(self.metric, want, f"metric for measure {self.measure}")
-        if self.idle_gauge is not None:
-            _check_metric(self.idle_gauge, (MetricType.gauge,), "idle_gauge")
+        if self.backlog_gauge is not None:
+            _check_metric(self.backlog_gauge, (MetricType.gauge,), "backlog_gauge")
         return self
 
     def metrics(self) -> tuple[str, ...]:
-        return (self.metric,) + ((self.idle_gauge,) if self.idle_gauge else ())
+        return (self.metric,) + ((self.backlog_gauge,) if self.backlog_gauge else ())
 
 
 SLI = Annotated[EventRatioSLI | LatencySLI | UptimeSLI | ThresholdSLI, Field(discriminator="kind")]
+
+
+class ManualAlert(Strict):
+    """The operations manual's own paging rule for an SLO ("page if the error rate > 5 % for 10
+    minutes"), generated beside the burn-rate alerts; with it the burn-rate alerts usually only
+    open tickets (``alerts: [ticket]``), which the generated annotations say.
+
+    Semantics by SLI kind: event SLIs fire when the bad share over the last ``over_min`` minutes
+    exceeds ``threshold`` with at least ``min_events`` events; a rate_per_hour threshold SLI fires
+    when the rate over ``over_min`` misses ``threshold`` while work was waiting the whole time; an
+    uptime SLI fires when a job's target answers ``up == 0`` or has vanished, for ``for_s``.
+    """
+
+    alert: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{2,62}$", description="alert name (its runbook page is <alert>.md)")
+    source: str = Field(description="the manual's words this rule implements")
+    severity: Severity = Field(default=Severity.page, description="page or ticket")
+    over_min: int | None = Field(default=None, gt=0, description="minutes the SLI is measured over")
+    for_s: int = Field(default=0, ge=0, description="seconds the condition must hold before the alert fires")
+    threshold: Decimal | None = Field(
+        default=None, description="bad-event share (event SLIs) or the value in the metric's unit (threshold SLIs)")
+    min_events: int = Field(default=10, ge=1, description="events needed in over_min before an event SLI can fire")
+    inhibitor: str | None = Field(
+        default=None, pattern=r"^[A-Z][A-Za-z0-9]{2,62}$",
+        description="uptime only: name of a companion alert (severity none, never notified) that fires at "
+        "once when the target is down and for inhibit_after_min after this alert fired; Alertmanager "
+        "inhibits the symptom alerts while it fires (slo/alertmanager.py)")
+    inhibit_after_min: int = Field(
+        default=30, gt=0, description="minutes after this alert fired during which symptoms stay inhibited")
 
 
 class SLO(Strict):
@@ -163,6 +284,40 @@ class SLO(Strict):
     alerts: tuple[Severity, ...] = Field(
         default=(Severity.page, Severity.ticket), description="burn-rate alert severities to generate")
     runbook_action: str = Field(default="slo-status", description="`runbook <action>` that handles this SLO's alerts")
+    service: Service = Field(
+        default="pipeline", description="`service` label of the alerts: what is broken (grouping and inhibition)")
+    manual_alert: ManualAlert | None = Field(default=None, description="the manual's paging rule, if it has one")
+
+    @field_validator("window_d")
+    @classmethod
+    def _window_retained(cls, v: int) -> int:
+        if v > SLO_WINDOW_MAX_D:
+            raise ValueError(
+                f"{v} d is longer than the {SLO_WINDOW_MAX_D} d of history the deployments keep "
+                "(contract/slo_window.py, observability.retention_h); shorten it or raise both")
+        return v
+
+    @model_validator(mode="after")
+    def _manual_alert_fits(self) -> SLO:
+        m = self.manual_alert
+        if m is None:
+            return self
+        sli = self.sli
+        if isinstance(sli, UptimeSLI):
+            if m.over_min is not None or m.threshold is not None:
+                raise ValueError("manual_alert: an uptime alert fires on up == 0 or a vanished target "
+                                 "for for_s; remove over_min and threshold")
+            return self
+        if m.inhibitor is not None:
+            raise ValueError("manual_alert.inhibitor: only an uptime SLO's alert can inhibit its symptoms")
+        if m.over_min is None or m.threshold is None:
+            raise ValueError("manual_alert: set over_min (minutes measured) and threshold")
+        if isinstance(sli, ThresholdSLI):
+            if sli.measure == "rate_per_hour" and sli.backlog_gauge is None:
+                raise ValueError("manual_alert: a throughput alert needs sli.backlog_gauge (no page without demand)")
+        elif not 0 < m.threshold < 1:
+            raise ValueError(f"manual_alert.threshold {m.threshold} is a bad-event share; use 0 < threshold < 1")
+        return self
 
     @property
     def error_budget(self) -> Decimal:
@@ -198,6 +353,7 @@ class SLOSpec(Strict):
 
     version: Literal[1] = Field(description="spec format version")
     jobs: Jobs = Field(default_factory=Jobs, description="Prometheus job names of the scrape targets")
+    alerting: Alerting = Field(default_factory=Alerting, description="links, severities and group intervals")
     absent_for_min: int = Field(
         default=10, gt=0, description="minutes a needed metric must be missing before SLOMetricAbsent fires")
     slos: tuple[SLO, ...] = Field(min_length=1, description="the objectives")
@@ -214,7 +370,16 @@ class SLOSpec(Strict):
                 s.check_budget_math(windows)
             except ValueError as e:
                 raise ValueError(f"slos[{i}] (slo {s.name!r}): {e}") from None
+        alerts = [s.manual_alert.alert for s in self.slos if s.manual_alert] + \
+            [s.manual_alert.inhibitor for s in self.slos if s.manual_alert and s.manual_alert.inhibitor]
+        dup = sorted({a for a in alerts if alerts.count(a) > 1})
+        if dup:
+            raise ValueError(f"manual alert names {dup} are used twice; each needs its own runbook page")
         return self
+
+    def scoped(self, namespace: str | None) -> SLOSpec:
+        """The same spec rendering selectors for one Kubernetes namespace."""
+        return self.model_copy(update={"jobs": self.jobs.model_copy(update={"namespace": namespace})})
 
     def get(self, name: str) -> SLO:
         for s in self.slos:

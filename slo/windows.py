@@ -10,6 +10,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contract.slo_window import BURN_WINDOW_MAX_H
+
 BURN_WINDOWS_PATH = Path(__file__).with_name("burn_windows.yaml")
 
 
@@ -68,6 +70,10 @@ class BurnWindows(BaseModel):
                 )
             if w.short_window_min >= w.long_window_min:
                 raise ValueError(f"burn window {w.long}/{w.short}: short window must be shorter than the long one")
+            if w.long_window_min > BURN_WINDOW_MAX_H * 60:
+                raise ValueError(
+                    f"burn window {w.long}: longer than the {BURN_WINDOW_MAX_H} h a Prometheus with a "
+                    "long-term store keeps (contract/slo_window.py); shorten it or raise that bound")
         return self
 
     @property

@@ -27,7 +27,7 @@ class HealthCheck:
 @dataclass(frozen=True)
 class Component:
     name: str  # supervisord program name: letters, digits, '-' only
-    role: Literal["queue", "prometheus", "server", "worker"]
+    role: Literal["queue", "prometheus", "alertmanager", "server", "worker"]
     argv: list[str]
     health: HealthCheck
     url: str
@@ -41,6 +41,9 @@ class Component:
     # supervisord signals the program's whole process group (children too) when it stops it;
     # False: the program alone (`podman run`, which passes the signal to the container's PID 1).
     stop_as_group: bool = True
+    # Started only once every other component is healthy (Prometheus: a stack coming up is not
+    # an outage, and its first scrapes would otherwise count the starting targets as down).
+    start_after_others: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,16 +53,21 @@ class BuildContext:
     project_root: Path
     api_key: str | None
     python: str = sys.executable
+    # Rule files Prometheus loads; None: alerts/ and alerts/generated/ of the project. Tests point
+    # it at rules rendered from an SLO spec with shorter `for` durations.
+    rule_globs: list[str] | None = None
 
 
-def require_binary(name: str, package: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise SetupError(
-            f"'{name}' is not installed: the local stack needs the Debian package '{package}'. "
-            f"Install it with `apt-get install -y {package}` (or run `make setup`)."
-        )
-    return path
+def require_binary(name: str, package: str, *aliases: str) -> str:
+    """Path of ``name`` (or of an alias: Debian installs Alertmanager as prometheus-alertmanager)."""
+    for candidate in (name, *aliases):
+        path = shutil.which(candidate)
+        if path is not None:
+            return path
+    raise SetupError(
+        f"'{name}' is not installed: the local stack needs the Debian package '{package}'. "
+        f"Install it with `apt-get install -y {package}` (or run `make setup`)."
+    )
 
 
 def server_url(spec: Spec, server: InferenceServer) -> str:

@@ -34,6 +34,7 @@ class StackError(Exception):
 class LocalStack:
     spec: Spec
     project_root: Path
+    rule_globs: list[str] | None = None  # None: the project's alerts/ (see BuildContext)
 
     @property
     def paths(self) -> StackPaths:
@@ -63,14 +64,18 @@ class LocalStack:
         paths.make()
         check_ports_free(self.spec)
         api_key = resolve_api_key(self.spec, paths)
-        ctx = BuildContext(self.spec, paths, self.project_root, api_key)
+        ctx = BuildContext(self.spec, paths, self.project_root, api_key, rule_globs=self.rule_globs)
         components = build_components(ctx, warn=lambda message: progress("images", message))
         started = time.monotonic()
         env = _child_env(self.project_root)
         progress("stack", f"starting {len(components)} components under supervisord")
         try:
             self.supervisor.start(components, env)
-            self._wait_healthy(components, progress)
+            late = [c for c in components if c.start_after_others]
+            self._wait_healthy([c for c in components if not c.start_after_others], progress)
+            for c in late:
+                self.supervisor.start_process(c.name)
+            self._wait_healthy(late, progress)
         except BaseException:
             self.down()
             raise

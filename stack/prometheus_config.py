@@ -24,6 +24,7 @@ def prometheus_rule_globs(project_root: Path) -> list[str]:
 
 
 def prometheus_config(spec: Spec, rule_globs: list[str]) -> dict[str, Any]:
+    """Scrape the stack, evaluate the rules, send alerts to the stack's Alertmanager."""
     host = spec.local.host
     obs = spec.observability
     servers = [
@@ -38,12 +39,14 @@ def prometheus_config(spec: Spec, rule_globs: list[str]) -> dict[str, Any]:
         {"targets": [f"{host}:{spec.worker_pool.metrics_port + i}"], "labels": {"worker": str(i)}}
         for i in range(spec.worker_pool.replicas)
     ]
-    return {
+    config: dict[str, Any] = {
         "global": {
             "scrape_interval": f"{obs.scrape_interval_s}s",
             "evaluation_interval": f"{obs.evaluation_interval_s}s",
             "external_labels": {"stack": spec.stack},
         },
+        "alerting": {"alertmanagers": [
+            {"static_configs": [{"targets": [f"{host}:{obs.alertmanager.port}"]}]}]},
         "rule_files": rule_globs,
         "scrape_configs": [
             {
@@ -54,6 +57,9 @@ def prometheus_config(spec: Spec, rule_globs: list[str]) -> dict[str, Any]:
             {"job_name": JOB_WORKERS, "static_configs": workers},
         ],
     }
+    if obs.long_term_store_url:
+        config["remote_write"] = [{"url": obs.long_term_store_url}]
+    return config
 
 
 def write_prometheus_config(spec: Spec, paths: StackPaths, rule_globs: list[str]) -> Path:

@@ -73,7 +73,7 @@ def render_config(components: Iterable[Component], paths: StackPaths) -> str:
             f"directory={c.cwd or paths.root}",
             "environment=" + ",".join(f"{k}={_quote(v)}" for k, v in sorted(env.items())),
             f"priority={c.priority}",
-            "autostart=true",
+            f"autostart={'false' if c.start_after_others else 'true'}",
             f"autorestart={'unexpected' if c.autorestart else 'false'}",
             "startsecs=1",
             f"startretries={3 if c.autorestart else 0}",

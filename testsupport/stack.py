@@ -13,16 +13,17 @@ from testsupport.procs import free_port
 ROOT = project_root(Path(__file__))
 
 
-def local_stack(state_dir: Path, **overrides: Any) -> LocalStack:
+def local_stack(state_dir: Path, rule_globs: list[str] | None = None, **overrides: Any) -> LocalStack:
     """The `local` stack on free ports and a private state dir (a running demo keeps its own)."""
     base = {
         "local.state_dir": str(state_dir),
         "queue.port": free_port(),
         "observability.prometheus_port": free_port(),
+        "observability.alertmanager.port": free_port(),
         "inference_servers.0.port": free_port(),
         "worker_pool.metrics_port": free_port(),
         "observability.scrape_interval_s": 1,
         "observability.evaluation_interval_s": 1,
     }
     spec = load_stack("local", ROOT, overrides=with_presets({**base, **overrides}))
-    return LocalStack(spec, ROOT)
+    return LocalStack(spec, ROOT, rule_globs)

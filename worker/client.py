@@ -20,6 +20,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
+from contract import metrics as catalog
 from worker.breaker import CircuitBreaker
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
 from worker.metrics import WorkerMetrics
@@ -31,7 +32,7 @@ from worker.tracing import current_trace
 request_counter: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "splitstack_request_counter", default=None)
 
-CHAT_PATH = "/v1/chat/completions"
+CHAT_PATH = catalog.CHAT_ENDPOINT
 MODELS_PATH = "/v1/models"
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 BREAKER_STATUS = RETRYABLE_STATUS | {401, 403}

@@ -56,6 +56,7 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
 
 async def run(settings: WorkerSettings, t_start: float) -> int:
     metrics = WorkerMetrics()
+    metrics.initialise(settings.backend.value)
     pool = settings.pool
 
     def on_breaker_change(state: BreakerState) -> None:

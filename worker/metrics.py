@@ -28,6 +28,7 @@ class WorkerMetrics:
         self.registry = registry or CollectorRegistry()
         m = {name: _make(defn, self.registry) for name, defn in _DEFS.items()}
         self.pdf_duration: Histogram = m[catalog.PDF_PROCESSING_DURATION]
+        self.pdf_end_to_end: Histogram = m[catalog.PDF_END_TO_END_DURATION]
         self.pdfs_processed: Counter = m[catalog.PDFS_PROCESSED]
         self.pdfs_failed: Counter = m[catalog.PDFS_FAILED]
         self.request_duration: Histogram = m[catalog.CLIENT_REQUEST_DURATION]
@@ -37,3 +38,22 @@ class WorkerMetrics:
         self.breaker_state: Gauge = m[catalog.BREAKER_STATE]
         self.queue_lag: Gauge = m[catalog.QUEUE_LAG]
         self.in_flight: Gauge = m[catalog.PDFS_IN_FLIGHT]
+
+    def initialise(self, backend: str) -> None:
+        """Create every labelled series the alert rules read, at 0, before the first PDF.
+
+        prometheus_client exports a labelled counter or histogram only once a label set is
+        used: a worker restarted on an idle queue would show no mineru_pdfs_processed_total
+        (SLOMetricAbsent) and rate() would miss the first failure of each kind.
+        """
+        for hist in (self.pdf_duration, self.pdf_end_to_end):
+            hist.labels(backend)
+        self.pdfs_processed.labels(backend)
+        for kind in catalog.PDF_FAILURE_KINDS:
+            self.pdfs_failed.labels(backend, kind)
+        endpoint = catalog.CHAT_ENDPOINT
+        self.request_duration.labels(endpoint)
+        self.requests.labels(endpoint)
+        self.retries.labels(endpoint)
+        for kind in catalog.CLIENT_FAILURE_KINDS:
+            self.failures.labels(endpoint, kind)

@@ -140,27 +140,35 @@ class JobSteps:
         await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
                              processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"])
         if job.part_of is None and committed:
-            self.metrics.pdfs_processed.labels(self.backend.name).inc()
-            self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
+            self._count_done(elapsed, job.submitted_at)
         log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),
             requests=metadata["requests_sent"], committed=committed)
         self._after_document()
+
+    def _count_done(self, elapsed: float, submitted_at: float) -> None:
+        """One PDF done: processing time, and the time since submission the user waited."""
+        assert self.backend is not None
+        name = self.backend.name
+        self.metrics.pdfs_processed.labels(name).inc()
+        self.metrics.pdf_duration.labels(name).observe(elapsed)
+        # Submitter and worker clocks may differ a little; never observe a negative wait.
+        self.metrics.pdf_end_to_end.labels(name).observe(max(elapsed, time.time() - submitted_at))
 
     async def _finish_part(self, job: Job) -> None:
         """For a part: record it, and merge the parent if it was the last one."""
         if job.part_of is None:
             return
         if await fanout.record_part_done(self.queue, job.part_of):
-            await self._merge(job.part_of)
+            await self._merge(job.part_of, job.submitted_at)
 
-    async def _merge(self, part: PartOf) -> None:
+    async def _merge(self, part: PartOf, submitted_at: float) -> None:
+        """``submitted_at``: the parent's submission time, which every part carries."""
         assert self.backend is not None
         committed, elapsed = await fanout.merge_parent(
             self.queue, self.store, part, self.backend.name, self.backend.version,
             self.s.model_name, self.s.consumer)
         if committed:
-            self.metrics.pdfs_processed.labels(self.backend.name).inc()
-            self.metrics.pdf_duration.labels(self.backend.name).observe(elapsed)
+            self._count_done(elapsed, submitted_at)
             log(logger, logging.INFO, "merged parts", parent=part.parent_id, parts=part.total,
                 seconds=round(elapsed, 3))
 

@@ -1,8 +1,9 @@
 """Observability: PrometheusRules from alerts/, Grafana dashboards as ConfigMaps, and optionally
-kube-prometheus-stack through Helm.
+kube-prometheus-stack through Helm, with the Alertmanager config generated from the SLO spec.
 
 The rule and dashboard files are read by infra/artifacts.py (plain functions, so Compose and tests
-can point them at any folder); the component only turns them into objects.
+can point them at any folder); the component scopes the rules to the deployment's namespace
+(every selector matches it, every alert carries it) and turns them into objects.
 """
 
 from __future__ import annotations
@@ -14,26 +15,43 @@ import pulumi_kubernetes as k8s
 
 from contract import clusters, naming
 from contract.spec import Spec
-from infra.artifacts import Dashboard, RuleFile
+from infra.artifacts import Dashboard, RuleFile, scope_rule_files
 from infra.components.base import child, metadata
+from slo.alertmanager import alertmanager_config
+from slo.rules import generate_rules
+from slo.spec import SLOSpec, load_spec
 
 KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 # Helm's 300 s default is short for the chart's CRDs, admission webhook jobs and Prometheus.
 KUBE_PROMETHEUS_STACK_TIMEOUT_S = 600
 
 
-def kube_prometheus_stack_values(spec: Spec) -> dict:
+def kube_prometheus_stack_values(spec: Spec, slo_spec: SLOSpec | None = None) -> dict:
     o = spec.observability
+    prometheus: dict = {
+        "scrapeInterval": f"{o.scrape_interval_s}s",
+        "evaluationInterval": f"{o.evaluation_interval_s}s",
+        "retention": f"{o.retention_h}h",
+    }
+    if o.long_term_store_url:
+        prometheus["remoteWrite"] = [{"url": o.long_term_store_url}]
+    slo_spec = (slo_spec or load_spec()).scoped(spec.namespace)
     return {
-        "prometheus": {"prometheusSpec": {
-            "scrapeInterval": f"{o.scrape_interval_s}s",
-            "evaluationInterval": f"{o.evaluation_interval_s}s",
-            "retention": f"{o.retention_h}h",
-        }},
+        "prometheus": {"prometheusSpec": prometheus},
+        # The chart renders this into the Alertmanager's config Secret, replacing its default
+        # (which routes everything to a "null" receiver).
+        "alertmanager": {"config": alertmanager_config(slo_spec, o.alertmanager)},
         "grafana": {"sidecar": {"dashboards": {
             "enabled": True, "label": naming.GRAFANA_DASHBOARD_LABEL, "labelValue": "1",
             "searchNamespace": "ALL"}}},
     }
+
+
+def scoped_rule_files(spec: Spec, rule_files: list[RuleFile], slo_spec: SLOSpec | None = None) -> list[RuleFile]:
+    """The deployment's rules: generated ones rendered for its namespace, hand-written ones scoped."""
+    scoped = (slo_spec or load_spec()).scoped(spec.namespace)
+    generated = {stem: body["groups"] for stem, body in generate_rules(scoped).items()}
+    return scope_rule_files(rule_files, spec.namespace, generated)
 
 
 @dataclass(frozen=True)
@@ -41,6 +59,7 @@ class ObservabilityArgs:
     spec: Spec
     rule_files: list[RuleFile] = field(default_factory=list)
     dashboards: list[Dashboard] = field(default_factory=list)
+    slo_spec: SLOSpec | None = None  # None: slo/objectives.yaml
 
 
 class ObservabilityComponent(pulumi.ComponentResource):
@@ -58,7 +77,7 @@ class ObservabilityComponent(pulumi.ComponentResource):
                 chart=KUBE_PROMETHEUS_STACK_CHART, version=chart.version,
                 repository_opts={"repo": chart.repo}, timeout=KUBE_PROMETHEUS_STACK_TIMEOUT_S,
                 namespace=naming.MONITORING_NAMESPACE, create_namespace=True,
-                values=kube_prometheus_stack_values(spec),
+                values=kube_prometheus_stack_values(spec, args.slo_spec),
                 opts=child(self),
             )
         after = [self.release] if self.release else []
@@ -72,7 +91,7 @@ class ObservabilityComponent(pulumi.ComponentResource):
                 spec={"groups": rule.groups},
                 opts=child(self, depends_on=after),
             )
-            for rule in args.rule_files
+            for rule in scoped_rule_files(spec, args.rule_files, args.slo_spec)
         ]
         self.dashboards = []
         if spec.observability.grafana_dashboards and args.dashboards:

@@ -37,7 +37,8 @@ def queries(window: str) -> dict[str, str]:
         "preemptions_per_s": f"sum(rate(vllm:num_preemptions_total{{{s}}}[{window}]))",
         "breaker_max": f"max(mineru_vllm_circuit_breaker_state{{{w}}})",
         "workers_up": f"sum(up{{{w}}})",
-        "queue_lag": f"sum(mineru_queue_lag_messages{{{w}}})",
+        # Every worker exports the same group-wide lag: max, not sum (sum is N times the lag).
+        "queue_lag": f"max(mineru_queue_lag_messages{{{w}}})",
     }
 
 

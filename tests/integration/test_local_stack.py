@@ -35,7 +35,7 @@ def _port_free(port: int) -> bool:
 def test_infrastructure_only_up_status_down(make_stack) -> None:
     stack = make_stack(**{"inference_servers.0.replicas": 0})
     state = stack.up()
-    assert set(state["components"]) == {"queue", "prometheus"}
+    assert set(state["components"]) == {"queue", "alertmanager", "prometheus"}
     rows = {r["component"]: r for r in stack.status()}
     assert all(r["healthy"] for r in rows.values()), rows
     assert rows["prometheus"]["url"].startswith("http://127.0.0.1:")
@@ -117,7 +117,8 @@ def test_down_after_supervisord_and_launcher_are_killed(tmp_path) -> None:
         stack.up()
         supervisord = stack.supervisor.pid()
         orphans = [p.pid for p in stack.processes() if p.pid != supervisord]
-        ports = [stack.spec.queue.port, stack.spec.observability.prometheus_port]
+        ports = [stack.spec.queue.port, stack.spec.observability.prometheus_port,
+                 stack.spec.observability.alertmanager.port]
         os.kill(supervisord, signal.SIGKILL)
         time.sleep(0.5)
         alive = [p for p in orphans if psutil.pid_exists(p)]
@@ -144,7 +145,8 @@ def test_cli_up_status_down(tmp_path) -> None:
         "model: {name: tiny, source: tiny}}\n"
         "  splitstack:worker_pool: {replicas: 0}\n"
         f"  splitstack:queue: {{port: {spec.queue.port}}}\n"
-        f"  splitstack:observability: {{prometheus_port: {spec.observability.prometheus_port}}}\n"
+        f"  splitstack:observability: {{prometheus_port: {spec.observability.prometheus_port}, "
+        f"alertmanager: {{port: {spec.observability.alertmanager.port}}}}}\n"
     )
     env = {**os.environ, "SPLITSTACK_ROOT": str(project)}
     cli = [str(Path(sys.executable).parent / "splitstack")]

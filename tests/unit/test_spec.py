@@ -198,3 +198,32 @@ def test_sim_preset_gives_the_context_of_the_model_it_imitates() -> None:
     assert (server.engine, server.max_model_len, server.model.vision) == (Engine.sim, 16384, True)
     explicit = with_presets({"inference_servers.0.engine": "sim", "inference_servers.0.max_model_len": 8192})
     assert load_stack("local", ROOT, overrides=explicit).worker_server.max_model_len == 8192
+
+
+@pytest.mark.parametrize("stack", ["local", "dev", "prod"])
+def test_every_stack_keeps_the_history_its_slos_read(stack: str) -> None:
+    spec = load_stack(stack, ROOT)
+    assert spec.observability.retention_h >= 744  # 30-day SLO window + 1 day
+
+
+def test_a_retention_shorter_than_the_slo_windows_is_refused() -> None:
+    with pytest.raises(SpecError) as info:
+        load_stack("prod", ROOT, overrides={"observability.retention_h": 24})
+    assert info.value.problems == [
+        "observability.retention_h: 24 h is shorter than the metrics history the alert rules and "
+        "`slo report` read 30-day SLO windows (30 d + 24 h margin = 744 h); set retention_h: 744 or "
+        "more, or configure observability.long_term_store_url (then at least 96 h)"]
+    spec = load_stack("prod", ROOT, overrides={"observability.retention_h": 96,
+                                               "observability.long_term_store_url": "http://thanos:19291/api/v1/receive"})
+    assert spec.observability.retention_h == 96
+    with pytest.raises(SpecError, match=r"72 h \+ 24 h margin = 96 h\); set retention_h: 96 or more"):
+        load_stack("prod", ROOT, overrides={"observability.retention_h": 48,
+                                            "observability.long_term_store_url": "http://thanos:19291/api/v1/receive"})
+
+
+def test_alertmanager_port_is_a_local_port_and_webhooks_must_be_urls() -> None:
+    with pytest.raises(SpecError, match=r"observability.alertmanager.port: port 19090 is also used by prometheus"):
+        load_stack("local", ROOT, overrides={"observability.alertmanager.port": 19090})
+    with pytest.raises(SpecError, match=r"observability.alertmanager.page_webhook_url: .*'pagerduty' is not an "
+                                        r"http\(s\) URL"):
+        load_stack("prod", ROOT, overrides={"observability.alertmanager.page_webhook_url": "pagerduty"})

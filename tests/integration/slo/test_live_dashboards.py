@@ -25,6 +25,7 @@ def _worker_activity(m, stop: threading.Event) -> None:
     while not stop.is_set():
         for dur in (12.0, 40.0, 80.0, 100.0):
             m.pdf_duration.labels(backend="vlm-http-client").observe(dur)
+            m.pdf_end_to_end.labels(backend="vlm-http-client").observe(dur + 5)
             m.pdfs_processed.labels(backend="vlm-http-client").inc()
         if i % 4 == 0:
             m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc()

@@ -29,12 +29,13 @@ def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics,
     # 300 processed, 9 failed -> error-rate attainment 300/309; arrive in one step between scrapes.
     m.pdfs_processed.labels(backend="vlm-http-client").inc(0)
     m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc(0)
-    m.pdf_duration.labels(backend="vlm-http-client")  # series exist (at 0) before the first increment is scraped
+    m.initialise("vlm-http-client")  # every series exists at 0 before the first increment is scraped
     time.sleep(3)
     before_ok = m.pdfs_processed.labels(backend="vlm-http-client")._value.get()
     before_bad = m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent")._value.get()
     for dur in (30.0, 60.0, 100.0, 150.0):
         m.pdf_duration.labels(backend="vlm-http-client").observe(dur)
+        m.pdf_end_to_end.labels(backend="vlm-http-client").observe(dur + 5)
     m.pdfs_processed.labels(backend="vlm-http-client").inc(300)
     m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc(9)
     want_total = before_ok + before_bad + 309
@@ -56,8 +57,10 @@ def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics,
     # increase() extrapolates both counters by the same factor, so the ratio is the true one.
     assert err["total"] > 0 and err["attainment"] == pytest.approx(
         1 - (before_bad + 9) / (before_ok + before_bad + 309), rel=0.02)
-    for name in ("availability", "ttft-p95", "pdf-latency-p99", "inference-queue-depth"):
+    for name in ("availability", "ttft-p95", "pdf-latency-p99"):
         assert rows[name]["status"] != "no-data", rows[name]
+    # the report says how much of the window the young Prometheus holds
+    assert 0 < rows["pdf-error-rate"]["covered_s"] < 600
 
 
 def test_a_job_without_data_names_the_slo_and_the_fix(stack, live):
@@ -76,8 +79,11 @@ def test_a_job_without_data_names_the_slo_and_the_fix(stack, live):
     assert evals["ttft-p95"].status is not Status.no_data  # the inference server job still has data
 
 
-def test_status_exit_codes_name_the_slos(stack, tmp_path):
+def test_status_exit_codes_name_the_slos(stack, tmp_path, live):
     prom, _, _ = stack
+    # A job with no target counts as down once Prometheus has scraped for a minute (slo/promql.py).
+    live.wait_until(lambda: prom.query("count_over_time(group(up offset 1m)[1m:1s]) >= 25"), 100,
+                    "25 s past the first minute of scrapes (min_events 20)")
     spec = yaml.safe_load(OBJECTIVES_PATH.read_text())
     spec.setdefault("jobs", {})["workers"] = "no-such-job"
     path = tmp_path / "objectives.yaml"

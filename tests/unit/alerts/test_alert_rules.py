@@ -14,6 +14,7 @@ from slo.spec import load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated
 
 ROOT = Path(__file__).resolve().parents[3]
+SPEC = load_spec()
 ALERTS = ROOT / "alerts"
 RULE_FILES = sorted(ALERTS.glob("*.rules.yml")) + sorted(GENERATED_DIR.glob("*.rules.yml"))
 TEST_FILES = sorted((ALERTS / "tests").glob("*.test.yml")) + sorted((GENERATED_DIR / "tests").glob("*.test.yml"))
@@ -34,7 +35,7 @@ def _alerts():
 
 
 def test_rule_files_exist():
-    assert len([f for f in RULE_FILES if f.parent == ALERTS]) == 2
+    assert len([f for f in RULE_FILES if f.parent == ALERTS]) == 3
     assert len([f for f in RULE_FILES if f.parent == GENERATED_DIR]) == len(load_spec().slos)
 
 
@@ -73,24 +74,47 @@ def test_generated_files_carry_the_do_not_edit_header():
         assert "DO NOT EDIT" in f.read_text().splitlines()[0]
 
 
-def test_every_alert_has_severity_summary_description_runbook_page_and_action():
+SEVERITIES = set(SPEC.alerting.severity_labels.values()) | {"none"}
+
+
+def page_of(url: str) -> Path:
+    """The runbook page an absolute runbook_url points at, in this checkout."""
+    base = SPEC.alerting.runbook_base_url + "/"
+    assert url.startswith(base), f"runbook_url {url!r} is not under the spec's base {base!r}"
+    return ROOT / "runbooks" / "pages" / url.removeprefix(base)
+
+
+def test_every_alert_has_severity_summary_description_runbook_page_dashboard_and_action():
     for f, rule in _alerts():
         if "alert" not in rule:
             continue
         name = rule["alert"]
-        assert rule["labels"]["severity"] in {"page", "ticket"}, (f.name, name)
+        assert rule["labels"]["severity"] in SEVERITIES, (f.name, name)
+        assert rule["labels"]["service"] in ("pipeline", "workers", "inference-server", "prometheus"), (f.name, name)
         ann = rule["annotations"]
         assert ann["summary"] and ann["description"], (f.name, name)
-        assert ann["runbook_url"] == f"runbooks/pages/{name}.md", (f.name, name)
-        assert (ROOT / ann["runbook_url"]).is_file(), f"missing runbook page {ann['runbook_url']}"
+        assert ann["runbook_url"] == SPEC.alerting.runbook_url(name), (f.name, name)
+        assert page_of(ann["runbook_url"]).is_file(), f"missing runbook page for {name}"
+        assert ann["dashboard_url"].startswith(SPEC.alerting.dashboard_base_url + "/d/"), (f.name, name)
         assert ann["runbook_action"] in RUNBOOK_ACTIONS, (f.name, name)
+
+
+def test_generated_alerts_show_their_value_and_say_who_pages():
+    for f, rule in _alerts():
+        if f.parent != GENERATED_DIR or "alert" not in rule:
+            continue
+        ann = rule["annotations"]
+        assert ann["paging"].endswith("(chosen in slo/objectives.yaml)"), rule["alert"]
+        if rule["alert"] in ("SLOErrorBudgetBurnFast", "SLOErrorBudgetBurnSlow", "PdfErrorRateHigh",
+                             "PdfLatencyHigh", "PdfThroughputLow"):
+            assert "{{ $value" in ann["description"], rule["alert"]
 
 
 def test_runbook_pages_have_the_four_sections_and_name_their_action():
     for _f, rule in _alerts():
         if "alert" not in rule:
             continue
-        page = (ROOT / rule["annotations"]["runbook_url"]).read_text()
+        page = page_of(rule["annotations"]["runbook_url"]).read_text()
         for section in ("## Meaning", "## Impact", "## Diagnosis", "## Mitigation"):
             assert section in page, (rule["alert"], section)
         assert f"runbook {rule['annotations']['runbook_action']}" in page, rule["alert"]

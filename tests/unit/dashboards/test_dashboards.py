@@ -2,6 +2,7 @@
 panel query parses with Prometheus' own parser (promtool) and names only catalog metrics."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -10,7 +11,7 @@ import yaml
 
 from dashboards.generate import DASHBOARD_DIR, GENERATED_NOTE, panel_exprs, render_dashboards
 from slo.exprcheck import metric_names, unknown_metrics
-from slo.spec import load_spec
+from slo.spec import dec, load_spec
 from slo.writer import diff_tree
 
 SPEC = load_spec()
@@ -42,7 +43,7 @@ def test_every_panel_queries_the_datasource_variable():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_every_panel_query_names_only_catalog_metrics(name):
-    for title, expr in panel_exprs(BOARDS[name]):
+    for title, expr in panel_exprs(BOARDS[name], annotations=True):
         assert metric_names(expr), (title, expr)
         assert unknown_metrics(expr) == set(), (title, expr)
 
@@ -52,7 +53,7 @@ def test_every_panel_query_parses_with_promtool(tmp_path):
     if promtool is None:
         pytest.fail("promtool not found: install the Debian package `prometheus`")
     rules = [{"record": f"dashboard:check:{i}", "expr": expr}
-             for i, (_, expr) in enumerate(e for b in BOARDS.values() for e in panel_exprs(b))]
+             for i, (_, expr) in enumerate(e for b in BOARDS.values() for e in panel_exprs(b, annotations=True))]
     f = tmp_path / "panels.rules.yml"
     f.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
     r = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
@@ -60,13 +61,16 @@ def test_every_panel_query_parses_with_promtool(tmp_path):
     assert f"SUCCESS: {len(rules)} rules found" in r.stdout
 
 
-def test_slo_dashboard_has_the_manual_panels():
+def test_slo_dashboard_has_the_manual_panels_and_reads_burn_rate_and_budget_from_records():
     titles = [p["title"] for p in BOARDS["slo.json"]["panels"]]
-    for want in ("Availability (30 d)", "PDF latency p50 / p95 / p99", "Throughput (PDFs / hour)", "Error rate",
-                 "Inference server uptime (30 d)", "Error budget remaining"):
+    for want in ("Availability (30 d)", "PDF latency p50 / p95 / p99 (submission to output)",
+                 "Throughput (PDFs / hour)", "Error rate", "Inference server uptime (30 d)",
+                 "Error budget remaining (30 d)", "Burn rate now (5 m error ratio / budget)"):
         assert want in titles
-    budget = next(p for p in BOARDS["slo.json"]["panels"] if p["title"] == "Error budget remaining")
-    assert [t["legendFormat"] for t in budget["targets"]] == [s.name for s in SPEC.slos]
+    exprs = [e for _, e in panel_exprs(BOARDS["slo.json"])]
+    assert "slo:period_error_budget_remaining:ratio" in exprs and "slo:current_burn_rate:ratio" in exprs
+    # no budget arithmetic with hard-coded targets on the dashboard
+    assert not any(f"/ {dec(s.error_budget)}" in e for e in exprs for s in SPEC.slos)
     err = next(p for p in BOARDS["slo.json"]["panels"] if p["title"] == "Error rate")
     steps = err["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert [(s["color"], s["value"]) for s in steps] == [("green", None), ("yellow", 0.02), ("red", 0.05)]
@@ -80,5 +84,41 @@ def test_design_doc_dashboards_cover_their_signals():
     assert {"mineru_vllm_client_request_duration_seconds_bucket", "mineru_vllm_client_failures_total",
             "mineru_vllm_client_retries_total",
             "mineru_vllm_circuit_breaker_state"} <= names("worker-connectivity.json")
-    assert {"mineru_pdfs_processed_total", "mineru_pdf_processing_duration_seconds_bucket",
+    assert {"mineru_pdfs_processed_total", "mineru_pdf_end_to_end_duration_seconds_bucket",
+            "mineru_pdf_processing_duration_seconds_bucket",
             "mineru_pdfs_failed_total", "mineru_queue_lag_messages"} <= names("pdf-processing.json")
+
+
+def test_inference_dashboard_covers_vllms_example_dashboard():
+    board = BOARDS["inference-server.json"]
+    names = set().union(*(metric_names(e) for _, e in panel_exprs(board)))
+    assert {"vllm:request_success_total", "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
+            "vllm:request_prompt_tokens_bucket", "vllm:request_generation_tokens_bucket",
+            "vllm:request_prefill_time_seconds_bucket", "vllm:request_decode_time_seconds_bucket"} <= names
+    heatmaps = [p for p in board["panels"] if p["type"] == "heatmap"]
+    assert {p["title"] for p in heatmaps} == {"Prompt length (tokens)", "Generation length (tokens)"}
+    assert all(t["format"] == "heatmap" for p in heatmaps for t in p["targets"])
+    finish = next(p for p in board["panels"] if p["title"] == "Finish reasons")
+    assert "by (finished_reason)" in finish["targets"][0]["expr"]
+
+
+def test_variables_rate_interval_and_alert_annotations():
+    for name, board in BOARDS.items():
+        raw = [e for _, e in panel_exprs(board, resolved=False)]
+        assert not any(re.search(r"\[\d+[smh]\]", e) and "rate(" in e and "[1h]" not in e for e in raw), name
+        assert any("$__rate_interval" in e for e in raw), name
+        ann = board["annotations"]["list"]
+        assert ann and ann[0]["expr"].startswith('ALERTS{alertstate="firing"'), name
+    variables = {v["name"] for v in BOARDS["inference-server.json"]["templating"]["list"]}
+    assert {"datasource", "instance", "model_name"} <= variables
+    vllm_exprs = [e for t, e in panel_exprs(BOARDS["inference-server.json"], resolved=False) if "vllm:" in e]
+    assert all('model_name=~"$model_name"' in e and 'instance=~"$instance"' in e for e in vllm_exprs)
+    assert "instance" in {v["name"] for v in BOARDS["pdf-processing.json"]["templating"]["list"]}
+
+
+def test_queue_lag_is_shown_once_not_summed_over_workers():
+    for board in BOARDS.values():
+        for _, e in panel_exprs(board):
+            assert "sum(mineru_queue_lag_messages" not in e.replace(" ", "")
+    lag = [e for _, e in panel_exprs(BOARDS["pdf-processing.json"]) if "mineru_queue_lag_messages" in e]
+    assert lag == ['max(mineru_queue_lag_messages{job="workers"})']

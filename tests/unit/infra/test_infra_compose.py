@@ -84,7 +84,7 @@ def test_monolithic_workers_share_sliced_gpu():
     raw["inference_servers"][0]["gpu_memory_utilization"] = 0.45
     doc = compose_document(parse_spec(raw))
     assert validate_compose(doc) == []
-    assert set(doc["services"]) == {"redis", "worker-0", "worker-1", "prometheus"}
+    assert set(doc["services"]) == {"redis", "worker-0", "worker-1", "prometheus", "alertmanager"}
     for name in ("worker-0", "worker-1"):
         devices = doc["services"][name]["deploy"]["resources"]["reservations"]["devices"]
         assert devices[0]["device_ids"] == ["0"]
@@ -108,8 +108,14 @@ def test_written_prometheus_config_passes_promtool(tmp_path):
     files = write_compose(load_stack("dev"), ROOT, tmp_path / "compose.yaml")
     prom = tmp_path / "prometheus"
     config = yaml.safe_load((prom / "prometheus.yml").read_text())
-    assert {j["job_name"] for j in config["scrape_configs"]} == {"inference-server", "workers"}
+    # the jobs the rules select on, and Prometheus itself (its own alerts read its metrics)
+    assert {j["job_name"] for j in config["scrape_configs"]} == {"inference-server", "workers", "prometheus"}
+    assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
     assert len(config["rule_files"]) == len(list((prom / "rules").iterdir())) > 0
+    am = tmp_path / "alertmanager" / "alertmanager.yml"
+    assert am in files
+    checked = subprocess.run(["amtool", "check-config", str(am)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     # Point the container paths at the written files, then let the real promtool judge.
     config["rule_files"] = [f.replace("/etc/prometheus", str(prom)) for f in config["rule_files"]]
     local = tmp_path / "prometheus-local.yml"

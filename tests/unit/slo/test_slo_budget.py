@@ -18,12 +18,23 @@ def test_exact_takes_numbers_as_written():
     assert exact(Decimal("0.995")) == Fraction(199, 200)
 
 
-def test_ratio_exactly_at_target_spends_exactly_the_budget():
+def test_ratio_exactly_at_target_spends_exactly_the_budget_and_meets_it():
     e = evaluate(ERR, Counts(Fraction(98), Fraction(100)), Counts(Fraction(98), Fraction(100)), 86400, 3600)
     assert e.attainment == Fraction(98, 100)
     assert e.budget_total == Fraction(2) and e.budget_spent == Fraction(2)
-    assert e.budget_remaining_ratio == 0 and e.status is Status.exhausted
+    assert e.budget_remaining_ratio == 0 and e.status is Status.ok  # met exactly: not exhausted
     assert e.burn_rate == 1 and e.time_to_exhaustion_s == 0.0
+    one_more = evaluate(ERR, Counts(Fraction(97), Fraction(100)), None, 86400, 3600)
+    assert one_more.status is Status.exhausted
+
+
+def test_exhaustion_time_is_measured_on_the_window_that_was_measured():
+    # Half of a 7-day window's budget left, burning at 2x: it lasts a quarter of 7 days, not of 30.
+    e = evaluate(ERR, Counts(Fraction(990), Fraction(1000)), Counts(Fraction(96), Fraction(100)), 7 * 86400, 3600)
+    assert e.time_to_exhaustion_s == pytest.approx(0.5 * 7 * 86400 / 2)
+    # A 2-hour bench run: the run is the window.
+    e = evaluate(ERR, Counts(Fraction(990), Fraction(1000)), Counts(Fraction(96), Fraction(100)), 7200, 600)
+    assert e.time_to_exhaustion_s == pytest.approx(1800)
 
 
 def test_half_budget_left_burning_at_2x_lasts_a_quarter_window():

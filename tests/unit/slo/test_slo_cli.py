@@ -47,7 +47,7 @@ def test_status_from_records_exits_1_when_a_budget_is_exhausted(tmp_path):
     rec.write_text("\n".join(json.dumps(x) for x in rows))
     r = runner.invoke(app, ["status", "--records", str(rec)])
     assert r.exit_code == 1
-    assert "error budget exhausted: pdf-error-rate" in r.output
+    assert "error budget exhausted: pdf-latency-p95, pdf-latency-p99, pdf-error-rate" in r.output
     out = tmp_path / "report.json"
     r = runner.invoke(app, ["report", "--records", str(rec), "--json", str(out)])
     assert r.exit_code == 0

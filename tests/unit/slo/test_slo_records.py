@@ -28,12 +28,12 @@ def _pdfs(n_ok_fast=0, n_ok_slow=0, n_failed=0, start=1_000_000.0, gap=10.0):
     return rows
 
 
-def test_latency_counts_use_le_semantics_and_only_successful_pdfs(tmp_path):
+def test_latency_counts_use_le_semantics_and_count_failed_pdfs_as_slow(tmp_path):
     rows = _pdfs(n_ok_fast=18, n_ok_slow=2, n_failed=3)
     rows.append({"kind": "pdf", "t_s": 2e6, "duration_s": 90.0, "ok": True})  # exactly at the bound: good
     recs = load_records(_write(tmp_path, rows))
     c = sli_counts(SPEC.get("pdf-latency-p95"), recs)
-    assert (c.good, c.total) == (Fraction(19), Fraction(21))
+    assert (c.good, c.total) == (Fraction(19), Fraction(24))  # the 3 failed PDFs are in the total, not good
     c = sli_counts(SPEC.get("pdf-error-rate"), recs)
     assert (c.good, c.total) == (Fraction(21), Fraction(24))
 
@@ -51,16 +51,19 @@ def test_uptime_from_probes_needs_every_component_in_a_slice(tmp_path):
     assert (c.good, c.total) == (Fraction(98), Fraction(100))
 
 
-def test_throughput_slices_and_queue_depth_gauge(tmp_path):
-    # 2 hours, 70 PDFs done in hour 1 and 50 in hour 2 (plus one partial third hour)
-    rows = [{"kind": "pdf", "t_s": 0.0 + i * (3600 / 70), "duration_s": 1.0, "ok": True} for i in range(70)]
-    rows += [{"kind": "pdf", "t_s": 3600.0 + i * (3600 / 50), "duration_s": 1.0, "ok": True} for i in range(50)]
-    rows += [{"kind": "pdf", "t_s": 7300.0, "duration_s": 1.0, "ok": True}]
+def test_throughput_slices_are_judged_only_under_backlog_and_queue_depth_gauge(tmp_path):
+    # Hour 1: 72 PDFs submitted at once, done every 50 s (18 per quarter hour = 72/h). Hour 2: 48,
+    # submitted just before, done every 75 s (48/h). A failing straggler keeps work outstanding
+    # until 2 h. Then a lone PDF at 2.5 h: nothing waited in between, those slices are not judged.
+    rows = [{"kind": "pdf", "t_s": 0.0, "duration_s": (i + 0.5) * 50, "ok": True} for i in range(72)]
+    rows += [{"kind": "pdf", "t_s": 3599.0, "duration_s": 1.0 + (i + 0.5) * 75, "ok": True} for i in range(48)]
+    rows += [{"kind": "pdf", "t_s": 0.0, "duration_s": 7200.0, "ok": False}]
+    rows += [{"kind": "pdf", "t_s": 9000.0, "duration_s": 1.0, "ok": True}]
     rows += [{"kind": "gauge", "t_s": float(t), "metric": "vllm:num_requests_waiting",
               "value": 80.0 if t == 420 else 3.0} for t in range(0, 1200, 60)]
     recs = load_records(_write(tmp_path, rows))
     c = sli_counts(SPEC.get("pdf-throughput"), recs)
-    assert (c.good, c.total) == (Fraction(1), Fraction(2))
+    assert (c.good, c.total) == (Fraction(4), Fraction(8))
     c = sli_counts(SPEC.get("inference-queue-depth"), recs)  # 5-minute slices, one with a max of 80
     assert (c.good, c.total) == (Fraction(3), Fraction(4))
 
@@ -83,7 +86,9 @@ def test_report_from_records_exhausts_and_guards(tmp_path):
     err = by["pdf-error-rate"]
     assert err.status is Status.exhausted and err.attainment == Fraction(9, 10)
     assert err.burn_rate == 5  # 10 % errors / 2 % budget
-    assert by["pdf-latency-p99"].status is Status.ok and by["pdf-latency-p99"].budget_remaining_ratio == 1
+    # the 10 failed PDFs count as slow: 10 % slow against a 1 % budget
+    assert by["pdf-latency-p99"].status is Status.exhausted and by["pdf-latency-p99"].budget_remaining_ratio == -9
+    assert by["pdf-latency-p50"].status is Status.ok
     assert by["availability"].status is Status.no_data
     assert "the records hold no uptime data" in by["availability"].message
 

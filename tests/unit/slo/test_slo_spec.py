@@ -30,8 +30,10 @@ def test_shipped_objectives_hold_the_manual_slos():
 def test_good_minimal_fixture_gets_defaults():
     spec = load_spec(SPECS / "good_minimal.yaml")
     s = spec.slos[0]
-    assert (s.window_d, s.min_events, s.runbook_action) == (30, 20, "slo-status")
-    assert spec.jobs.prometheus == "prometheus"
+    assert (s.window_d, s.min_events, s.runbook_action, s.service, s.manual_alert) == (
+        30, 20, "slo-status", "pipeline", None)
+    assert spec.jobs.namespace is None
+    assert spec.alerting.severity_labels == {"page": "critical", "ticket": "warning"}
 
 
 @pytest.mark.parametrize("fixture, expected", [
@@ -125,3 +127,41 @@ def test_burn_windows_reject_a_factor_that_contradicts_its_citation():
     with pytest.raises(ValueError, match=r"burn window 1h/5m: factor 14 does not match "
                                          r"budget_consumed_ratio 0.02 x 30 d / 1h = 14.4"):
         BurnWindows.model_validate(data)
+
+
+def test_the_manual_paging_choice_is_explicit_per_slo():
+    by = {s.name: s for s in load_spec().slos}
+    pages = {n: s.manual_alert.alert for n, s in by.items() if s.manual_alert}
+    assert pages == {"pdf-latency-p95": "PdfLatencyHigh", "pdf-throughput": "PdfThroughputLow",
+                     "pdf-error-rate": "PdfErrorRateHigh", "inference-server-uptime": "InferenceServerDown"}
+    # where the manual's threshold pages, burn rate only opens tickets
+    assert all([a.value for a in by[n].alerts] == ["ticket"] for n in pages)
+    assert [a.value for a in by["availability"].alerts] == ["page", "ticket"]
+    down = by["inference-server-uptime"].manual_alert
+    assert (down.for_s, down.inhibitor, down.inhibit_after_min) == (300, "InferenceServerUnreachable", 30)
+    assert by["pdf-latency-p95"].sli.histogram == "mineru_pdf_end_to_end_duration_seconds"
+    assert by["pdf-latency-p95"].sli.failures == ("mineru_pdfs_failed_total",)
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda s: s["slos"][5]["manual_alert"].pop("threshold"),
+     "slos[5 pdf-error-rate]: manual_alert: set over_min (minutes measured) and threshold"),
+    (lambda s: s["slos"][5]["manual_alert"].update(threshold="5"),
+     "manual_alert.threshold 5 is a bad-event share; use 0 < threshold < 1"),
+    (lambda s: s["slos"][4]["sli"].pop("backlog_gauge"),
+     "manual_alert: a throughput alert needs sli.backlog_gauge (no page without demand)"),
+    (lambda s: s["slos"][6]["manual_alert"].update(over_min=5),
+     "an uptime alert fires on up == 0 or a vanished target for for_s; remove over_min and threshold"),
+    (lambda s: s["slos"][0].update(window_d=60),
+     "slos[0 availability].window_d: 60 d is longer than the 30 d of history the deployments keep"),
+    (lambda s: s.update(alerting={"runbook_base_url": "runbooks/pages"}),
+     "alerting.runbook_base_url: 'runbooks/pages' is not an absolute http(s) URL"),
+    (lambda s: s["slos"][5]["manual_alert"].update(alert="InferenceServerDown"),
+     "manual alert names ['InferenceServerDown'] are used twice"),
+])
+def test_bad_paging_settings_are_named(mutate, expected):
+    data = _shipped()
+    mutate(data)
+    with pytest.raises(SpecError) as e:
+        parse_spec(data)
+    assert expected in str(e.value)

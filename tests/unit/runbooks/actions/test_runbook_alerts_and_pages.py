@@ -13,6 +13,7 @@ import typer
 import yaml
 
 from runbooks.registry import ACTIONS
+from slo.spec import load_spec
 from splitstack.cli.runbook_actions import register
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -56,7 +57,10 @@ def test_every_alert_names_an_existing_action(file, alert, annotations):
 @pytest.mark.parametrize("file,alert,annotations", alerts(), ids=lambda x: x if isinstance(x, str) else "")
 def test_every_alert_has_a_page(file, alert, annotations):
     url = annotations.get("runbook_url", "")
-    assert (ROOT / url).is_file(), f"{file}: alert {alert}: runbook_url {url!r} is not a file"
+    base = load_spec().alerting.runbook_base_url + "/"
+    assert url.startswith(base), f"{file}: alert {alert}: runbook_url {url!r} is not under {base}"
+    page = ROOT / "runbooks" / "pages" / url.removeprefix(base)
+    assert page.is_file(), f"{file}: alert {alert}: runbook_url {url!r} names no page in runbooks/pages"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
