@@ -36,4 +36,8 @@ class WorkerMetrics:
         self.retries: Counter = m[catalog.CLIENT_RETRIES]
         self.breaker_state: Gauge = m[catalog.BREAKER_STATE]
         self.queue_lag: Gauge = m[catalog.QUEUE_LAG]
+        self.queue_pending: Gauge = m[catalog.QUEUE_PENDING]
         self.in_flight: Gauge = m[catalog.PDFS_IN_FLIGHT]
+        self.requests_in_flight: Gauge = m[catalog.CLIENT_IN_FLIGHT]
+        self.oldest_request: Gauge = m[catalog.CLIENT_OLDEST_S]
+        self.deadline: Gauge = m[catalog.CLIENT_DEADLINE_S]
