@@ -22,6 +22,7 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
 
     try:
         from contract.worker_env import ENV_METRICS_PORT
+        from stack.secrets import read_secrets
         from stack.workers import worker_component
     except ImportError as exc:
         raise RuntimeError(f"the worker package cannot be imported here ({exc}): `pip install -e '.[worker]'`") from exc
@@ -31,7 +32,8 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     ctx = BuildContext(spec, paths, root, target.api_key)
     comp = worker_component(ctx, spec.worker_pool.replicas + 50)  # an index no replica uses
     port = free_port()
-    env = {**os.environ, **comp.env, ENV_METRICS_PORT: str(port), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **comp.env, **read_secrets(comp.secrets), ENV_METRICS_PORT: str(port),
+           "PYTHONUNBUFFERED": "1"}
     if target.queue_url:
         env[spec.queue.url_env] = target.queue_url
     log = (target.state_dir or Path("/tmp")) / "bench-worker-startup-probe.log"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +19,7 @@ from contract.worker_env import (
     ENV_RSS_FRACTION,
     ENV_SERVER_URL,
     ENV_URL_ALLOWLIST,
+    redis_password_env,
 )
 
 
@@ -59,6 +61,14 @@ class WorkerSettings(BaseModel):
         return self.spec.worker_server.model.name
 
 
+def with_password(url: str, password: str | None) -> str:
+    """``url`` with ``password`` as its AUTH password, unless it carries one already."""
+    parts = urlsplit(url)
+    if not password or parts.password or parts.scheme not in ("redis", "rediss"):
+        return url
+    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))
+
+
 def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None) -> WorkerSettings:
     env = dict(os.environ if env is None else env)
     if spec.deployment_mode is not DeploymentMode.split:
@@ -75,9 +85,10 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
     server_url = env.get(ENV_SERVER_URL) or (
         f"http://{spec.local.host}:{server.port}" if local
         else f"http://{server.name}.{spec.namespace}.svc.cluster.local:{server.port}")
-    redis_url = env.get(spec.queue.url_env) or (
+    redis_url = with_password(env.get(spec.queue.url_env) or (
         f"redis://{spec.local.host}:{spec.queue.port}/0" if local
-        else f"redis://redis.{spec.namespace}.svc.cluster.local:{spec.queue.port}/0")
+        else f"redis://redis.{spec.namespace}.svc.cluster.local:{spec.queue.port}/0"),
+        env.get(redis_password_env(spec)))
     out = env.get(ENV_OUTPUT_DIR)
     if not out:
         if not local:

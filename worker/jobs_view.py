@@ -18,8 +18,9 @@ def redis_url(spec: Spec) -> str:
     return os.environ.get(spec.queue.url_env) or f"redis://{spec.local.host}:{spec.queue.port}/0"
 
 
-def connect(spec: Spec) -> redis.Redis:
-    return redis.Redis.from_url(redis_url(spec), decode_responses=True, socket_connect_timeout=3)
+def connect(spec: Spec, url: str | None = None) -> redis.Redis:
+    """A client of the queue at ``url`` (default: ``redis_url(spec)``)."""
+    return redis.Redis.from_url(url or redis_url(spec), decode_responses=True, socket_connect_timeout=3)
 
 
 def submit(r: redis.Redis, spec: Spec, paths: list[Path], pages: PageRange | None = None,

@@ -222,7 +222,7 @@ class JobQueue:
         only for idempotent writes."""
         async for attempt in AsyncRetrying(retry=retry_if_exception_type(_BLIP), reraise=True,
                                            stop=stop_after_delay(FINISH_RETRY_S),
-                                           wait=wait_exponential_jitter(initial=0.1, max=2.0)):
+                                           wait=wait_exponential_jitter(multiplier=0.1, max=2.0)):
             with attempt:
                 return await call()
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover

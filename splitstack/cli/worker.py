@@ -14,8 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.target import mask_url
 from contract.extras import MissingExtra, require
-from contract.spec_loader import SpecError, load_stack
+from contract.spec_loader import SpecError, load_stack, project_root
+from stack.secrets import client_queue_url
 from worker.jobs import PageRange
 from worker.jobs_view import connect, list_jobs, redis_url, submit, summarize
 
@@ -34,12 +36,12 @@ def _spec(stack: str):
 
 
 def _connect(spec):
-    r = connect(spec)
+    r = connect(spec, client_queue_url(spec, project_root()))
     try:
         r.ping()
     except redis.RedisError as exc:
-        err.print(f"[red]cannot reach the queue at {redis_url(spec)} ({exc}); start the stack "
-                  f"with `splitstack up` or set {spec.queue.url_env}[/red]")
+        err.print(f"[red]cannot reach the queue at {mask_url(redis_url(spec))} ({exc}); start the "
+                  f"stack with `splitstack up` or set {spec.queue.url_env}[/red]")
         raise typer.Exit(1) from None
     return r
 
