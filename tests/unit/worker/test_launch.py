@@ -30,8 +30,8 @@ def test_worker_component_matches_the_stack_contract(tmp_path) -> None:
 
 def test_supervisord_config_carries_no_secret_and_drains_workers(tmp_path) -> None:
     from stack.components import build_components
-    from stack.supervisor import program_argv, render_config
     from stack.secrets import redis_password, resolve_api_key
+    from stack.supervisor import program_argv, render_config
 
     spec = load_stack("local", overrides={"worker_pool.replicas": 1, "inference_servers.0.engine": "sim",
                                           "local.state_dir": str(tmp_path)})
