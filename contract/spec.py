@@ -240,7 +240,21 @@ class WorkerPool(Strict):
         "timed out (and as a failure for the circuit breaker).")
     max_retries: int = Field(default=3, ge=0, le=20, description="Retries of a retryable failure.")
     circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
-    max_pages: int = Field(default=1000, ge=1, description="Larger PDFs are dead-lettered.")
+    input_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders whose PDFs jobs may name (absolute, or relative to the project root "
+        "on the local stack); a path outside them, symlinks resolved, is refused by `splitstack "
+        "submit` and dead-lettered 'path_not_allowed' by the worker. Empty: the local stack's "
+        "state folder and the system temp folder locally, /data in a pod (contract/inputs.py).")
+    max_pages: int = Field(
+        default=1000, ge=1,
+        description="Most pages one worker parses at once: a document that is not split into "
+        "parts, or one part. A longer document is split (split_pages_over) whatever its length, "
+        "up to max_document_pages.")
+    max_document_pages: int = Field(
+        default=20000, ge=1,
+        description="Longest document accepted, pages, when it is split into parts: bounds the "
+        "parts one document puts on the queue (20,000 pages in parts of page_window).")
     split_pages_over: int = Field(
         default=40, ge=1, description="Documents with more pages fan out as page-range jobs."
     )

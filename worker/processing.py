@@ -150,9 +150,20 @@ class JobSteps:
 
     async def _attempt(self, d: Delivery, job: Job, t0: float) -> None:
         pool = self.s.pool
-        data = await fetch(job.source, self.s.url_allowlist)
-        page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_pages)
-        if job.pages is None and job.part_of is None and page_count > pool.split_pages_over:
+        data = await fetch(job.source, self.s.url_allowlist, roots=self.s.input_roots,
+                           forbidden=self.s.forbidden_dirs)
+        # Split documents may be long (max_document_pages); what one worker parses at once is
+        # bounded by max_pages below.
+        page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_document_pages,
+                                             "worker_pool.max_document_pages")
+        parsed = job.pages.count if job.pages is not None else page_count
+        fans_out = job.pages is None and job.part_of is None and page_count > pool.split_pages_over
+        if not fans_out and parsed > pool.max_pages:
+            raise PermanentError("too_many_pages", f"{job.source}: {parsed} pages in one job is over "
+                                 f"worker_pool.max_pages={pool.max_pages} (documents over "
+                                 f"worker_pool.split_pages_over={pool.split_pages_over} pages are split "
+                                 "into parts); raise worker_pool.max_pages or submit the whole document")
+        if fans_out:
             trace = current_trace.get()
             workers = max(1, await self.queue.live_workers(self.announce_ttl_s))
             n = await fanout.fan_out(self.queue, d, page_count, pool.page_window,

@@ -216,6 +216,7 @@ app.add_typer(runbook_cli.app, name="runbook")
 app.add_typer(infra_cli.app, name="infra")
 app.add_typer(bench_cli.app, name="bench")
 worker_cli.register(app)
+worker_cli.register_dead_letters(app)
 
 
 def main() -> None:  # pragma: no cover
