@@ -1,5 +1,6 @@
-"""`splitstack worker`, `splitstack submit FILES...`, `splitstack jobs`, `splitstack dead-letters` (mounted by
-splitstack/cli/main.py through :func:`register`)."""
+"""`splitstack worker`, `splitstack submit FILES...`, `splitstack jobs` and `splitstack
+dead-letters` (mounted by splitstack/cli/main.py through :func:`register` and
+:func:`register_dead_letters`)."""
 
 from __future__ import annotations
 
