@@ -126,6 +126,7 @@ class DeadlinePolicy:
         return min(self.cap_s, base * 2 ** max(0, attempt - 1))
 
     def describe(self) -> str:
-        return (f"{self.seconds_per_token * 1000:.2f} ms per output token (p90 of the last "
-                f"{len(self._s_per_token)} answers), floor {self.floor_s:g} s, slack x{self.slack:g}, "
-                f"cap {self.cap_s:g} s")
+        measured = (f"p90 of the last {len(self._s_per_token)} answers" if self._s_per_token
+                    else "the prior: no answer measured yet")
+        return (f"{self.seconds_per_token * 1000:.2f} ms per output token ({measured}), floor "
+                f"{self.floor_s:g} s, slack x{self.slack:g}, cap {self.cap_s:g} s")

@@ -95,13 +95,13 @@ def register(app: typer.Typer) -> None:
 
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
-            err.print(f"not a file: {', '.join(missing)}", markup=False)
+            typer.echo(f"not a file: {', '.join(missing)}", err=True)
             raise typer.Exit(2)
         spec = _spec(stack)
         try:
             check_inputs(spec, files, project_root())
         except InputRefused as exc:
-            err.print(f"refused, nothing was submitted: {exc}", markup=False)
+            typer.echo(f"refused, nothing was submitted: {exc}", err=True)
             raise typer.Exit(2) from None
         r = _connect(spec)
         ids = submit(r, spec, files, _pages(pages), language, correlation_id)
@@ -179,7 +179,7 @@ def register_dead_letters(app: typer.Typer) -> None:
         try:
             d = find(_connect(spec), spec, key)
         except DeadLetterError as exc:
-            err.print(str(exc), markup=False)
+            typer.echo(str(exc), err=True)
             raise typer.Exit(2) from None
         typer.echo(json.dumps({**d.as_dict(), "job": json.loads(d.job) if d.job else None}, indent=1))
 
@@ -193,7 +193,7 @@ def register_dead_letters(app: typer.Typer) -> None:
     ) -> None:
         """Put dead-lettered jobs back on the queue (same job id); their dead letters are removed."""
         if not keys and not kind and not all_:
-            err.print("name what to re-drive: entry/job ids, --kind KIND or --all", markup=False)
+            typer.echo("name what to re-drive: entry/job ids, --kind KIND or --all", err=True)
             raise typer.Exit(2)
         spec = _spec(stack)
         r = _connect(spec)
@@ -203,12 +203,12 @@ def register_dead_letters(app: typer.Typer) -> None:
                 letters += list_dead(r, spec, limit=100_000, kind=kind)
             ids = redrive(r, spec, list({d.entry_id: d for d in letters}.values()))
         except DeadLetterError as exc:
-            err.print(f"{exc}; nothing more was re-driven", markup=False)
+            typer.echo(f"{exc}; nothing more was re-driven", err=True)
             raise typer.Exit(2) from None
         for job_id in ids:
             typer.echo(json.dumps({"job_id": job_id, "state": "queued"}) if as_json else f"{job_id}\tqueued")
         if not as_json:
-            err.print(f"re-drove {len(ids)} job(s); `splitstack jobs` shows them", markup=False)
+            typer.echo(f"re-drove {len(ids)} job(s); `splitstack jobs` shows them", err=True)
 
 
 def _table(rows) -> None:
