@@ -139,7 +139,9 @@ def pdf_processing(spec: SLOSpec) -> dict:
     bad = _rate0(c.PDFS_FAILED, job)
     b.add("Error rate", [(f"{bad} / ({_rate0(c.PDFS_PROCESSED, job)} + {bad})", "failed / all")],
           unit="percentunit", thresholds=[("green", None), ("orange", 0.02), ("red", 0.05)])
-    b.add("Queue lag and PDFs in flight", [(f"sum({_sel(c.QUEUE_LAG, job)})", "waiting in queue"),
+    # Every worker reports the same consumer group's lag and pending: read once (max), not summed.
+    b.add("Queue lag and PDFs in flight", [(f"max({_sel(c.QUEUE_LAG, job)})", "waiting in queue"),
+                                           (f"max({_sel(c.QUEUE_PENDING, job)})", "delivered, not acked"),
                                            (f"sum({_sel(c.PDFS_IN_FLIGHT, job)})", "in flight")])
     b.add("Workers up", [(f"sum(up{{job={json.dumps(job)}}})", "workers up")], kind="stat", width=24)
     return _dashboard("splitstack-pdf-processing", "splitstack / End-to-end PDF processing", ["workers"], b)
