@@ -34,6 +34,9 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     port = free_port()
     env = {**os.environ, **comp.env, **read_secrets(comp.secrets), ENV_METRICS_PORT: str(port),
            "PYTHONUNBUFFERED": "1"}
+    key_ref = spec.worker_server.api_key
+    if key_ref is not None and target.api_key:  # the target's key, wherever the stack keeps it
+        env[key_ref.env] = target.api_key
     if target.queue_url:
         env[spec.queue.url_env] = target.queue_url
     log = (target.state_dir or Path("/tmp")) / "bench-worker-startup-probe.log"

@@ -9,6 +9,7 @@ the spec names (``inference_servers[].api_key.env``, ``queue.url_env``).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from contract.spec import Spec
@@ -34,3 +35,11 @@ ENV_REDIS_PASSWORD = "SPLITSTACK_REDIS_PASSWORD"
 def redis_password_env(spec: Spec) -> str:
     """The variable that holds the queue's Redis password."""
     return spec.queue.password.env if spec.queue.password else ENV_REDIS_PASSWORD
+
+
+def with_password(url: str, password: str | None) -> str:
+    """``url`` with ``password`` as its Redis AUTH password, unless it carries one already."""
+    parts = urlsplit(url)
+    if not password or parts.password or parts.scheme not in ("redis", "rediss"):
+        return url
+    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))

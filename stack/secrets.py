@@ -14,6 +14,7 @@ import secrets as pysecrets
 from pathlib import Path
 
 from contract.spec import Spec
+from contract.worker_env import redis_password_env, with_password
 from stack.paths import StackPaths
 
 REDIS_PASSWORD_FILE = "redis-password"
@@ -89,13 +90,19 @@ def queue_url_display(spec: Spec) -> str:
 
 
 def client_queue_url(spec: Spec, project_root: Path, environ: dict[str, str] | None = None) -> str | None:
-    """The queue URL a command on this machine uses for a local stack: the spec's
-    ``queue.url_env`` when set, else the local Redis with the stack's password; None for a
-    deployed stack (its URL comes from the environment)."""
+    """The queue URL a command on this machine uses: the spec's ``queue.url_env``, else the
+    local stack's Redis; None for a deployed stack without that variable. The password comes
+    from the URL itself, else ``queue.password.env``, else (local stack) its secrets folder."""
     env = os.environ if environ is None else environ
-    if env.get(spec.queue.url_env) or spec.target.value != "local":
-        return env.get(spec.queue.url_env) or None
-    return queue_url(spec, StackPaths.at(spec.local.state_dir, project_root))
+    local = spec.target.value == "local"
+    url = env.get(spec.queue.url_env) or (queue_url_display(spec) if local else None)
+    if url is None:
+        return None
+    password = env.get(redis_password_env(spec))
+    path = redis_password_file(StackPaths.at(spec.local.state_dir, project_root))
+    if not password and local and path.is_file():
+        password = path.read_text().strip()
+    return with_password(url, password)
 
 
 def read_secrets(secrets: dict[str, Path]) -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +20,7 @@ from contract.worker_env import (
     ENV_SERVER_URL,
     ENV_URL_ALLOWLIST,
     redis_password_env,
+    with_password,
 )
 
 
@@ -64,14 +64,6 @@ class WorkerSettings(BaseModel):
     @property
     def model_name(self) -> str:
         return self.spec.worker_server.model.name
-
-
-def with_password(url: str, password: str | None) -> str:
-    """``url`` with ``password`` as its AUTH password, unless it carries one already."""
-    parts = urlsplit(url)
-    if not password or parts.password or parts.scheme not in ("redis", "rediss"):
-        return url
-    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))
 
 
 def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None) -> WorkerSettings:

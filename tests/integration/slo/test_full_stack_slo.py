@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from dashboards.generate import DASHBOARD_DIR, panel_exprs
 from splitstack.cli.slo import app
+from stack.secrets import queue_url
 from testsupport.stack import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
@@ -58,7 +59,7 @@ def test_dashboards_alert_and_report_on_the_local_stack(tmp_path: Path, live) ->
         state = stack.up()
         prom = state["components"]["prometheus"]["url"]
         live.wait_until(lambda: _query(prom, 'up{job="workers"} == 1'), 30, "worker scraped")
-        env = {**os.environ, stack.spec.queue.url_env: f"redis://127.0.0.1:{stack.spec.queue.port}/0"}
+        env = {**os.environ, stack.spec.queue.url_env: queue_url(stack.spec, stack.paths)}  # with AUTH
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(4)]
         done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs,
                                "--wait", "--timeout-s", "120"],
