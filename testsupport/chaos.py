@@ -11,9 +11,13 @@ end, and reports:
 * done / dead-lettered (by kind) / lost / duplicated: lost = not ended, or "done" without its
   output; duplicated = a document that ended more than once (two "job done" lines of the
   workers, or two dead letters, or done and dead-lettered);
-* recovery_s: from the fault's end (its removal; the signal, for a kill; for a server or a
-  stack that had to be started again, the moment it was healthy, its start time reported
-  apart) until every worker has finished a document again: the pipeline runs at full width.
+* recovery_s: from the fault's end (its removal; the signal, for a Redis kill; for a server, a
+  worker or a stack that had to be started again, the moment it was healthy, its start time
+  reported apart) until every worker has finished a document again: the pipeline runs at full
+  width.
+
+Before a fault, every worker has finished a document (``warm_up``): the fault hits a run in
+progress, whose workers have measured the server's speed.
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ class ChaosRig:
             "queue.visibility_timeout_s": visibility_timeout_s})
         self.spec = self.stack.spec
         self.docs = root / "docs"
+        self._warm: set[str] = set()  # "-w<index>-<pid>" of workers that finished a document
 
     # -- lifecycle ----------------------------------------------------------------------------
     def up(self) -> None:
@@ -155,6 +160,37 @@ class ChaosRig:
         except TimeoutError:
             return self.rows(ids)
 
+    def warm_up(self, timeout_s: float = 90) -> None:
+        """Until every worker process running now has finished documents: a fault then hits
+        workers that have measured the server's speed, as in the middle of a run. (A worker
+        that never got an answer sizes its deadlines on a slow prior, and the slow answers of a
+        cold start lengthen them for the next 64 answers: worker/deadlines.py.)"""
+        for round_ in range(3):
+            pending = [i for i in range(self.workers) if f"-w{i}-{self.pid(f'worker-{i}')}" not in self._warm]
+            if not pending:
+                return
+            # About 100 answers per worker: the deadline's speed estimate (p90 of the last 64
+            # answers) no longer holds the slow first answers of a cold start.
+            ids = self.submit(self.make_docs(f"warm-up {len(self._warm)}-{round_}", 4 * self.workers))
+            rows = self.wait_ended(ids, timeout_s)
+            self._warm |= {"-w" + r["consumer"].rsplit("-w", 1)[-1]
+                           for r in rows.values() if r.get("state") == "done" and r.get("consumer")}
+        pending = [i for i in range(self.workers) if f"-w{i}-{self.pid(f'worker-{i}')}" not in self._warm]
+        if not pending:
+            return
+        raise RuntimeError(f"workers {pending} finished no warm-up document")
+
+    def wait_worker_ready(self, index: int, old_pid: int, timeout_s: float = 60) -> None:
+        """Until supervisord runs a new process for worker ``index`` and it answers /readyz."""
+        url = f"http://{self.spec.local.host}:{self.spec.worker_pool.metrics_port + index}/readyz"
+
+        def ready() -> bool:
+            info = self.stack.supervisor.process_info().get(f"worker-{index}", {})
+            if info.get("statename") != "RUNNING" or int(info.get("pid") or 0) in (0, old_pid):
+                return False
+            return httpx.get(url, timeout=2).status_code == 200
+        wait_until(ready, timeout_s, f"worker-{index} restarted and ready", interval_s=0.1)
+
     def wait_started(self, ids: list[str], done: int = 1, timeout_s: float = 60) -> None:
         wait_until(lambda: sum(r.get("state") == "done" for r in self.rows(ids).values()) >= done,
                    timeout_s, f"{done} document(s) done before the fault")
@@ -215,6 +251,7 @@ Scenario = Callable[[ChaosRig, float, int], Outcome]
 
 def _faulted(rig: ChaosRig, name: str, fault_s: float, count: int, on: Callable[[], None],
              off: Callable[[], None]) -> Outcome:
+    rig.warm_up()
     ids = rig.submit(rig.make_docs(name, count))
     rig.wait_started(ids)
     on()
@@ -263,7 +300,8 @@ def server_kill(rig: ChaosRig, fault_s: float, count: int) -> Outcome:
 
 def worker_kill(rig: ChaosRig, fault_s: float, count: int) -> Outcome:
     """SIGKILL one worker mid-document (as the OOM killer does): supervisord restarts it, its job
-    is reclaimed after the visibility timeout, its page-render processes die with it."""
+    is reclaimed after the visibility timeout, its page-render processes die with it. Recovery
+    counts from the restarted worker's readiness; kill to ready is its start time."""
     import psutil
 
     name = "worker SIGKILL"
@@ -272,9 +310,12 @@ def worker_kill(rig: ChaosRig, fault_s: float, count: int) -> Outcome:
     pid = rig.pid("worker-0")
     children = psutil.Process(pid).children(recursive=True)
     os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    rig.wait_worker_ready(0, pid)  # supervisord starts it again: its own start time, apart
+    start_s = time.monotonic() - t0
     end = time.time()
     rows = rig.wait_ended(ids, 120)
-    out = rig.outcome(name, ids, rows, end, 0)
+    out = rig.outcome(name, ids, rows, end, 0, start_s, "worker restart")
     alive = [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     out.notes.append(f"render processes of the killed worker still alive: {len(alive)} of {len(children)}")
     return out

@@ -46,6 +46,7 @@ BREAKER_STATUS = RETRYABLE_STATUS | {401, 403}
 MAX_RETRY_AFTER_S = 30.0
 PROBE_CONNECTIONS = 2
 DEFAULT_MAX_MODEL_LEN = 32768
+DEADLINE_RECHECK_S = 0.5  # how often a waiting request's deadline is sized again
 
 
 class RetryableResponse(TransientError):
@@ -177,16 +178,14 @@ class InferenceClient:
                 counter[0] += 1
             deadline_s = self.deadlines.deadline_s(body, number)
             m.deadline.set(deadline_s)
-            timeout = httpx.Timeout(deadline_s, connect=min(self.connect_timeout_s, deadline_s))
             key = next(self._ids)
             t0 = time.perf_counter()
             self._started[key] = time.monotonic()
+            deadline = [deadline_s]
             try:
-                # asyncio.timeout bounds the whole exchange (httpx's read timeout is per read);
-                # cancelling the request closes its connection, so the pool gets it back.
-                async with asyncio.timeout(deadline_s):
-                    response = await self._http.post(CHAT_PATH, json=body, headers=headers, timeout=timeout)
+                response = await self._post_within_deadline(body, headers, number, deadline)
             except (TimeoutError, httpx.TimeoutException) as exc:
+                deadline_s = deadline[0]
                 self._fail(t0, "timeout", f"no answer within the deadline of {deadline_s:.1f} s")
                 self.timeouts += 1
                 raise RetryableResponse(
@@ -233,6 +232,33 @@ class InferenceClient:
                        "inference_servers[].max_model_len (MinerU's layout request needs ~2,600 "
                        "tokens for a 1036x1036 page image)")
         raise ServerAnswerError(status, detail)
+
+    async def _post_within_deadline(self, body: dict[str, Any], headers: dict[str, str], number: int,
+                                    deadline: list[float]) -> httpx.Response:
+        """POST, bounded by the request's deadline (the whole exchange: httpx's read timeout is
+        per read). The deadline is sized again every ``DEADLINE_RECHECK_S`` from what the worker
+        has learned meanwhile: a request sent on the prior speed (no answer measured yet, a
+        deadline of a minute or more) gets the measured one as soon as other answers come in,
+        so a server that hangs on a fresh worker is still detected within seconds.
+        ``deadline[0]`` is left holding the last deadline applied. Cancelling the request
+        closes its connection, so the pool gets it back."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        timeout = httpx.Timeout(self.deadlines.cap_s, connect=min(self.connect_timeout_s, deadline[0]))
+        task = asyncio.ensure_future(self._http.post(CHAT_PATH, json=body, headers=headers, timeout=timeout))
+        try:
+            while True:
+                remaining = start + deadline[0] - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError(f"no answer within {deadline[0]:.1f} s")
+                done, _ = await asyncio.wait({task}, timeout=min(remaining, DEADLINE_RECHECK_S))
+                if done:
+                    return task.result()
+                deadline[0] = self.deadlines.deadline_s(body, number)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     def _learn(self, data: Any, elapsed: float) -> None:
         usage = data.get("usage") if isinstance(data, dict) else None

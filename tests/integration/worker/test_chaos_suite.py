@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
+import psutil
 import pytest
+import redis
 
+from stack.secrets import redis_password, resolve_api_key
 from testsupport.chaos import EXPECTED_DEAD, SCENARIOS, ChaosRig
 
 pytestmark = pytest.mark.integration
@@ -46,3 +50,35 @@ def test_fault_loses_nothing_and_recovers(rig: ChaosRig, scenario: str) -> None:
         assert all("page 2: MinerU" in n for n in out.notes), detail
     if scenario == "down":
         assert "(not drained): 0" in out.notes[0], detail
+
+
+def test_no_secret_in_ps_config_or_logs_and_no_unauthenticated_control(rig: ChaosRig) -> None:
+    """After every fault above (restarts included): neither the API key nor the Redis password is
+    on any command line of the stack, in supervisord's config (owner-only) or in any log; Redis
+    refuses a client without the password; Prometheus refuses `POST /-/quit` and its admin API."""
+    paths, spec = rig.stack.paths, rig.spec
+    key, password = resolve_api_key(spec, paths), redis_password(paths)
+    assert key and password
+    procs = rig.stack.processes()
+    assert len(procs) >= 5  # supervisord, Redis, Prometheus, the simulator, the workers
+    for p in procs:
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        assert key not in line and password not in line, f"secret on the command line of {p.pid}"
+    conf = paths.supervisord_conf
+    assert key not in conf.read_text() and password not in conf.read_text()
+    assert conf.stat().st_mode & 0o077 == 0
+    for log in paths.logs.rglob("*"):
+        if log.is_file():
+            text = log.read_text(errors="replace")
+            assert key not in text and password not in text, f"secret in {log}"
+
+    anonymous = redis.Redis(host=spec.local.host, port=spec.queue.port, socket_timeout=5)
+    with pytest.raises(redis.AuthenticationError):
+        anonymous.ping()
+    prom = f"http://{spec.local.host}:{spec.observability.prometheus_port}"
+    assert httpx.post(f"{prom}/-/quit", timeout=5).status_code != 200
+    assert httpx.post(f"{prom}/api/v1/admin/tsdb/snapshot", timeout=5).status_code != 200
+    assert httpx.get(f"{prom}/-/ready", timeout=5).status_code == 200  # still up

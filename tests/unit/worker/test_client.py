@@ -167,3 +167,36 @@ def test_answers_teach_the_deadline_the_servers_speed() -> None:
     asyncio.run(c.post_chat({}))
     assert c.deadlines.deadline_s({}) < before
     assert sample(m, "mineru_vllm_client_deadline_seconds") == pytest.approx(before)
+
+
+def test_a_request_sent_before_any_answer_gets_the_measured_deadline_while_it_waits() -> None:
+    """A fresh worker sizes its first deadlines on the slow prior (here 5.2 s); once another
+    answer shows the server is fast, a request hanging since then is cut within a recheck."""
+    from worker.deadlines import DeadlinePolicy
+
+    hang = asyncio.Event()
+    fast = {**OK, "usage": {"prompt_tokens": 0, "completion_tokens": 100}}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if b'"hang"' in request.content:
+            await hang.wait()  # never set
+        return httpx.Response(200, json=fast)
+
+    c = InferenceClient("http://server:8000", api_key="k", breaker=CircuitBreaker(5, 30.0),
+                        metrics=WorkerMetrics(), concurrency=2, request_timeout_s=600, max_retries=0,
+                        backoff_initial_s=0.001, backoff_max_s=0.002, transport=httpx.MockTransport(handler),
+                        deadlines=DeadlinePolicy(floor_s=0.2, slack=1.0, cap_s=600, max_model_len=4096))
+    body = {"messages": [], "max_tokens": 100}
+    assert c.deadlines.deadline_s(body) == pytest.approx(5.2)
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        stuck = asyncio.ensure_future(c.post_chat({**body, "id": "hang"}))
+        await asyncio.sleep(0.05)
+        await c.post_chat(body)  # answered at once: the server is fast
+        with pytest.raises(TransientError, match="no answer within its deadline of 0.2 s"):
+            await stuck
+        return loop.time() - t0
+
+    assert asyncio.run(scenario()) < 1.5  # not the prior's 5.2 s
