@@ -46,6 +46,7 @@ from stack.launcher import LocalStack
 from stack.secrets import queue_url, resolve_api_key
 from testsupport.procs import wait_until
 from testsupport.stack import local_stack
+from testsupport.worker import metric_value
 from worker.jobs_view import list_jobs, submit
 
 ROOT = project_root(Path(__file__))
@@ -127,6 +128,13 @@ class ChaosRig:
         report = invoke(ctx, "restart", {"component": component, "reason": "chaos"})
         assert report.outcome == "applied", report.render()
         return time.monotonic() - t0
+
+    def deadline_s(self) -> float:
+        """The longest request deadline the workers gave last (mineru_vllm_client_deadline_seconds):
+        how long a request the server never answers waits before it is retried."""
+        return max(metric_value(httpx.get(f"http://{self.spec.local.host}:"
+                                          f"{self.spec.worker_pool.metrics_port + i}/metrics", timeout=5).text,
+                                "mineru_vllm_client_deadline_seconds") for i in range(self.workers))
 
     def all_ready(self) -> bool:
         try:
@@ -256,10 +264,13 @@ def _faulted(rig: ChaosRig, name: str, fault_s: float, count: int, on: Callable[
     rig.wait_started(ids)
     on()
     time.sleep(fault_s)
+    deadline = rig.deadline_s()
     off()
     end = time.time()
     rows = rig.wait_ended(ids, 120 + fault_s)
-    return rig.outcome(name, ids, rows, end, fault_s)
+    out = rig.outcome(name, ids, rows, end, fault_s)
+    out.notes.append(f"request deadline at the fault's end: {deadline:.1f} s")
+    return out
 
 
 def hang(rig: ChaosRig, fault_s: float, count: int) -> Outcome:

@@ -21,6 +21,7 @@ import asyncio
 import contextvars
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -129,6 +130,7 @@ class InferenceClient:
     # -- public calls ---------------------------------------------------------------------------
     async def post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a chat completion with retries; returns the parsed JSON answer."""
+        first_sent = time.monotonic()
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(RetryableResponse),
             stop=stop_after_attempt(self.max_retries + 1),
@@ -137,7 +139,7 @@ class InferenceClient:
             reraise=True,
         ):
             with attempt:
-                return await self._attempt(body, attempt.retry_state.attempt_number)
+                return await self._attempt(body, attempt.retry_state.attempt_number, first_sent)
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def list_models(self, timeout_s: float = 2.0) -> list[str]:
@@ -154,7 +156,7 @@ class InferenceClient:
             return exc.retry_after_s
         return self._wait(state)
 
-    async def _attempt(self, body: dict[str, Any], number: int = 1) -> dict[str, Any]:
+    async def _attempt(self, body: dict[str, Any], number: int = 1, first_sent: float = 0.0) -> dict[str, Any]:
         m = self.metrics
         if not self.breaker.allow_request():
             m.failures.labels(CHAT_PATH, "breaker_open").inc()
@@ -164,11 +166,12 @@ class InferenceClient:
             )
         trace = current_trace.get()
         if trace is None:
-            return await self._send(body, {}, number)
+            return await self._send(body, {}, number, first_sent)
         with self.tracer.span("mineru.vllm.chat_completion", trace, **{"http.url": self.base_url + CHAT_PATH}) as span:
-            return await self._send(body, {"traceparent": span.traceparent}, number)
+            return await self._send(body, {"traceparent": span.traceparent}, number, first_sent)
 
-    async def _send(self, body: dict[str, Any], headers: dict[str, str], number: int = 1) -> dict[str, Any]:
+    async def _send(self, body: dict[str, Any], headers: dict[str, str], number: int = 1,
+                    first_sent: float = 0.0) -> dict[str, Any]:
         m = self.metrics
         async with self._slots:
             m.requests.labels(CHAT_PATH).inc()
@@ -176,14 +179,22 @@ class InferenceClient:
             counter = request_counter.get()
             if counter is not None:
                 counter[0] += 1
-            deadline_s = self.deadlines.deadline_s(body, number)
+            def size() -> float:
+                # A retry gets twice the time only when the server answered other requests
+                # since this one was first sent (it is alive: this answer is just long). A
+                # server that answers nothing (hung, dead) gets the first deadline again, so
+                # recovery after it comes back never waits on a doubled deadline.
+                grow = number if self.last_success >= first_sent else 1
+                return self.deadlines.deadline_s(body, grow)
+
+            deadline_s = size()
             m.deadline.set(deadline_s)
             key = next(self._ids)
             t0 = time.perf_counter()
             self._started[key] = time.monotonic()
             deadline = [deadline_s]
             try:
-                response = await self._post_within_deadline(body, headers, number, deadline)
+                response = await self._post_within_deadline(body, headers, size, deadline)
             except (TimeoutError, httpx.TimeoutException) as exc:
                 deadline_s = deadline[0]
                 self._fail(t0, "timeout", f"no answer within the deadline of {deadline_s:.1f} s")
@@ -233,8 +244,8 @@ class InferenceClient:
                        "tokens for a 1036x1036 page image)")
         raise ServerAnswerError(status, detail)
 
-    async def _post_within_deadline(self, body: dict[str, Any], headers: dict[str, str], number: int,
-                                    deadline: list[float]) -> httpx.Response:
+    async def _post_within_deadline(self, body: dict[str, Any], headers: dict[str, str],
+                                    size: Callable[[], float], deadline: list[float]) -> httpx.Response:
         """POST, bounded by the request's deadline (the whole exchange: httpx's read timeout is
         per read). The deadline is sized again every ``DEADLINE_RECHECK_S`` from what the worker
         has learned meanwhile: a request sent on the prior speed (no answer measured yet, a
@@ -254,7 +265,7 @@ class InferenceClient:
                 done, _ = await asyncio.wait({task}, timeout=min(remaining, DEADLINE_RECHECK_S))
                 if done:
                     return task.result()
-                deadline[0] = self.deadlines.deadline_s(body, number)
+                deadline[0] = size()
         finally:
             if not task.done():
                 task.cancel()

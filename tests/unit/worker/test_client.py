@@ -144,13 +144,14 @@ def test_a_hung_server_times_out_at_the_deadline_frees_its_connection_and_opens_
         await asyncio.sleep(0.05)
         # The one work connection hangs; the readiness probe has its own pool and answers.
         models = await c.list_models()
-        with pytest.raises(TransientError, match="no answer within its deadline of 0.5 s"):
+        # Not doubled for the retry: the server answered nothing since the request was sent.
+        with pytest.raises(TransientError, match=r"no answer within its deadline of 0\.2 s"):
             await work
         return asyncio.get_running_loop().time() - t0, models
 
     took, models = asyncio.run(scenario())
     assert models == ["m"]
-    assert took < 2.0  # two attempts of 0.2 s (then 0.4 s) plus backoff: seconds, not 600
+    assert took < 2.0  # two attempts of 0.25 s plus backoff: seconds, not 600
     assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 2
     assert breaker.state is BreakerState.open  # timeouts count as failures
     assert c.oldest_request_s() == 0.0 and sample(metrics, "mineru_vllm_client_requests_in_flight") == 0
@@ -200,3 +201,29 @@ def test_a_request_sent_before_any_answer_gets_the_measured_deadline_while_it_wa
         return loop.time() - t0
 
     assert asyncio.run(scenario()) < 1.5  # not the prior's 5.2 s
+
+
+def test_a_retry_gets_twice_the_time_only_while_the_server_answers_others() -> None:
+    """A timeout while other requests are answered is a long answer: the retry gets 2x. With
+    nothing answered since the request was first sent, the server is silent: same deadline."""
+    from worker.deadlines import DeadlinePolicy
+
+    policy = DeadlinePolicy(floor_s=0.2, slack=1.0, cap_s=600, max_model_len=4096)
+    c, _m, _b = client(lambda r: httpx.Response(200, json=OK))
+    c.deadlines = policy
+    body = {"messages": [], "max_tokens": 1}
+    seen: list[float] = []
+
+    async def send(first_sent: float) -> None:
+        async def post(*_a, size, deadline, **_k):
+            seen.append(size())
+            raise TimeoutError
+        c._post_within_deadline = lambda b, h, size, deadline: post(size=size, deadline=deadline)
+        with pytest.raises(TransientError):
+            await c._send(body, {}, 2, first_sent)
+
+    c.last_success = 0.0
+    asyncio.run(send(first_sent=10.0))  # nothing answered since: the first deadline
+    c.last_success = 20.0
+    asyncio.run(send(first_sent=10.0))  # answers came in meanwhile: twice that
+    assert seen == [pytest.approx(0.25), pytest.approx(0.5)]
