@@ -20,6 +20,7 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     from contract.worker_env import ENV_METRICS_PORT
     from stack.components import BuildContext
     from stack.launcher import LocalStack
+    from stack.secrets import read_secrets
     from stack.workers import worker_component
 
     root = project_root()
@@ -28,7 +29,11 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
     ctx = BuildContext(spec, paths, root, target.api_key)
     comp = worker_component(ctx, spec.worker_pool.replicas + 50)  # an index no replica uses
     port = free_port()
-    env = {**os.environ, **comp.env, ENV_METRICS_PORT: str(port), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **comp.env, **read_secrets(comp.secrets), ENV_METRICS_PORT: str(port),
+           "PYTHONUNBUFFERED": "1"}
+    key_ref = spec.worker_server.api_key
+    if key_ref is not None and target.api_key:  # the target's key, wherever the stack keeps it
+        env[key_ref.env] = target.api_key
     if target.queue_url:
         env[spec.queue.url_env] = target.queue_url
     log = (target.state_dir or Path("/tmp")) / "bench-worker-startup-probe.log"

@@ -23,7 +23,7 @@ from bench.pipeline import METADATA
 from bench.target import TargetError
 from worker.jobs import Job
 
-UNREADABLE_KINDS = ("not_found", "unreadable", "url_not_allowed", "download_failed")
+UNREADABLE_KINDS = ("not_found", "unreadable", "url_not_allowed", "download_failed", "path_not_allowed")
 
 
 @dataclass
@@ -153,7 +153,7 @@ def judge_canary(rec: dict[str, Any], source: str, local_folder: str, output_dir
                               "location on their SPLITSTACK_WORKER_URL_ALLOWLIST) and pass that prefix with "
                               "--documents-at. Nothing was measured.")
         raise TargetError(f"the canary document was dead-lettered ({kind}: {reason}); fix that before "
-                          "measuring (`splitstack jobs --dead`). Nothing was measured.")
+                          "measuring (`splitstack dead-letters list`). Nothing was measured.")
     if output_dir is not None:
         from pathlib import Path
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from contract.spec_loader import SpecError, load_stack, parse_spec, project_root
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
+from stack.secrets import queue_url
 
 
 class TargetError(ValueError):
@@ -237,6 +238,7 @@ def from_local(local) -> Target:  # local: stack.launcher.LocalStack
     return Target(base_url=srv["url"].rstrip("/"), model=server.model.name,
                   api_key=resolve_api_key(spec, local.paths), max_model_len=server.max_model_len,
                   prometheus_url=comps.get("prometheus", {}).get("url"),
-                  queue_url=comps.get("queue", {}).get("url"), stack=spec.stack, components=comps,
+                  queue_url=queue_url(spec, local.paths) if "queue" in comps else None,
+                  stack=spec.stack, components=comps,
                   state_dir=local.paths.root, output_dir=local.paths.data / spec.output_store.path,
                   spec=spec)

@@ -22,7 +22,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
     "infra-gke": frozenset({"pulumi_gcp"}),
     "infra-aks": frozenset({"pulumi_azure_native"}),
     "sim": frozenset({"uvicorn", "PIL"}),
-    "worker": frozenset({"mineru", "mineru_vl_utils", "pypdfium2", "pypdf", "reportlab", "loguru"}),
+    "worker": frozenset({"mineru", "mineru_vl_utils", "pypdfium2", "pypdf", "reportlab", "loguru", "PIL"}),
     "bench": frozenset({"locust", "gevent", "reportlab"}),
     "runbooks": frozenset({"kubernetes"}),
     "vllm": frozenset({"vllm", "torch", "transformers", "tokenizers", "safetensors"}),

@@ -67,7 +67,7 @@ VLLM_CLIENT_BUCKETS_S: tuple[float, ...] = (
 PDF_FAILURE_KINDS: tuple[str, ...] = (
     "bad_job", "poison", "server_rejected", "url_not_allowed", "not_found", "unreadable",
     "download_failed", "too_large", "empty", "not_pdf", "encrypted", "corrupt", "no_pages",
-    "too_many_pages", "bad_page_range",
+    "too_many_pages", "bad_page_range", "path_not_allowed", "render_crashed",
 )
 CLIENT_FAILURE_KINDS: tuple[str, ...] = (
     "timeout", "connect", "http_5xx", "http_4xx", "breaker_open", "bad_body",
@@ -95,7 +95,11 @@ CLIENT_FAILURES = "mineru_vllm_client_failures_total"
 CLIENT_RETRIES = "mineru_vllm_client_retries_total"
 BREAKER_STATE = "mineru_vllm_circuit_breaker_state"
 QUEUE_LAG = "mineru_queue_lag_messages"
+QUEUE_PENDING = "mineru_queue_pending_messages"
 PDFS_IN_FLIGHT = "mineru_pdfs_in_flight"
+CLIENT_IN_FLIGHT = "mineru_vllm_client_requests_in_flight"
+CLIENT_OLDEST_S = "mineru_vllm_client_oldest_request_seconds"
+CLIENT_DEADLINE_S = "mineru_vllm_client_deadline_seconds"
 
 WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=PDF_PROCESSING_DURATION, type=MetricType.histogram, source=Source.worker,
@@ -128,8 +132,20 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=QUEUE_LAG, type=MetricType.gauge, source=Source.worker,
               help="PDF jobs in the queue not yet delivered to any worker of the consumer group. "
                    "Every worker exports the same group-wide value: aggregate with max, never sum."),
+    MetricDef(name=QUEUE_PENDING, type=MetricType.gauge, source=Source.worker,
+              help="PDF jobs delivered to a worker of the consumer group and not acked yet "
+                   "(XINFO GROUPS pending): in progress, held, or abandoned by a dead worker. "
+                   "Group-wide like the lag: aggregate with max."),
     MetricDef(name=PDFS_IN_FLIGHT, type=MetricType.gauge, source=Source.worker,
               help="PDFs this worker is processing now."),
+    MetricDef(name=CLIENT_IN_FLIGHT, type=MetricType.gauge, source=Source.worker,
+              help="Requests from this worker to the inference server waiting for an answer now."),
+    MetricDef(name=CLIENT_OLDEST_S, type=MetricType.gauge, source=Source.worker,
+              help="Age of the oldest request waiting for an answer, seconds (0 when none): "
+                   "above the deadline means requests are stuck past it."),
+    MetricDef(name=CLIENT_DEADLINE_S, type=MetricType.gauge, source=Source.worker,
+              help="Deadline of the last request sent, seconds: sized from its tokens and the "
+                   "server's measured speed (worker/deadlines.py)."),
 )
 
 # --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_catalog.py) --------

@@ -229,7 +229,11 @@ class InferenceServer(Strict):
 class CircuitBreaker(Strict):
     failure_threshold: int = Field(default=5, ge=1, description="Failures in a row that open it.")
     recovery_timeout_s: float = Field(
-        default=30.0, gt=0, description="Open time before one half-open trial request."
+        default=30.0, gt=0,
+        description="Open time before one half-open trial request when no readiness verdict is "
+        "known. The worker probes the server's /v1/models while open and lets the trial through "
+        "as soon as the server answers (at least 1 s after opening), so recovery follows the "
+        "server, not this clock.",
     )
 
 
@@ -260,10 +264,37 @@ class WorkerPool(Strict):
         default="Convert the document to markdown.", description="Prompt for backend page-vlm."
     )
     metrics_port: Port = Field(default=9400, description="Prometheus /metrics and health port.")
-    request_timeout_s: float = Field(default=600.0, gt=0, description="Read timeout per request.")
+    request_timeout_s: float = Field(
+        default=600.0, gt=0,
+        description="Longest deadline of one request to the inference server, s: the cap of the "
+        "deadline sized from the request's tokens and the server's measured speed.")
+    request_deadline_floor_s: float = Field(
+        default=5.0, gt=0,
+        description="Shortest deadline of one request, s (a connection, a first prefill). A "
+        "request's deadline is this plus request_deadline_slack times the time its prompt and "
+        "output tokens take at the server's measured speed (worker/deadlines.py); a hung server "
+        "is a timeout after about this long.")
+    request_deadline_slack: float = Field(
+        default=4.0, ge=1.0,
+        description="How many times the expected time a request may take before it counts as "
+        "timed out (and as a failure for the circuit breaker).")
     max_retries: int = Field(default=3, ge=0, le=20, description="Retries of a retryable failure.")
     circuit_breaker: CircuitBreaker = Field(default_factory=CircuitBreaker)
-    max_pages: int = Field(default=1000, ge=1, description="Larger PDFs are dead-lettered.")
+    input_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders whose PDFs jobs may name (absolute, or relative to the project root "
+        "on the local stack); a path outside them, symlinks resolved, is refused by `splitstack "
+        "submit` and dead-lettered 'path_not_allowed' by the worker. Empty: the local stack's "
+        "state folder and the system temp folder locally, /data in a pod (contract/inputs.py).")
+    max_pages: int = Field(
+        default=1000, ge=1,
+        description="Most pages one worker parses at once: a document that is not split into "
+        "parts, or one part. A longer document is split (split_pages_over) whatever its length, "
+        "up to max_document_pages.")
+    max_document_pages: int = Field(
+        default=20000, ge=1,
+        description="Longest document accepted, pages, when it is split into parts: bounds the "
+        "parts one document puts on the queue (20,000 pages in parts of page_window).")
     split_pages_over: int = Field(
         default=40, ge=1, description="Documents with more pages fan out as page-range jobs."
     )

@@ -8,6 +8,12 @@ the spec names (``inference_servers[].api_key.env``, ``queue.url_env``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from contract.spec import Spec
+
 ENV_SPEC_FILE = "SPLITSTACK_SPEC_FILE"  # JSON of the resolved spec, written by the launcher
 ENV_SERVER_URL = "SPLITSTACK_SERVER_URL"  # base URL of the inference server the pool calls
 ENV_OUTPUT_DIR = "SPLITSTACK_OUTPUT_DIR"  # the output store as mounted in the worker
@@ -21,3 +27,19 @@ ENV_OUTPUT_URL = "SPLITSTACK_OUTPUT_URL"  # object-store output (s3://bucket)
 # MinerU's own variable for its page-render process pool; the worker sizes it to its CPU budget
 # unless the operator set it.
 ENV_RENDER_PROCESSES = "MINERU_PDF_RENDER_THREADS"
+# The Redis AUTH password when queue.password names no variable (the local stack always sets
+# one; a URL that carries its own password wins).
+ENV_REDIS_PASSWORD = "SPLITSTACK_REDIS_PASSWORD"
+
+
+def redis_password_env(spec: Spec) -> str:
+    """The variable that holds the queue's Redis password."""
+    return spec.queue.password.env if spec.queue.password else ENV_REDIS_PASSWORD
+
+
+def with_password(url: str, password: str | None) -> str:
+    """``url`` with ``password`` as its Redis AUTH password, unless it carries one already."""
+    parts = urlsplit(url)
+    if not password or parts.password or parts.scheme not in ("redis", "rediss"):
+        return url
+    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))

@@ -204,10 +204,11 @@ def pdf_processing(spec: SLOSpec) -> dict:
     bad = _rate0(c.PDFS_FAILED, job, _INSTANCE)
     b.add("Error rate", [(f"{bad} / ({_rate0(c.PDFS_PROCESSED, job, _INSTANCE)} + {bad})", "failed / all")],
           unit="percentunit", thresholds=[("green", None), ("orange", 0.02), ("red", 0.05)])
-    # Every worker exports the same group-wide lag: shown once (max), never summed over workers.
+    # Every worker reports the same consumer group's lag and pending: read once (max), not summed.
     b.add("Queue lag and PDFs in flight", [(f"max({_sel(c.QUEUE_LAG, job)})", "waiting in queue"),
+                                           (f"max({_sel(c.QUEUE_PENDING, job)})", "delivered, not acked"),
                                            (f"sum({_sel(c.PDFS_IN_FLIGHT, job, _INSTANCE)})", "in flight")])
-    b.add("Workers up", [(f"sum(up{{job={json.dumps(job)}}})", "workers up")], kind="stat")
+    b.add("Workers up", [(f"sum(up{{job={json.dumps(job)}}})", "workers up")], kind="stat", width=24)
     return _dashboard("splitstack-pdf-processing", "splitstack / End-to-end PDF processing", ["workers"], b,
                       variables=_worker_variables(job), alerts_of="pipeline|workers")
 

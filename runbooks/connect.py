@@ -3,13 +3,14 @@ a Kubernetes cluster), Prometheus and the audit log."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from contract.spec import Spec, Target
-from contract.spec_loader import SpecError, load_stack, project_root
+from contract.spec_loader import SpecError, load_stack, parse_spec, project_root, set_path
 from runbooks.audit import AuditLog
 from runbooks.context import ActionContext
 from runbooks.diagnose.signals import Signals
@@ -26,6 +27,22 @@ def default_audit_path(spec: Spec) -> Path:
     return state / "splitstack" / f"audit-{spec.stack}.jsonl"
 
 
+def running_spec(local: LocalStack, overrides: dict[str, Any]) -> Spec | None:
+    """The spec a running local stack was started with (`splitstack up --engine sim --workers
+    2` differs from the file), with ``overrides`` applied; None when it is not running. Actions
+    and diagnoses then describe, and are accepted by, the stack that actually runs."""
+    state = local.read_state()
+    if state is None or "spec" not in state or not local.supervisor.running():
+        return None
+    raw = json.loads(json.dumps(state["spec"]))
+    for dotted, value in overrides.items():
+        set_path(raw, dotted, value)
+    try:
+        return parse_spec(raw, f"{local.paths.state_file} (the running stack's spec)")
+    except SpecError as exc:
+        raise Refused(str(exc)) from exc
+
+
 def build_context(stack: str, apply: bool = False, spec_overrides: dict[str, Any] | None = None,
                   prometheus_url: str | None = None, kube_context: str | None = None,
                   audit_log: Path | None = None) -> ActionContext:
@@ -40,6 +57,8 @@ def build_context(stack: str, apply: bool = False, spec_overrides: dict[str, Any
         raise Refused(str(exc)) from exc
     platform: Any
     if spec.target is Target.local:
+        local = LocalStack(spec, root)
+        spec = running_spec(local, with_presets(spec_overrides or {})) or spec
         local = LocalStack(spec, root)
         platform = LocalPlatform(local)
         default_audit = local.paths.audit_log

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contract.models import describe
-from runbooks.actions import nodes, reports, server, tune, upgrade, workers
+from runbooks.actions import components, nodes, reports, server, tune, upgrade, workers
 from runbooks.context import ActionContext
 from runbooks.diagnose import engine
 from runbooks.model import PlatformError, Refused, Report
@@ -41,6 +41,10 @@ ACTIONS: dict[str, ActionDef] = {a.name: a for a in [
     ActionDef("slo-status", reports.slo_status, reports.SloStatusParams, False,
               "Attainment, error budget left and burn rate of every SLO (slo/objectives.yaml).",
               "an SLO alert: how much budget is left"),
+    ActionDef("restart", components.restart_component, components.RestartComponentParams, True,
+              "Restart one component (queue, prometheus, server-<name>, workers rolling, worker-<i>) "
+              "and wait until it is healthy.",
+              "a component that stopped or misbehaves; `splitstack restart COMPONENT` runs this"),
     ActionDef("restart-server", server.restart_server, server.RestartServerParams, True,
               "Restart the inference server and wait for /health.",
               "inference server down or OOMKilled; KV-cache fragmentation of a healthy server (--force)"),

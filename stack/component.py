@@ -22,6 +22,15 @@ class SetupError(Exception):
 class HealthCheck:
     kind: Literal["http", "redis"]
     url: str
+    password_file: str | None = None  # redis: the AUTH password's file (never the value)
+
+    def to_state(self) -> dict[str, str]:
+        return {"kind": self.kind, "url": self.url,
+                **({"password_file": self.password_file} if self.password_file else {})}
+
+    @classmethod
+    def from_state(cls, data: dict) -> HealthCheck:
+        return cls(data["kind"], data["url"], data.get("password_file"))
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,8 @@ class Component:
     port: int
     env: dict[str, str] = field(default_factory=dict)
     # A crashed inference server stays down (as a pod would sit in CrashLoopBackOff) so that
-    # failures are visible and the runbook actions can be drilled; infrastructure restarts.
+    # failures are visible and the runbook actions can be drilled; everything else is restarted
+    # whenever it exits, a clean exit included (a pod's restartPolicy: Always).
     autorestart: bool = True
     priority: int = 500
     cwd: Path | None = None
@@ -44,6 +54,14 @@ class Component:
     # Started only once every other component is healthy (Prometheus: a stack coming up is not
     # an outage, and its first scrapes would otherwise count the starting targets as down).
     start_after_others: bool = False
+    # env var -> file: read into the environment at start by stack.secretexec (never on the
+    # command line, never in supervisord's config).
+    secrets: dict[str, Path] = field(default_factory=dict)
+    # SIGTERM to the program alone, as Kubernetes signals a container's PID 1, for a program
+    # that shuts its own children down in order (the worker drains its document with its
+    # page-render pool); the SIGKILL after stop_wait_s still goes to the whole group.
+    term_leader_only: bool = False
+    stop_wait_s: int = 20
 
 
 @dataclass(frozen=True)

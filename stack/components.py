@@ -21,6 +21,7 @@ from slo.spec import SpecError, load_spec
 from stack.component import BuildContext, Component, HealthCheck, SetupError, require_binary, server_url
 from stack.containers import check_image, check_runtime, containerized, image_context, in_container
 from stack.prometheus_config import prometheus_rule_globs, write_prometheus_config
+from stack.secrets import api_key_file, queue_url_display, redis_auth_conf, redis_password_file
 from stack.wheelhouse import source_digest
 from stack.workers import worker_component
 
@@ -39,7 +40,10 @@ def redis_component(ctx: BuildContext) -> Component:
     data = ctx.paths.data / "redis"
     data.mkdir(parents=True, exist_ok=True)
     argv = [
-        binary, "--bind", host, "--port", str(port), "--dir", str(data),
+        # First the 0600 file with `requirepass` (stack/secrets.py): AUTH without the password
+        # on the command line; then the settings.
+        binary, str(redis_auth_conf(ctx.paths)),
+        "--bind", host, "--port", str(port), "--dir", str(data),
         # Jobs must survive a Redis restart: append-only file, fsync every second.
         "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
         "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "notice",
@@ -47,8 +51,9 @@ def redis_component(ctx: BuildContext) -> Component:
         # and with it the stack id that `down` uses to find strays.
         "--set-proc-title", "no",
     ]
-    url = f"redis://{host}:{port}/0"
-    return Component("queue", "queue", argv, HealthCheck("redis", url), url, port, priority=100)
+    url = queue_url_display(ctx.spec)
+    health = HealthCheck("redis", url, str(redis_password_file(ctx.paths)))
+    return Component("queue", "queue", argv, health, url, port, priority=100)
 
 
 def prometheus_component(ctx: BuildContext) -> Component:
@@ -63,7 +68,8 @@ def prometheus_component(ctx: BuildContext) -> Component:
         f"--storage.tsdb.path={ctx.paths.data / 'prometheus'}",
         f"--storage.tsdb.retention.time={ctx.spec.observability.retention_h}h",
         f"--web.listen-address={host}:{port}",
-        "--web.enable-lifecycle",  # lets `splitstack` reload rules without a restart
+        # No --web.enable-lifecycle and no --web.enable-admin-api: nobody who reaches the port
+        # can stop Prometheus (POST /-/quit) or delete its data. Reload rules with SIGHUP.
         "--log.level=warn",
     ]
     url = f"http://{host}:{port}"
@@ -122,19 +128,17 @@ def _vllm_server(ctx: BuildContext, server: InferenceServer) -> Component:
         served_model_name=server.model.name,
         host=ctx.spec.local.host,
         port=server.port,
-        api_key=None,  # passed as VLLM_API_KEY below: keeps it out of `ps`
+        api_key=None,  # read into VLLM_API_KEY from its file (secrets below): keeps it out of `ps`
         max_model_len=server.max_model_len,
         max_num_seqs=server.max_num_seqs,
         max_num_batched_tokens=server.max_num_batched_tokens,
         kv_cache_space_gib=server.kv_cache_space_gib,
         extra_args=list(server.extra_args),
     )
-    if ctx.api_key:
-        env["VLLM_API_KEY"] = ctx.api_key
     url = server_url(ctx.spec, server)
     return Component(
         f"server-{server.name}", "server", argv, HealthCheck("http", f"{url}/health"), url,
-        server.port, env=env, autorestart=False, priority=300,
+        server.port, env=env, autorestart=False, priority=300, secrets=_key_secret(ctx),
     )
 
 
@@ -147,13 +151,18 @@ def _sim_server(ctx: BuildContext, server: InferenceServer) -> Component:
         "--max-num-seqs", str(server.max_num_seqs),
         "--max-model-len", str(server.max_model_len),
     ]
-    # The key goes in the environment, as vLLM takes it: an argument would show in `ps`.
-    env: dict[str, str] = {"VLLM_API_KEY": ctx.api_key} if ctx.api_key else {}
     url = server_url(ctx.spec, server)
     return Component(
         f"server-{server.name}", "server", argv, HealthCheck("http", f"{url}/health"), url,
-        server.port, env=env, autorestart=False, priority=300, cwd=ctx.project_root,
+        server.port, autorestart=False, priority=300, cwd=ctx.project_root, secrets=_key_secret(ctx),
     )
+
+
+def _key_secret(ctx: BuildContext) -> dict[str, Path]:
+    # The key reaches the server in VLLM_API_KEY, as vLLM takes it: an argument would show in
+    # `ps`, and a value in environment= would sit in supervisord's config file.
+    path = api_key_file(ctx.spec, ctx.paths)
+    return {"VLLM_API_KEY": path} if ctx.api_key and path is not None else {}
 
 
 ENGINE_BUILDERS: dict[Engine, Callable[[BuildContext, InferenceServer], Component]] = {

@@ -102,8 +102,9 @@ def in_container(ctx: BuildContext, component: Component, image: str, *,
         "--health-interval", "disable",
         "--volume", f"{root}:{root}:ro",
         *[a for folder in writable for a in ("--volume", f"{folder}:{folder}:rw")],
-        # Values come from podman's own environment (set by supervisord): secrets stay out of `ps`.
-        *[a for name in sorted(component.env) for a in ("--env", name)],
+        # Values come from podman's own environment (set by supervisord, secrets read from their
+        # files by stack.secretexec): they stay out of `ps` and of supervisord's config.
+        *[a for name in sorted({*component.env, *component.secrets}) for a in ("--env", name)],
         image, *component.argv,
     ]
     return dataclasses.replace(component, argv=argv, cwd=None, stop_as_group=False)

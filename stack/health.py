@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import psutil
 import redis
@@ -13,7 +15,8 @@ def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
     """(healthy, detail). Never raises: a probe that cannot connect is simply unhealthy."""
     if check.kind == "redis":
         try:
-            client = redis.Redis.from_url(check.url, socket_timeout=timeout_s,
+            password = _read(check.password_file)
+            client = redis.Redis.from_url(check.url, socket_timeout=timeout_s, password=password,
                                           socket_connect_timeout=timeout_s)
             try:
                 return bool(client.ping()), "PONG"
@@ -26,6 +29,15 @@ def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
     return response.status_code == 200, f"HTTP {response.status_code}"
+
+
+def _read(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
 
 
 def listens_on(pid: int, port: int) -> bool:

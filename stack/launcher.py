@@ -143,7 +143,7 @@ class LocalStack:
                     "port": c.port,
                     "pid": info.get(c.name, {}).get("pid"),
                     "log": str(self.paths.log(c.name)),
-                    "health": {"kind": c.health.kind, "url": c.health.url},
+                    "health": c.health.to_state(),
                 }
                 for c in components
             },
@@ -154,8 +154,23 @@ class LocalStack:
         return stack_processes(self.paths.stack_id, self.supervisord_log)
 
     # -- down / status ----------------------------------------------------------------------
+    def stop_order(self) -> list[list[str]]:
+        """Programs in the order `down` stops them: the workers first (they drain: finish their
+        documents or release them), then the servers they call, then Prometheus and Alertmanager
+        (still scraping the drain), then the queue the workers ack into."""
+        state = self.read_state() or {}
+        roles = {name: c.get("role", "") for name, c in state.get("components", {}).items()}
+        for name in self.supervisor.process_info():
+            roles.setdefault(name, _role_of(name))
+        return [sorted(n for n, r in roles.items() if r == role) for role in STOP_ORDER
+                if any(r == role for r in roles.values())]
+
     def down(self) -> list[int]:
-        """Stop everything; returns PIDs that had to be swept up outside supervisord."""
+        """Stop everything in order (see ``stop_order``); returns PIDs that had to be swept
+        up outside supervisord."""
+        if self.supervisor.running():
+            for group in self.stop_order():
+                self.supervisor.stop_and_wait(group)
         self.supervisor.shutdown()
         sweep_containers(self.paths)  # left running when supervisord or `podman run` was killed
         strays = sweep_strays(self.paths.stack_id, supervisord_log=self.supervisord_log)
@@ -177,7 +192,7 @@ class LocalStack:
         info = self.supervisor.process_info()
         rows = []
         for name, c in state["components"].items():
-            healthy, detail = probe(HealthCheck(c["health"]["kind"], c["health"]["url"]), 1.0)
+            healthy, detail = probe(HealthCheck.from_state(c["health"]), 1.0)
             proc = info.get(name, {})
             rows.append({
                 "component": name,
@@ -190,6 +205,16 @@ class LocalStack:
                 "log": c["log"],
             })
         return rows
+
+
+STOP_ORDER = ("worker", "server", "prometheus", "alertmanager", "queue")
+
+
+def _role_of(program: str) -> str:
+    for role in STOP_ORDER:
+        if program == role or program.startswith(f"{role}-"):
+            return role
+    return "queue" if program == "redis" else program
 
 
 def _child_env(project_root: Path) -> dict[str, str]:

@@ -7,6 +7,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract.inputs import SECRETS_DIR
+
 # A unix socket path must fit in sockaddr_un.sun_path (108 bytes on Linux, with the NUL).
 _MAX_SOCKET_PATH = 100
 
@@ -36,7 +38,7 @@ class StackPaths:
 
     @property
     def secrets(self) -> Path:
-        return self.root / "secrets"
+        return self.root / SECRETS_DIR  # jobs may never name files here (contract/inputs.py)
 
     @property
     def supervisord_conf(self) -> Path:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import secrets as pysecrets
 import socket
 
 import psutil
@@ -11,7 +9,9 @@ import psutil
 from contract.spec import Spec
 from contract.spec_rules import local_ports, port_field
 from stack.components import SetupError
-from stack.paths import StackPaths
+from stack.secrets import resolve_api_key
+
+__all__ = ["check_ports_free", "port_holder", "resolve_api_key"]
 
 
 def port_holder(port: int) -> str:
@@ -42,24 +42,3 @@ def check_ports_free(spec: Spec) -> None:
                     f"stop that process (`splitstack down` if it is an old stack) or change "
                     f"{port_field(spec, component)} in Pulumi.{spec.stack}.yaml"
                 ) from None
-
-
-def resolve_api_key(spec: Spec, paths: StackPaths) -> str | None:
-    """The worker server's API key: from its env var, else one generated for this stack.
-
-    The generated key is kept in the state dir (mode 0600) so the bench, the workers and the
-    runbooks of the same stack find it; the spec only ever holds the reference.
-    """
-    ref = spec.worker_server.api_key
-    if ref is None:
-        return None
-    value = os.environ.get(ref.env)
-    if value:
-        return value
-    key_file = paths.secrets / ref.key
-    if key_file.is_file():
-        return key_file.read_text().strip()
-    value = pysecrets.token_urlsafe(24)
-    key_file.write_text(value)
-    key_file.chmod(0o600)
-    return value

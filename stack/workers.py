@@ -6,8 +6,20 @@ import json
 from pathlib import Path
 
 from contract.spec import Spec
-from contract.worker_env import ENV_METRICS_PORT, ENV_OUTPUT_DIR, ENV_SERVER_URL, ENV_SPEC_FILE
+from contract.worker_env import (
+    ENV_METRICS_PORT,
+    ENV_OUTPUT_DIR,
+    ENV_SERVER_URL,
+    ENV_SPEC_FILE,
+    redis_password_env,
+)
 from stack.component import BuildContext, Component, HealthCheck, server_url
+from stack.secrets import api_key_file, queue_url_display, redis_password_file
+from worker.config import WorkerSettings
+
+# supervisord's SIGTERM-to-SIGKILL time: the worker's own drain time plus its release and exit.
+DRAIN_S = int(WorkerSettings.model_fields["drain_timeout_s"].default)
+STOP_WAIT_S = DRAIN_S + 5
 
 
 def write_resolved_spec(spec: Spec, path: Path) -> Path:
@@ -22,7 +34,7 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
     host = spec.local.host
     env = {
         ENV_SERVER_URL: server_url(spec, spec.worker_server),
-        spec.queue.url_env: f"redis://{host}:{spec.queue.port}/0",
+        spec.queue.url_env: queue_url_display(spec),  # the password comes in its own variable
         ENV_OUTPUT_DIR: str(ctx.paths.data / spec.output_store.path),
         # Explicit, because the launcher may run with CLI overrides the worker's own spec load
         # does not see; the port must match the Prometheus target and the health check.
@@ -33,12 +45,14 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
         "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
     }
-    ref = spec.worker_server.api_key
-    if ref is not None and ctx.api_key:
-        env[ref.env] = ctx.api_key
+    secrets = {redis_password_env(spec): redis_password_file(ctx.paths)}
+    ref, key_file = spec.worker_server.api_key, api_key_file(spec, ctx.paths)
+    if ref is not None and ctx.api_key and key_file is not None:
+        secrets[ref.env] = key_file
     argv = [ctx.python, "-m", "splitstack.cli.worker_process", "--stack", spec.stack, "--index", str(i)]
     url = f"http://{host}:{port}"
     return Component(
         f"worker-{i}", "worker", argv, HealthCheck("http", f"{url}/readyz"), url, port,
-        env=env, autorestart=True, priority=400, cwd=ctx.project_root,
+        env=env, autorestart=True, priority=400, cwd=ctx.project_root, secrets=secrets,
+        term_leader_only=True, stop_wait_s=STOP_WAIT_S,
     )

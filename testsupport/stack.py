@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,26 @@ from testsupport.procs import free_port
 ROOT = project_root(Path(__file__))
 
 
+def free_port_run(count: int) -> int:
+    """A port P with P .. P+count-1 all free right now (worker i listens on metrics_port + i)."""
+    for _ in range(50):
+        first = free_port()
+        if first + count < 65535 and all(_free(first + i) for i in range(1, count)):
+            return first
+    raise RuntimeError(f"no run of {count} free ports found")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def local_stack(state_dir: Path, rule_globs: list[str] | None = None, **overrides: Any) -> LocalStack:
+
     """The `local` stack on free ports and a private state dir (a running demo keeps its own)."""
     base = {
         "local.state_dir": str(state_dir),
@@ -21,7 +41,7 @@ def local_stack(state_dir: Path, rule_globs: list[str] | None = None, **override
         "observability.prometheus_port": free_port(),
         "observability.alertmanager.port": free_port(),
         "inference_servers.0.port": free_port(),
-        "worker_pool.metrics_port": free_port(),
+        "worker_pool.metrics_port": free_port_run(int(overrides.get("worker_pool.replicas", 2))),
         "observability.scrape_interval_s": 1,
         "observability.evaluation_interval_s": 1,
     }

@@ -74,9 +74,9 @@ class Harness:
     def start_sim(self, *extra: str) -> Service:
         proc = self._start(f"sim-{len(self.procs)}", [
             sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1",
-            "--port", str(self.server_port), "--api-key", API_KEY, "--profile", self.sim_profile,
+            "--port", str(self.server_port), "--profile", self.sim_profile,
             "--seed", "0", "--model-name", MODEL, *extra,
-        ], self.server_port)
+        ], self.server_port, env={"VLLM_API_KEY": API_KEY})  # as the stack does: never in argv
         proc.wait_ready("/health")
         return proc
 

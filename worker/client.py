@@ -7,13 +7,21 @@ Failure kinds (permanent or retryable, worker/errors.py): connection errors, tim
 exponential backoff and jitter, honouring Retry-After), and count against the breaker; a 401/403
 also counts against the breaker (a wrong key is a deployment fault: keep the documents); any
 other 4xx or an unreadable answer fails the document for good (:class:`ServerAnswerError`).
+
+Every request has a deadline sized from its tokens and the server's measured speed
+(worker/deadlines.py), not one fixed timeout: a hung or slow server is a timeout within seconds,
+counted by the breaker, and the cancelled request gives its connection back. The readiness probe
+(``list_models``) has a client and connection pool of its own, so requests stuck in the work
+pool can never make it fail (it would then blame a healthy server).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,6 +30,7 @@ from tenacity.wait import wait_exponential_jitter
 
 from contract import metrics as catalog
 from worker.breaker import CircuitBreaker
+from worker.deadlines import DeadlinePolicy
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
 from worker.metrics import WorkerMetrics
 from worker.otel import Tracer
@@ -37,6 +46,9 @@ MODELS_PATH = "/v1/models"
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 BREAKER_STATUS = RETRYABLE_STATUS | {401, 403}
 MAX_RETRY_AFTER_S = 30.0
+PROBE_CONNECTIONS = 2
+DEFAULT_MAX_MODEL_LEN = 32768
+DEADLINE_RECHECK_S = 0.5  # how often a waiting request's deadline is sized again
 
 
 class RetryableResponse(TransientError):
@@ -70,12 +82,16 @@ class InferenceClient:
         backoff_max_s: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         tracer: Tracer | None = None,
+        deadlines: DeadlinePolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.breaker = breaker
         self.metrics = metrics
         self.max_retries = max_retries
         self.tracer = tracer or Tracer()
+        self.deadlines = deadlines or DeadlinePolicy(
+            floor_s=5.0, slack=4.0, cap_s=request_timeout_s, max_model_len=DEFAULT_MAX_MODEL_LEN)
+        self.connect_timeout_s = connect_timeout_s
         self._wait = wait_exponential_jitter(multiplier=backoff_initial_s, max=backoff_max_s)
         self._slots = asyncio.Semaphore(concurrency)  # per worker, across all its jobs
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -87,15 +103,35 @@ class InferenceClient:
                                   write=request_timeout_s, pool=None),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
+        # The readiness probe's own pool: requests stuck in the work pool cannot starve it.
+        self._probe = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(2.0, connect=min(2.0, connect_timeout_s)),
+            limits=httpx.Limits(max_connections=PROBE_CONNECTIONS,
+                                max_keepalive_connections=PROBE_CONNECTIONS),
+        )
         self.requests_sent = 0  # attempts, including retries; read into job metadata
         self.last_success = 0.0  # monotonic time of the last 200: lets readiness skip a probe
+        self.timeouts = 0  # requests that ran past their deadline (consecutive; 0 after an answer)
+        self.last_failure = "none"  # the last failed request, in words (for /readyz)
+        self._started: dict[int, float] = {}  # in-flight requests: id -> monotonic start
+        self._ids = itertools.count()
+        metrics.requests_in_flight.set_function(lambda: len(self._started))
+        metrics.oldest_request.set_function(self.oldest_request_s)
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._probe.aclose()
+
+    def oldest_request_s(self) -> float:
+        """Age of the oldest request waiting for an answer (0 when none)."""
+        started = list(self._started.values())
+        return time.monotonic() - min(started) if started else 0.0
 
     # -- public calls ---------------------------------------------------------------------------
     async def post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a chat completion with retries; returns the parsed JSON answer."""
+        first_sent = time.monotonic()
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(RetryableResponse),
             stop=stop_after_attempt(self.max_retries + 1),
@@ -104,12 +140,13 @@ class InferenceClient:
             reraise=True,
         ):
             with attempt:
-                return await self._attempt(body)
+                return await self._attempt(body, attempt.retry_state.attempt_number, first_sent)
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def list_models(self, timeout_s: float = 2.0) -> list[str]:
-        """GET /v1/models once (readiness probe): no retries, does not move the breaker."""
-        response = await self._http.get(MODELS_PATH, timeout=timeout_s)
+        """GET /v1/models once (readiness probe, on its own pool): no retries, does not move
+        the breaker."""
+        response = await self._probe.get(MODELS_PATH, timeout=timeout_s)
         response.raise_for_status()
         return [m.get("id", "") for m in response.json().get("data", [])]
 
@@ -120,7 +157,7 @@ class InferenceClient:
             return exc.retry_after_s
         return self._wait(state)
 
-    async def _attempt(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _attempt(self, body: dict[str, Any], number: int = 1, first_sent: float = 0.0) -> dict[str, Any]:
         m = self.metrics
         if not self.breaker.allow_request():
             m.failures.labels(CHAT_PATH, "breaker_open").inc()
@@ -130,11 +167,12 @@ class InferenceClient:
             )
         trace = current_trace.get()
         if trace is None:
-            return await self._send(body, {})
+            return await self._send(body, {}, number, first_sent)
         with self.tracer.span("mineru.vllm.chat_completion", trace, **{"http.url": self.base_url + CHAT_PATH}) as span:
-            return await self._send(body, {"traceparent": span.traceparent})
+            return await self._send(body, {"traceparent": span.traceparent}, number, first_sent)
 
-    async def _send(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    async def _send(self, body: dict[str, Any], headers: dict[str, str], number: int = 1,
+                    first_sent: float = 0.0) -> dict[str, Any]:
         m = self.metrics
         async with self._slots:
             m.requests.labels(CHAT_PATH).inc()
@@ -142,19 +180,39 @@ class InferenceClient:
             counter = request_counter.get()
             if counter is not None:
                 counter[0] += 1
+            def size() -> float:
+                # A retry gets twice the time only when the server answered other requests
+                # since this one was first sent (it is alive: this answer is just long). A
+                # server that answers nothing (hung, dead) gets the first deadline again, so
+                # recovery after it comes back never waits on a doubled deadline.
+                grow = number if self.last_success >= first_sent else 1
+                return self.deadlines.deadline_s(body, grow)
+
+            deadline_s = size()
+            m.deadline.set(deadline_s)
+            key = next(self._ids)
             t0 = time.perf_counter()
+            self._started[key] = time.monotonic()
+            deadline = [deadline_s]
             try:
-                response = await self._http.post(CHAT_PATH, json=body, headers=headers)
-            except httpx.TimeoutException as exc:
-                self._fail(t0, "timeout")
-                raise RetryableResponse("timeout", f"request to {self.base_url} timed out: {exc!r}") from exc
+                response = await self._post_within_deadline(body, headers, size, deadline)
+            except (TimeoutError, httpx.TimeoutException) as exc:
+                deadline_s = deadline[0]
+                self._fail(t0, "timeout", f"no answer within the deadline of {deadline_s:.1f} s")
+                self.timeouts += 1
+                raise RetryableResponse(
+                    "timeout", f"request to {self.base_url} got no answer within its deadline of "
+                    f"{deadline_s:.1f} s ({self.deadlines.describe()})") from exc
             except httpx.TransportError as exc:
-                self._fail(t0, "connect")
+                self._fail(t0, "connect", f"connection failed: {type(exc).__name__}")
                 raise RetryableResponse("connect", f"cannot reach {self.base_url}: {exc!r}") from exc
             except asyncio.CancelledError:
                 self.breaker.release_trial()
                 raise
-            m.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)
+            finally:
+                self._started.pop(key, None)
+            elapsed = time.perf_counter() - t0
+            m.request_duration.labels(CHAT_PATH).observe(elapsed)
         status = response.status_code
         if status == 200:
             try:
@@ -165,9 +223,12 @@ class InferenceClient:
                 raise ServerAnswerError(status, f"body is not JSON: {response.text[:200]}") from exc
             self.breaker.record_success()
             self.last_success = time.monotonic()
+            self.timeouts = 0
+            self._learn(data, elapsed)
             return data
         kind = "http_5xx" if status >= 500 else "http_4xx"
         m.failures.labels(CHAT_PATH, kind).inc()
+        self.last_failure = f"HTTP {status}"
         if status in BREAKER_STATUS:
             self.breaker.record_failure()
             if status in RETRYABLE_STATUS:
@@ -184,7 +245,42 @@ class InferenceClient:
                        "tokens for a 1036x1036 page image)")
         raise ServerAnswerError(status, detail)
 
-    def _fail(self, t0: float, kind: str) -> None:
+    async def _post_within_deadline(self, body: dict[str, Any], headers: dict[str, str],
+                                    size: Callable[[], float], deadline: list[float]) -> httpx.Response:
+        """POST, bounded by the request's deadline (the whole exchange: httpx's read timeout is
+        per read). The deadline is sized again every ``DEADLINE_RECHECK_S`` from what the worker
+        has learned meanwhile: a request sent on the prior speed (no answer measured yet, a
+        deadline of a minute or more) gets the measured one as soon as other answers come in,
+        so a server that hangs on a fresh worker is still detected within seconds.
+        ``deadline[0]`` is left holding the last deadline applied. Cancelling the request
+        closes its connection, so the pool gets it back."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        timeout = httpx.Timeout(self.deadlines.cap_s, connect=min(self.connect_timeout_s, deadline[0]))
+        task = asyncio.ensure_future(self._http.post(CHAT_PATH, json=body, headers=headers, timeout=timeout))
+        try:
+            while True:
+                remaining = start + deadline[0] - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError(f"no answer within {deadline[0]:.1f} s")
+                done, _ = await asyncio.wait({task}, timeout=min(remaining, DEADLINE_RECHECK_S))
+                if done:
+                    return task.result()
+                deadline[0] = size()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def _learn(self, data: Any, elapsed: float) -> None:
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if isinstance(prompt, int) and isinstance(completion, int):
+                self.deadlines.observe(prompt, completion, elapsed)
+
+    def _fail(self, t0: float, kind: str, what: str) -> None:
+        self.last_failure = what
         self.metrics.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)
         self.metrics.failures.labels(CHAT_PATH, kind).inc()
         self.breaker.record_failure()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract.inputs import forbidden_dirs, input_roots
 from contract.spec import DeploymentMode, Spec, Target, WorkerBackend
 from contract.spec_loader import project_root
 from contract.worker_env import (
@@ -18,6 +19,8 @@ from contract.worker_env import (
     ENV_RSS_FRACTION,
     ENV_SERVER_URL,
     ENV_URL_ALLOWLIST,
+    redis_password_env,
+    with_password,
 )
 
 
@@ -37,6 +40,10 @@ class WorkerSettings(BaseModel):
     consumer: str = Field(description="Consumer name in the group: unique per process.")
     url_allowlist: tuple[str, ...] = Field(
         default=(), description="URL prefixes a job's source may start with; empty = paths only.")
+    input_roots: tuple[Path, ...] = Field(
+        default=(), description="Folders a job's path must resolve into (contract/inputs.py).")
+    forbidden_dirs: tuple[Path, ...] = Field(
+        default=(), description="Folders a job's path must never resolve into (the stack's secrets).")
     drain_timeout_s: float = Field(
         default=15.0, gt=0,
         description="On SIGTERM, how long in-flight jobs may run before they are released back "
@@ -75,9 +82,10 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
     server_url = env.get(ENV_SERVER_URL) or (
         f"http://{spec.local.host}:{server.port}" if local
         else f"http://{server.name}.{spec.namespace}.svc.cluster.local:{server.port}")
-    redis_url = env.get(spec.queue.url_env) or (
+    redis_url = with_password(env.get(spec.queue.url_env) or (
         f"redis://{spec.local.host}:{spec.queue.port}/0" if local
-        else f"redis://redis.{spec.namespace}.svc.cluster.local:{spec.queue.port}/0")
+        else f"redis://redis.{spec.namespace}.svc.cluster.local:{spec.queue.port}/0"),
+        env.get(redis_password_env(spec)))
     out = env.get(ENV_OUTPUT_DIR)
     if not out:
         if not local:
@@ -100,9 +108,11 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
         extra["drain_timeout_s"] = float(env[ENV_DRAIN_TIMEOUT])
     if env.get(ENV_RSS_FRACTION):
         extra["rss_limit_fraction"] = float(env[ENV_RSS_FRACTION])
+    root = project_root()
     return WorkerSettings(
         **extra,
         spec=spec, index=index, server_url=server_url, redis_url=redis_url, output_dir=Path(out),
         api_key=api_key, metrics_port=port, url_allowlist=allow,
+        input_roots=tuple(input_roots(spec, root)), forbidden_dirs=tuple(forbidden_dirs(spec, root)),
         consumer=f"{socket.gethostname()}-w{index}-{os.getpid()}",
     )

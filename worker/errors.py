@@ -23,6 +23,16 @@ class TransientError(Exception):
     """A failure of the inference tier that may pass; the job is retried, not dead-lettered."""
 
 
+class RenderCrash(Exception):
+    """A page-render process died under the document (BrokenProcessPool): killed from outside
+    (memory) or crashed on a page. Tried again in the same delivery; a document that breaks
+    the pool again is dead-lettered ``render_crashed``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class CircuitOpenError(TransientError):
     """The circuit breaker is open: the request was not sent."""
 

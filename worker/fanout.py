@@ -76,11 +76,16 @@ async def fan_out(queue: JobQueue, delivery: Delivery, page_count: int, part_pag
 
 
 async def record_part_done(queue: JobQueue, part: PartOf) -> bool:
-    """Mark a part done; True when all parts of its parent are done (time to merge)."""
-    async with queue.r.pipeline(transaction=True) as p:
-        p.sadd(queue.parts_key(part.parent_id) + ":done", part.index)
-        p.scard(queue.parts_key(part.parent_id) + ":done")
-        _added, done = await p.execute()
+    """Mark a part done; True when all parts of its parent are done (time to merge). Retried
+    through a Redis blip (adding to a set is idempotent)."""
+    async def mark() -> int:
+        async with queue.r.pipeline(transaction=True) as p:
+            p.sadd(queue.parts_key(part.parent_id) + ":done", part.index)
+            p.scard(queue.parts_key(part.parent_id) + ":done")
+            _added, count = await p.execute()
+        return int(count)
+
+    done = await queue.through_blip(mark)
     await queue.set_state(part.parent_id, parts_done=done)
     return int(done) >= part.total
 

@@ -3,7 +3,8 @@ event loop (PDF rendering) never makes Prometheus or the kubelet time out.
 
 * ``/healthz``: the process is alive and its event loop turns (the probe loop ran < 15 s ago).
 * ``/readyz``: 200 only when the inference server lists the spec's model on /v1/models, Redis
-  answers, MinerU is loaded and the worker is not draining; 503 with the reason otherwise.
+  answers, MinerU is loaded, the circuit breaker is not open and the worker is not draining;
+  503 with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ def serve(worker: Worker, host: str, port: int) -> ThreadingHTTPServer:
                 ok = age < LIVENESS_S
                 self._json(200 if ok else 503, {"alive": ok, "loop_age_s": round(age, 2)})
             elif path == "/readyz":
+                ready, detail = worker.readiness()
                 body = {
-                    "ready": worker.ready, "server": worker.server_ok, "redis": worker.redis_ok,
+                    "ready": ready, "server": worker.server_ok, "redis": worker.redis_ok,
                     "mineru_loaded": worker.backend is not None, "breaker": worker.breaker.state.name,
-                    "in_flight": len(worker.in_flight), "detail": worker.probe_detail,
+                    "in_flight": len(worker.in_flight), "detail": detail,
                 }
-                self._json(200 if worker.ready else 503, body)
+                self._json(200 if ready else 503, body)
             else:
                 self._json(404, {"error": f"no route {path}; try /metrics, /healthz, /readyz"})
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import redis
 
+from contract.inputs import forbidden_dirs, input_roots, path_refusal
 from contract.spec import Spec
 from worker.jobs import Job, PageRange
 
@@ -18,8 +19,21 @@ def redis_url(spec: Spec) -> str:
     return os.environ.get(spec.queue.url_env) or f"redis://{spec.local.host}:{spec.queue.port}/0"
 
 
-def connect(spec: Spec) -> redis.Redis:
-    return redis.Redis.from_url(redis_url(spec), decode_responses=True, socket_connect_timeout=3)
+def connect(spec: Spec, url: str | None = None) -> redis.Redis:
+    """A client of the queue at ``url`` (default: ``redis_url(spec)``)."""
+    return redis.Redis.from_url(url or redis_url(spec), decode_responses=True, socket_connect_timeout=3)
+
+
+class InputRefused(ValueError):
+    """A file the workers may not read (outside the input roots); the message says why and how."""
+
+
+def check_inputs(spec: Spec, paths: list[Path], project_root: Path) -> None:
+    """InputRefused naming every file outside the workers' input roots (contract/inputs.py)."""
+    roots, forbidden = input_roots(spec, project_root), forbidden_dirs(spec, project_root)
+    problems = [p for p in (path_refusal(str(path.resolve()), roots, forbidden) for path in paths) if p]
+    if problems:
+        raise InputRefused("; ".join(problems))
 
 
 def submit(r: redis.Redis, spec: Spec, paths: list[Path], pages: PageRange | None = None,

@@ -21,6 +21,7 @@ from worker.breaker import BreakerState, CircuitBreaker
 from worker.client import InferenceClient
 from worker.config import ConfigError, WorkerSettings, settings_from_env
 from worker.cpu import cpu_budget, pin_local_worker, size_render_pool
+from worker.deadlines import DeadlinePolicy
 from worker.health import serve
 from worker.logs import log, setup_logging
 from worker.metrics import WorkerMetrics
@@ -67,10 +68,13 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
         pool.circuit_breaker.failure_threshold, pool.circuit_breaker.recovery_timeout_s,
         on_change=on_breaker_change,
     )
+    deadlines = DeadlinePolicy(pool.request_deadline_floor_s, pool.request_deadline_slack,
+                               pool.request_timeout_s, settings.spec.worker_server.max_model_len)
     inference = InferenceClient(
         settings.server_url, api_key=settings.api_key, breaker=breaker, metrics=metrics,
         concurrency=pool.concurrency_per_worker, request_timeout_s=pool.request_timeout_s,
         max_retries=pool.max_retries, tracer=tracer_from_env(f"splitstack-worker-{settings.index}"),
+        deadlines=deadlines,
     )
     redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=True,
                                     socket_timeout=10, socket_connect_timeout=5)

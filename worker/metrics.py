@@ -37,7 +37,11 @@ class WorkerMetrics:
         self.retries: Counter = m[catalog.CLIENT_RETRIES]
         self.breaker_state: Gauge = m[catalog.BREAKER_STATE]
         self.queue_lag: Gauge = m[catalog.QUEUE_LAG]
+        self.queue_pending: Gauge = m[catalog.QUEUE_PENDING]
         self.in_flight: Gauge = m[catalog.PDFS_IN_FLIGHT]
+        self.requests_in_flight: Gauge = m[catalog.CLIENT_IN_FLIGHT]
+        self.oldest_request: Gauge = m[catalog.CLIENT_OLDEST_S]
+        self.deadline: Gauge = m[catalog.CLIENT_DEADLINE_S]
 
     def initialise(self, backend: str) -> None:
         """Create every labelled series the alert rules read, at 0, before the first PDF.

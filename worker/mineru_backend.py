@@ -23,7 +23,7 @@ from typing import Any
 
 from worker.backends import BackendResult
 from worker.client import InferenceClient
-from worker.errors import PermanentError, ServerAnswerError
+from worker.errors import ServerAnswerError
 
 
 def configure_mineru_env(page_window: int) -> None:
@@ -98,19 +98,16 @@ class MinerUBackend:
         from mineru.backend.vlm.vlm_middle_json_mkcontent import union_make
         from mineru.data.data_reader_writer import FileBasedDataWriter
         from mineru.utils.enum_class import MakeMode
-        from pypdfium2 import PdfiumError
 
         if self._predictor is None:
             self._predictor = self._new_predictor()
         image_dir = out_dir / "images"
         image_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            middle_json, results = await aio_doc_analyze(
-                pdf, image_writer=FileBasedDataWriter(str(image_dir)), predictor=self._predictor,
-                backend="http-client",
-            )
-        except PdfiumError as exc:
-            raise PermanentError("corrupt", f"PDFium cannot render the document: {exc}") from None
+        # What MinerU raises on the document is classified by the caller (worker/parse_errors.py).
+        middle_json, results = await aio_doc_analyze(
+            pdf, image_writer=FileBasedDataWriter(str(image_dir)), predictor=self._predictor,
+            backend="http-client",
+        )
         pdf_info = middle_json["pdf_info"]
         # union_make walks every block; off the event loop so heartbeats keep going.
         markdown, content_list = await asyncio.to_thread(

@@ -16,14 +16,18 @@ from worker.jobs import PageRange
 _PDFIUM_LOCK = threading.RLock()
 
 
-def inspect_pdf(data: bytes, source: str, max_pages: int) -> int:
-    """The page count of a readable PDF, else :class:`PermanentError` naming what is wrong."""
+def inspect_pdf(data: bytes, source: str, max_pages: int, limit_field: str = "worker_pool.max_pages") -> int:
+    """The page count of a readable PDF, else :class:`PermanentError` naming what is wrong.
+
+    Reasons name the file, its size and what is wrong, never its bytes: a file that is not a
+    PDF may be anything (a key, a password file), and reasons end up in the dead-letter stream,
+    the job record and the logs."""
     if len(data) == 0:
         raise PermanentError("empty", f"{source}: the file is empty (0 bytes); upload the PDF again")
     if b"%PDF-" not in data[:1024]:
         raise PermanentError(
-            "not_pdf", f"{source}: not a PDF (no '%PDF-' header in the first 1 KiB; starts with "
-            f"{data[:8]!r}); only PDF files can be parsed"
+            "not_pdf", f"{source}: not a PDF ({len(data)} bytes, no '%PDF-' header in the first "
+            "1 KiB); only PDF files can be parsed"
         )
     with _PDFIUM_LOCK:
         try:
@@ -44,8 +48,8 @@ def inspect_pdf(data: bytes, source: str, max_pages: int) -> int:
         raise PermanentError("no_pages", f"{source}: the PDF has no pages")
     if pages > max_pages:
         raise PermanentError(
-            "too_many_pages", f"{source}: {pages} pages is over worker_pool.max_pages={max_pages}; "
-            "split the file or raise worker_pool.max_pages"
+            "too_many_pages", f"{source}: {pages} pages is over {limit_field}={max_pages}; "
+            f"split the file or raise {limit_field}"
         )
     return pages
 

@@ -5,23 +5,28 @@ dead-lettering, the fan-in merge, and memory care after a document. A mixin of
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import logging
 import time
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
 from tenacity.wait import wait_exponential_jitter
 
 from worker import fanout
-from worker.backends import Backend
+from worker.backends import Backend, BackendResult
 from worker.breaker import CircuitBreaker
 from worker.client import request_counter
 from worker.config import WorkerSettings
-from worker.errors import PermanentError, ServerAnswerError, TransientError
+from worker.errors import PermanentError, RenderCrash, ServerAnswerError, TransientError
 from worker.jobs import Job, PartOf
 from worker.logs import log
 from worker.memory import malloc_trim
 from worker.metrics import WorkerMetrics
+from worker.parse_errors import document_failure
 from worker.pdfcheck import check_range, extract_pages, inspect_pdf
 from worker.queue import Delivery, JobQueue
 from worker.sources import fetch
@@ -30,6 +35,10 @@ from worker.tracing import current_trace
 
 logger = logging.getLogger("worker")
 EXIT_RECYCLE = 75  # EX_TEMPFAIL: supervisord (autorestart=unexpected) and Kubernetes restart us
+RENDER_CRASHES_MAX = 2  # render pool broken this often under one document: the document's fault
+# Errors of the machine, not of the document, when writing images or outputs: the job is kept.
+_MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE, errno.ENFILE,
+                   errno.ENOMEM}
 
 
 class JobSteps:
@@ -49,19 +58,21 @@ class JobSteps:
     if TYPE_CHECKING:  # defined by worker.runner.Worker
         def request_stop(self, reason: str, exit_code: int = 0) -> None: ...
 
-        async def _hold(self, seconds: float) -> None: ...
+        async def _wait_to_retry(self, backoff_s: float) -> None: ...
 
     async def _process(self, d: Delivery) -> None:
         job = d.job
         if job is None:
-            await self._dead_letter(d, "bad_job", "stream entry is not a valid job: "
-                                    f"{str(d.raw)[:300]}; enqueue with `splitstack submit`")
+            # The entry's fields are not echoed: they may hold anything a producer wrote.
+            await self._dead_letter(d, "bad_job", f"stream entry {d.message_id} is not a valid job "
+                                    f"(fields: {', '.join(sorted(d.raw)) or 'none'}); enqueue jobs "
+                                    "with `splitstack submit` or worker.jobs.Job.to_fields()")
             return
+        if d.abandoned_by is not None:
+            await self._record_abandonment(d, job)
         max_attempts = self.s.spec.queue.max_delivery_attempts
         if d.deliveries > max_attempts:
-            await self._dead_letter(d, "poison", f"delivered {d.deliveries} times without finishing "
-                                    f"(queue.max_delivery_attempts={max_attempts}): the worker "
-                                    "died each time; check worker logs for OOM kills")
+            await self._dead_letter(d, "poison", await self._poison_reason(d, job, max_attempts))
             return
         if self.store.exists(job.job_id):  # redelivered after its output was stored
             await self._finish_part(job)
@@ -69,9 +80,9 @@ class JobSteps:
             log(logger, logging.INFO, "output already stored; acked duplicate delivery")
             return
         await self.queue.set_state(job.job_id, state="running", consumer=self.s.consumer,
-                                   started_at=time.time())
+                                   started_at=time.time(), deliveries=d.deliveries)
         t0 = time.perf_counter()
-        attempt = 0
+        attempt = crashes = 0
         while True:
             try:
                 await self._attempt(d, job, t0)
@@ -80,26 +91,79 @@ class JobSteps:
                 kind = exc.kind if isinstance(exc, PermanentError) else "server_rejected"
                 await self._dead_letter(d, kind, str(exc))
                 return
+            except RenderCrash as exc:
+                crashes += 1
+                if crashes >= RENDER_CRASHES_MAX and not self._stopping.is_set():
+                    await self._dead_letter(d, "render_crashed", f"{exc.reason}, {crashes} times in a "
+                                            "row on this document (a page crashes PDFium, or needs "
+                                            "more memory than the render process may use)")
+                    return
+                log(logger, logging.WARNING, "page-render process died; trying the document again",
+                    error=exc.reason, crashes=crashes)
+                if self._stopping.is_set():
+                    await self.queue.release(d)
+                    return
             except TransientError as exc:
                 attempt += 1
-                trial_s = self.breaker.seconds_until_trial()
                 # tenacity types the argument as a RetryCallState; its wait strategies read only
                 # attempt_number, which _Attempt carries.
                 backoff_s = self._job_backoff.__call__(_Attempt(attempt))  # type: ignore[arg-type]
-                wait = max(trial_s, backoff_s)
                 log(logger, logging.WARNING, "transient failure; job kept and retried",
-                    error=str(exc), attempt=attempt, retry_in_s=round(wait, 2),
+                    error=str(exc), attempt=attempt, backoff_s=round(backoff_s, 2),
                     breaker=self.breaker.state.name)
-                await self._hold(wait)
+                await self._wait_to_retry(backoff_s)
                 if self._stopping.is_set():
                     await self.queue.release(d)
                     return
 
+    async def _record_abandonment(self, d: Delivery, job: Job) -> None:
+        """Keep who held the job before and died (or went silent): the poison evidence."""
+        alive = await self.queue.is_live(d.abandoned_by or "", self.announce_ttl_s)
+        note = {"consumer": d.abandoned_by, "silent_s": round(d.silent_s or 0.0, 1),
+                "still_announcing": alive, "at": round(time.time(), 3)}
+        key = self.queue.job_key(job.job_id)
+        history = json.loads(await self.queue.r.hget(key, "abandoned_by") or "[]")
+        await self.queue.set_state(job.job_id, abandoned_by=[*history, note][-10:])
+        log(logger, logging.WARNING, "took over a job its worker stopped heart-beating",
+            previous=d.abandoned_by, silent_s=note["silent_s"], previous_still_announcing=alive,
+            deliveries=d.deliveries)
+
+    async def _poison_reason(self, d: Delivery, job: Job, max_attempts: int) -> str:
+        history = json.loads(await self.queue.r.hget(self.queue.job_key(job.job_id), "abandoned_by") or "[]")
+        dead = [h for h in history if not h.get("still_announcing")]
+        stuck = [h for h in history if h.get("still_announcing")]
+        parts = [f"delivered {d.deliveries} times without finishing "
+                 f"(queue.max_delivery_attempts={max_attempts})"]
+        if dead:
+            parts.append("the worker holding it stopped (process gone, no release at shutdown) "
+                         f"{len(dead)} time(s): " + ", ".join(
+                             f"{h['consumer']} (silent {h['silent_s']:g} s)" for h in dead)
+                         + "; a worker killed by the kernel for memory shows in `runbook diagnose` "
+                         "(kernel log, cgroup events, pod status OOMKilled)")
+        if stuck:
+            parts.append(f"{len(stuck)} time(s) a worker that was still running stopped heart-beating "
+                         "it (its event loop stalled on this document): " + ", ".join(
+                             str(h["consumer"]) for h in stuck))
+        if not history:
+            parts.append("no worker recorded giving it up (deliveries from before this worker version)")
+        return "; ".join(parts)
+
     async def _attempt(self, d: Delivery, job: Job, t0: float) -> None:
         pool = self.s.pool
-        data = await fetch(job.source, self.s.url_allowlist)
-        page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_pages)
-        if job.pages is None and job.part_of is None and page_count > pool.split_pages_over:
+        data = await fetch(job.source, self.s.url_allowlist, roots=self.s.input_roots,
+                           forbidden=self.s.forbidden_dirs)
+        # Split documents may be long (max_document_pages); what one worker parses at once is
+        # bounded by max_pages below.
+        page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_document_pages,
+                                             "worker_pool.max_document_pages")
+        parsed = job.pages.count if job.pages is not None else page_count
+        fans_out = job.pages is None and job.part_of is None and page_count > pool.split_pages_over
+        if not fans_out and parsed > pool.max_pages:
+            raise PermanentError("too_many_pages", f"{job.source}: {parsed} pages in one job is over "
+                                 f"worker_pool.max_pages={pool.max_pages} (documents over "
+                                 f"worker_pool.split_pages_over={pool.split_pages_over} pages are split "
+                                 "into parts); raise worker_pool.max_pages or submit the whole document")
+        if fans_out:
             trace = current_trace.get()
             workers = max(1, await self.queue.live_workers(self.announce_ttl_s))
             n = await fanout.fan_out(self.queue, d, page_count, pool.page_window,
@@ -116,7 +180,7 @@ class JobSteps:
         assert requests_sent is not None
         staging = self.store.staging(job.job_id)
         try:
-            result = await self.backend.process(data, staging, first)
+            result = await self._parse(data, staging, first, job)
             elapsed = time.perf_counter() - t0
             trace = current_trace.get()
             metadata: dict[str, Any] = {
@@ -154,6 +218,26 @@ class JobSteps:
         # Submitter and worker clocks may differ a little; never observe a negative wait.
         self.metrics.pdf_end_to_end.labels(name).observe(max(elapsed, time.time() - submitted_at))
 
+    async def _parse(self, data: bytes, staging: Path, first: int, job: Job) -> BackendResult:
+        """The backend on one document; what the parser raises is that document's failure."""
+        assert self.backend is not None
+        try:
+            return await self.backend.process(data, staging, first)
+        except (PermanentError, TransientError, ServerAnswerError, RenderCrash):
+            raise  # ours, already classified (the client's errors pass through MinerU unchanged)
+        except BrokenProcessPool as exc:
+            raise RenderCrash(f"{job.source}: a page-render process died ({exc})") from exc
+        except OSError as exc:
+            if exc.errno in _MACHINE_ERRNOS:
+                raise  # the disk or the process, not the document: the job is kept
+            raise document_failure(exc, job.source, first, self._library()) from exc
+        except Exception as exc:  # noqa: BLE001 - MinerU/PDFium on this document: classified, not hidden
+            raise document_failure(exc, job.source, first, self._library()) from exc
+
+    def _library(self) -> str:
+        assert self.backend is not None
+        return f"MinerU {self.backend.version}" if self.backend.name == "vlm-http-client" else self.backend.name
+
     async def _finish_part(self, job: Job) -> None:
         """For a part: record it, and merge the parent if it was the last one."""
         if job.part_of is None:
@@ -173,7 +257,10 @@ class JobSteps:
                 seconds=round(elapsed, 3))
 
     async def _dead_letter(self, d: Delivery, kind: str, reason: str) -> None:
-        await self.queue.dead_letter(d, kind, reason)
+        if not await self.queue.dead_letter(d, kind, reason):
+            log(logger, logging.WARNING, "not dead-lettered: the delivery was finished already",
+                kind=kind)
+            return
         backend = self.s.backend.value
         part = d.job.part_of if d.job else None
         if part is None:

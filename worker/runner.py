@@ -3,9 +3,11 @@
 One asyncio loop runs ``jobs_per_worker`` jobs at once. New jobs are taken only while the
 worker is ready (inference server answers /v1/models, Redis answers) and the circuit breaker
 is not open. A job that hits a transient failure is held (its pending entry heart-beaten) and
-retried after a backoff or when the breaker lets a trial through; it is never acked or
-dead-lettered because the server was down. SIGTERM stops intake, lets in-flight jobs run for
-``drain_timeout_s``, then releases what is left back to the queue and exits 0.
+retried after a backoff, or, while the breaker is open, as soon as the breaker lets a trial
+through (which follows the readiness probe: worker/breaker.py); when the breaker closes, every
+held job resumes at once. It is never acked or dead-lettered because the server was down.
+SIGTERM stops intake, lets in-flight jobs run for ``drain_timeout_s``, then releases what is
+left back to the queue and exits 0.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import psutil
 from redis.exceptions import RedisError
 from tenacity.wait import wait_exponential_jitter
 
+from contract.metrics import BreakerState
 from worker.backends import Backend
 from worker.client import InferenceClient, request_counter
 from worker.config import WorkerSettings
@@ -34,6 +37,8 @@ logger = logging.getLogger("worker")
 PROBE_INTERVAL_S = 2.0
 ANNOUNCE_TTL_S = 3 * PROBE_INTERVAL_S  # a worker not heard from for this long is not counted live
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
+OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
+PRUNE_INTERVAL_S = 60.0  # how often dead consumers are looked for
 
 
 class Worker(JobSteps):
@@ -57,6 +62,10 @@ class Worker(JobSteps):
         self._stopping = asyncio.Event()
         self._reading = False  # intake is inside a Redis read (see run: do not cancel it there)
         self._server_back = asyncio.Event()  # set while the server answers; held jobs wake on it
+        self._breaker_moved = asyncio.Event()  # replaced at each breaker transition (see below)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.breaker.subscribe(self._on_breaker_change)
+        self._next_prune = 0.0
         self._docs_since_recycle = 0
         self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=10.0)
         self._proc = psutil.Process()
@@ -70,6 +79,28 @@ class Worker(JobSteps):
     def can_take(self) -> bool:
         return self.ready and self.breaker.allows_intake()
 
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: ready to take work, or why not (the breaker included: a worker whose
+        requests fail is not ready, even when the server lists its model)."""
+        if not self.ready:
+            return False, self.probe_detail
+        if not self.breaker.allows_intake():
+            return False, (f"circuit breaker open: {self.breaker.failure_threshold}+ requests failed "
+                           f"in a row (last: {self.inference.last_failure}); a trial goes out once "
+                           "the server answers /v1/models")
+        return True, self.probe_detail
+
+    def _on_breaker_change(self, state: BreakerState) -> None:
+        # Called wherever the breaker moves (also from the health thread reading its state):
+        # wake the held jobs on the event loop.
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_held)
+
+    def _wake_held(self) -> None:
+        moved, self._breaker_moved = self._breaker_moved, asyncio.Event()
+        moved.set()
+
     def request_stop(self, reason: str, exit_code: int = 0) -> None:
         if not self._stopping.is_set():
             log(logger, logging.INFO, "stopping", reason=reason, in_flight=len(self.in_flight))
@@ -79,6 +110,7 @@ class Worker(JobSteps):
     # -- main -------------------------------------------------------------------------------------
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        self._loop = loop
         for sig in (signal.SIGTERM, signal.SIGINT):
             with suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
@@ -122,14 +154,33 @@ class Worker(JobSteps):
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
+    async def _wait_to_retry(self, backoff_s: float) -> None:
+        """Hold a job until it may try again: after ``backoff_s`` while the breaker is closed;
+        while it is open, until it admits a trial (a held job then sends it); and at once when
+        the breaker closes again after an outage, or the worker stops."""
+        until = time.monotonic() + backoff_s
+        was_open = False
+        while not self._stopping.is_set():
+            state = self.breaker.state
+            if state is BreakerState.closed:
+                if was_open or time.monotonic() >= until:
+                    return
+                await self._hold(until - time.monotonic())
+            elif state is BreakerState.half_open and not self.breaker.trial_in_flight:
+                return
+            else:
+                was_open = True
+                await self._hold(self.breaker.recovery_timeout_s)
+
     async def _hold(self, seconds: float) -> None:
-        """Wait before retrying a held job; wake early on stop or when the server is back."""
-        if self._server_back.is_set():  # the server answers (overload, not an outage): back off
-            await self._sleep(seconds)
-            return
-        waits = [asyncio.ensure_future(self._stopping.wait()), asyncio.ensure_future(self._server_back.wait())]
+        """Sleep up to ``seconds``; wake early on stop, on a breaker transition, or when the
+        server answers again after an outage."""
+        waits = [asyncio.ensure_future(self._stopping.wait()),
+                 asyncio.ensure_future(self._breaker_moved.wait())]
+        if not self._server_back.is_set():
+            waits.append(asyncio.ensure_future(self._server_back.wait()))
         try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=max(0.0, seconds), return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waits:
                 w.cancel()
@@ -199,9 +250,13 @@ class Worker(JobSteps):
 
     async def _probe_loop(self) -> None:
         while True:
+            breaker_closed = self.breaker.state is BreakerState.closed
             # A chat answer in the last interval proves the server up: skip the probe request
-            # (it would only add CPU to every busy worker).
-            if not (self.server_ok and time.monotonic() - self.inference.last_success < PROBE_INTERVAL_S):
+            # (it would only add CPU to every busy worker). Never skipped while the breaker is
+            # not closed: its trials wait for this probe's verdict.
+            recent = time.monotonic() - self.inference.last_success < PROBE_INTERVAL_S
+            if not (self.server_ok and breaker_closed and recent):
+                sent_at = time.monotonic()
                 try:
                     models = await self.inference.list_models()
                     self.server_ok = self.s.model_name in models
@@ -210,6 +265,7 @@ class Worker(JobSteps):
                 except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
                     self.server_ok = False
                     self.probe_detail = f"GET {self.s.server_url}/v1/models failed: {exc!r}"
+                self.breaker.server_ready(self.server_ok, sent_at)
             if self.server_ok:
                 self._server_back.set()
             else:
@@ -218,15 +274,28 @@ class Worker(JobSteps):
             try:
                 await self.queue.r.ping()
                 self.redis_ok = True
-                lag = await self.queue.lag()
+                lag, pending = await self.queue.group_counts()
                 if lag is not None:
                     self.metrics.queue_lag.set(lag)
+                if pending is not None:
+                    self.metrics.queue_pending.set(pending)
+                await self._prune_consumers()
             except (RedisError, OSError) as exc:
                 self.redis_ok = False
                 self.probe_detail = f"redis: {exc!r}"
-            self.metrics.breaker_state.set(int(self.breaker.state))
+            state = self.breaker.state
+            self.metrics.breaker_state.set(int(state))
             self.last_probe = time.monotonic()
-            await asyncio.sleep(PROBE_INTERVAL_S if self.server_ok else 0.5)
+            down = not self.server_ok or state is not BreakerState.closed
+            await asyncio.sleep(OPEN_PROBE_INTERVAL_S if down else PROBE_INTERVAL_S)
+
+    async def _prune_consumers(self) -> None:
+        if time.monotonic() < self._next_prune:
+            return
+        self._next_prune = time.monotonic() + PRUNE_INTERVAL_S
+        removed = await self.queue.prune_dead_consumers()
+        if removed:
+            log(logger, logging.INFO, "removed dead consumers from the group", consumers=removed)
 
     # -- one job ------------------------------------------------------------------------------------
     def _spawn(self, d: Delivery) -> None:

@@ -1,5 +1,6 @@
-"""Fetch a job's PDF: a local path, or an http(s) URL whose prefix is on the allow-list (a worker
-must not become a proxy to anything its network can reach: SSRF)."""
+"""Fetch a job's PDF: a local path inside the workers' input roots (a worker must not hand any
+file it can read to whoever can enqueue), or an http(s) URL whose prefix is on the allow-list
+(a worker must not become a proxy to anything its network can reach: SSRF)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ from pathlib import Path
 
 import httpx
 
+from contract.inputs import path_refusal
 from worker.errors import PermanentError, TransientError
 
 MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
 
 
-async def fetch(source: str, allowlist: tuple[str, ...], http: httpx.AsyncClient | None = None) -> bytes:
+async def fetch(source: str, allowlist: tuple[str, ...], http: httpx.AsyncClient | None = None,
+                roots: tuple[Path, ...] | None = None, forbidden: tuple[Path, ...] = ()) -> bytes:
+    """The job's bytes. A path must resolve inside ``roots`` (contract/inputs.py; None: no
+    check, for callers that checked already) and outside ``forbidden``."""
     if source.startswith("/"):
+        if roots is not None:
+            refused = path_refusal(source, list(roots), list(forbidden))
+            if refused:
+                raise PermanentError("path_not_allowed", refused)
         path = Path(source)
         try:
             return await asyncio.to_thread(path.read_bytes)

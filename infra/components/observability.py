@@ -26,12 +26,33 @@ KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_TIMEOUT_S = 600
 
 
+PROMETHEUS_PORT = 9090
+
+
+def prometheus_ingress(spec: Spec) -> dict:
+    """NetworkPolicy spec for the Prometheus this program installs: its port only from the
+    monitoring namespace (Grafana, Alertmanager, the operator) and the stack's own namespace;
+    `kubectl port-forward` (the bench, the runbooks from a laptop) is not subject to it."""
+    def ns(name: str) -> dict:
+        return {"namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": name}}}
+    return {
+        "pod_selector": {"match_labels": {"app.kubernetes.io/name": "prometheus"}},
+        "policy_types": ["Ingress"],
+        "ingress": [{"from": [ns(naming.MONITORING_NAMESPACE), ns(spec.namespace)],
+                     "ports": [{"protocol": "TCP", "port": PROMETHEUS_PORT}]}],
+    }
+
+
 def kube_prometheus_stack_values(spec: Spec, slo_spec: SLOSpec | None = None) -> dict:
     o = spec.observability
     prometheus: dict = {
         "scrapeInterval": f"{o.scrape_interval_s}s",
         "evaluationInterval": f"{o.evaluation_interval_s}s",
         "retention": f"{o.retention_h}h",
+        # No TSDB admin API (delete series, snapshots), whatever the chart's default becomes.
+        # The operator keeps --web.enable-lifecycle for its config reloader (same pod):
+        # prometheus_ingress() keeps /-/quit and /-/reload off the rest of the cluster.
+        "enableAdminAPI": False,
     }
     if o.long_term_store_url:
         prometheus["remoteWrite"] = [{"url": o.long_term_store_url}]
@@ -81,6 +102,15 @@ class ObservabilityComponent(pulumi.ComponentResource):
                 opts=child(self),
             )
         after = [self.release] if self.release else []
+        self.prometheus_policy = None
+        if self.release is not None:
+            self.prometheus_policy = k8s.networking.v1.NetworkPolicy(
+                f"{name}-prometheus-ingress",
+                metadata=metadata("prometheus-ingress", naming.MONITORING_NAMESPACE,
+                                  naming.labels("network-policy", "prometheus-ingress")),
+                spec=prometheus_ingress(spec),
+                opts=child(self, depends_on=after),
+            )
         self.rules = [
             k8s.apiextensions.CustomResource(
                 f"{name}-{rule.name}",

@@ -2,8 +2,15 @@
 
 Order of the walk (the manual's): is the server up (process/pod state, exit reason, log
 signatures), what does the GPU say, what do the Prometheus signals say (queue depth, running,
-KV usage, TTFT p95, breaker state), are the workers healthy. Every finding carries the
-evidence that produced it; the first finding by priority is the case reported.
+KV usage, TTFT p95, breaker state, whether documents still finish and requests still get
+answers), are the workers healthy. Every finding carries the evidence that produced it; the
+first finding by priority is the case reported.
+
+It reads the stack that runs (a local stack's recorded spec, runbooks/connect.py), counts the
+queue once (every worker reports the same consumer group), calls a kill an OOM kill only with
+evidence (runbooks/platforms/oom.py), knows that an open breaker closes within seconds of the
+server answering again (worker/breaker.py), names a stall and a hung server, and drops any next
+step the target would refuse (runbooks/diagnose/advice.py), saying so.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from runbooks.context import ActionContext
+from runbooks.diagnose.advice import memory_knob, refusal
 from runbooks.diagnose.signals import load_thresholds
 from runbooks.diagnose.signatures import match_logs
 from runbooks.gpu.probe import probe
@@ -23,8 +31,9 @@ from runbooks.platforms.base import WORKERS, server_component
 
 # Priority of cases when several hold: an outage before a slowdown, a cause before a symptom.
 PRIORITY = ["platform-unreachable", "server-crashloop-cuda", "server-down-model-load",
-            "server-down-oom", "gpu-node-failure", "server-down", "breaker-stuck-open",
-            "workers-down", "queue-backlog", "kv-fragmentation", "large-pdfs", "healthy"]
+            "server-down-oom", "gpu-node-failure", "server-down", "server-hung", "workers-down",
+            "server-errors", "breaker-stuck-open", "pipeline-stalled", "queue-backlog",
+            "kv-fragmentation", "large-pdfs", "breaker-recovering", "healthy"]
 TITLES = {
     "platform-unreachable": "the platform did not answer",
     "server-crashloop-cuda": "server down: GPU driver crash (CUDA error / Xid)",
@@ -32,7 +41,11 @@ TITLES = {
     "server-down-oom": "server down: out of memory (OOMKilled)",
     "gpu-node-failure": "GPU node failure",
     "server-down": "server down",
+    "server-hung": "server hung: it answers /health but requests time out unanswered",
+    "server-errors": "server failing: it answers /health but every request fails",
     "breaker-stuck-open": "worker circuit breaker stuck open",
+    "pipeline-stalled": "pipeline stalled: documents wait and none finishes",
+    "breaker-recovering": "circuit breaker recovering: the server answers again, trials are under way",
     "workers-down": "workers down",
     "queue-backlog": "high latency: queue backlog at the inference server",
     "kv-fragmentation": "high latency: KV cache near full (fragmentation / memory pressure)",
@@ -82,14 +95,20 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
         w = None
     if p.gpu:
         findings += _gpu(ctx, evidence)
-    signals = _prometheus(ctx, th, evidence, findings, servers_down)
+    signals = _prometheus(ctx, th, evidence, findings, servers_down, workers_down=w is not None)
     if w is not None and not servers_down:
         findings.append(w)
     if not findings:
         findings.append(Finding("healthy", []))
     findings.sort(key=lambda f: PRIORITY.index(f.case))
     top = findings[0]
-    nxt = list(dict.fromkeys(c for f in findings for c in f.commands))
+    nxt = []
+    for command in dict.fromkeys(c for f in findings for c in f.commands):
+        why_not = refusal(ctx.spec, ctx.platform.kind, command)
+        if why_not:
+            evidence.append(f"not suggested: `{command.split('  #')[0]}` ({why_not})")
+        else:
+            nxt.append(command)
     return Report(
         action="diagnose", outcome="report", case=top.case, summary=TITLES[top.case],
         evidence=evidence + [e for f in findings for e in f.evidence], next_steps=nxt,
@@ -109,9 +128,13 @@ def _server(ctx: ActionContext, comp: str, lines: int, evidence: list[str]) -> F
         return Finding("server-crashloop-cuda", ["runbook drain-gpu-node", "runbook gpu-probe"], sig)
     if "server-down-model-load" in cases:
         return Finding("server-down-model-load", ["runbook update-hf-token"], sig)
-    if "OOM" in reason or "SIGKILL" in reason or "server-down-oom" in cases:
-        return Finding("server-down-oom", ["runbook restart-server",
-                                           "runbook tune --set gpu_memory_utilization=0.85  # if it recurs"],
+    # An OOM only with evidence: the kubelet's OOMKilled, the kernel log naming the pid (the
+    # local platform checks it), or an out-of-memory error in the server's own log. A bare
+    # SIGKILL is a kill, nothing more.
+    if "OOMKilled" in reason or "server-down-oom" in cases:
+        server = ctx.spec.server(comp[len("server-"):])
+        knob = memory_knob(ctx.spec, server, ctx.platform.kind)
+        return Finding("server-down-oom", ["runbook restart-server", *([knob] if knob else [])],
                        sig + [f"{comp}: exit reason {reason or 'n/a'}"])
     return Finding("server-down", ["runbook restart-server"],
                    sig + [f"{comp}: {state.state}, exit reason {reason or 'n/a'}"])
@@ -157,12 +180,12 @@ def _gpu(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
 
 
 def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
-                findings: list[Finding], servers_down: set[str]) -> dict[str, Any]:
+                findings: list[Finding], servers_down: set[str], workers_down: bool = False) -> dict[str, Any]:
     if ctx.prometheus is None:
         evidence.append("Prometheus: not configured (pass --prometheus-url); signals skipped")
         return {}
     try:
-        s = ctx.prometheus.snapshot(th["rate_window"])
+        s = ctx.prometheus.snapshot(th["rate_window"], th["stall_window"])
     except PlatformError as exc:
         evidence.append(f"Prometheus: {exc}")
         return {}
@@ -188,11 +211,63 @@ def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
             f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s with no queue backlog"]))
     elif ttft is not None and ttft > th["ttft_p95_max_s"]:
         evidence.append(f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s (explained by the backlog)")
-    breaker = s["breaker_max"]
-    if breaker is not None and breaker >= th["breaker_open_value"] and not servers_down and s["server_up"] != 0:
-        findings.append(Finding("breaker-stuck-open", ["runbook restart-workers"], [
-            "mineru_vllm_circuit_breaker_state = 2 (open) while the server is up"]))
+    server_up = not servers_down and s["server_up"] != 0
+    _flow(ctx, th, s, findings, server_up, workers_down)
     return s
+
+
+def _flow(ctx: ActionContext, th: dict[str, Any], s: dict[str, Any], findings: list[Finding],
+          server_up: bool, workers_down: bool) -> None:
+    """Is work moving? A hung or failing server, a stuck or recovering breaker, a stall."""
+    window = th["stall_window"]
+    comp = f"server-{ctx.spec.worker_server.name}"
+    waiting = (s.get("queue_lag") or 0) + (s.get("queue_pending") or 0)
+    finished = s.get("finished_recent")
+    stalled = waiting > 0 and finished is not None and finished <= 0
+    stall_line = (f"{waiting:g} document(s) waiting (lag {_fmt(s.get('queue_lag'))}, pending "
+                  f"{_fmt(s.get('queue_pending'))}) and none finished in the last {window}")
+    timeouts, errors = s.get("timeouts_recent") or 0, s.get("errors_recent") or 0
+    answered = s.get("answered_recent")
+    unanswered = answered is not None and answered <= 0
+    oldest, deadline = s.get("oldest_request_s"), s.get("deadline_s")
+    overdue = oldest is not None and deadline is not None and deadline > 0 and oldest > deadline + 1
+    breaker = s.get("breaker_max")
+    is_open = breaker is not None and breaker >= th["breaker_open_value"]
+    evidence = [stall_line] if stalled else []
+    if is_open:
+        evidence.append(f"mineru_vllm_circuit_breaker_state = {breaker:g} (open) on at least one worker")
+    restart_force = (f"runbook restart-server --force  # its /health answers but its requests do not: "
+                     f"a restart clears a hung engine (check `splitstack logs {comp}` first)")
+    if server_up and (overdue or (timeouts > 0 and unanswered)):
+        what = [f"{timeouts:g} request(s) timed out in the last {window} and none got an answer "
+                f"(deadline {_fmt(deadline)} s)"] if timeouts > 0 else []
+        if overdue:
+            what.append(f"a request has waited {oldest:.0f} s, past its deadline of {deadline:.0f} s")
+        findings.append(Finding("server-hung", [restart_force], what + evidence))
+        return
+    if server_up and errors > 0 and unanswered:
+        findings.append(Finding("server-errors", [restart_force], [
+            f"{errors:g} request(s) failed (5xx, 4xx or connection) in the last {window} and none "
+            "got an answer"] + evidence))
+        return
+    if is_open and server_up:
+        open_all_along = (s.get("breaker_open_all_along") or 0) >= th["breaker_open_value"]
+        up_all_along = s.get("server_up_all_along") == 1
+        idle = (s.get("requests_recent") or 0) <= 0
+        if open_all_along and up_all_along and idle:
+            findings.append(Finding("breaker-stuck-open", ["runbook restart-workers"], evidence + [
+                f"open for all of the last {window} while the server was up and no request was sent: "
+                "a breaker closes within seconds of the server answering /v1/models, so this one is stuck"]))
+        else:
+            findings.append(Finding("breaker-recovering", [], evidence + [
+                "within its recovery window: a breaker lets a trial through as soon as the server "
+                "answers /v1/models, and closes on its success (worker/breaker.py); run diagnose again "
+                "in a minute if it stays open"]))
+        return
+    if stalled and server_up and not workers_down:
+        findings.append(Finding("pipeline-stalled", [
+            "runbook restart-workers --force  # the server answers and no breaker is open, yet nothing "
+            "finishes: the workers are stuck"], evidence))
 
 
 def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,

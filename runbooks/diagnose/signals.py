@@ -23,8 +23,9 @@ def load_thresholds(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     return data
 
 
-def queries(window: str) -> dict[str, str]:
+def queries(window: str, stall_window: str = "2m") -> dict[str, str]:
     s, w = f'job="{JOB_SERVER}"', f'job="{JOB_WORKERS}"'
+    sw = stall_window
     return {
         "server_up": f"max(up{{{s}}})",
         "waiting": f"sum(vllm:num_requests_waiting{{{s}}})",
@@ -37,8 +38,24 @@ def queries(window: str) -> dict[str, str]:
         "preemptions_per_s": f"sum(rate(vllm:num_preemptions_total{{{s}}}[{window}]))",
         "breaker_max": f"max(mineru_vllm_circuit_breaker_state{{{w}}})",
         "workers_up": f"sum(up{{{w}}})",
-        # Every worker exports the same group-wide lag: max, not sum (sum is N times the lag).
+        # Every worker reports the same consumer group's counts: read them once (max), never
+        # summed over the workers (N times too high).
         "queue_lag": f"max(mineru_queue_lag_messages{{{w}}})",
+        "queue_pending": f"max(mineru_queue_pending_messages{{{w}}})",
+        # Over the stall window: did documents finish, did requests get answers, did they time
+        # out, was the breaker open and the server up all along?
+        "finished_recent": f"sum(increase(mineru_pdfs_processed_total{{{w}}}[{sw}])) + "
+                           f"sum(increase(mineru_pdfs_failed_total{{{w}}}[{sw}]))",
+        "requests_recent": f"sum(increase(mineru_vllm_client_requests_total{{{w}}}[{sw}]))",
+        "answered_recent": f"sum(increase(mineru_vllm_client_request_duration_seconds_count{{{w}}}[{sw}])) - "
+                           f"sum(increase(mineru_vllm_client_failures_total{{{w},kind!=\"breaker_open\"}}[{sw}]))",
+        "timeouts_recent": f"sum(increase(mineru_vllm_client_failures_total{{{w},kind=\"timeout\"}}[{sw}]))",
+        "errors_recent": f"sum(increase(mineru_vllm_client_failures_total"
+                         f"{{{w},kind=~\"http_5xx|http_4xx|connect\"}}[{sw}]))",
+        "breaker_open_all_along": f"min_over_time(max(mineru_vllm_circuit_breaker_state{{{w}}})[{sw}:])",
+        "server_up_all_along": f"min_over_time(max(up{{{s}}})[{sw}:])",
+        "oldest_request_s": f"max(mineru_vllm_client_oldest_request_seconds{{{w}}})",
+        "deadline_s": f"max(mineru_vllm_client_deadline_seconds{{{w}}})",
     }
 
 
@@ -83,8 +100,8 @@ class Signals:
         rows = self.query(promql)
         return rows[0][1] if rows else None
 
-    def snapshot(self, window: str) -> dict[str, float | None]:
-        return {name: self.scalar(q) for name, q in queries(window).items()}
+    def snapshot(self, window: str, stall_window: str = "2m") -> dict[str, float | None]:
+        return {name: self.scalar(q) for name, q in queries(window, stall_window).items()}
 
     def breaker_states(self) -> dict[str, float]:
         rows = self.query(f'max by (instance) (mineru_vllm_circuit_breaker_state{{job="{JOB_WORKERS}"}})')

@@ -46,7 +46,7 @@ from stack.components import BuildContext, HealthCheck, build_components
 from stack.health import probe
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
-from stack.supervisor import render_config, tail
+from stack.supervisor import render_config, tail, write_config
 
 OVERRIDES_FILE = "runbook-overrides.json"
 _STATES = {"RUNNING": "running", "STARTING": "starting", "BACKOFF": "crashloop",
@@ -143,7 +143,7 @@ class LocalPlatform:
     def _one(self, name: str, proc: dict, recorded: dict) -> ComponentState:
         statename = proc.get("statename", "UNKNOWN")
         health = recorded.get("health") or {}
-        healthy, detail = (probe(HealthCheck(health["kind"], health["url"]), 1.0)
+        healthy, detail = (probe(HealthCheck.from_state(health), 1.0)
                            if health else (False, "no health check recorded"))
         ended = statename in ("EXITED", "FATAL", "BACKOFF")
         reason, code = (exit_reason(proc, self.stack.paths.logs / "supervisord.log") if ended
@@ -211,9 +211,7 @@ class LocalPlatform:
         paths = self.stack.paths
         ctx = BuildContext(spec, paths, self.stack.project_root, resolve_api_key(spec, paths))
         components = [with_sim_args(c, spec) for c in build_components(ctx)]
-        tmp = paths.supervisord_conf.with_suffix(".tmp")
-        tmp.write_text(render_config(components, paths))
-        os.replace(tmp, paths.supervisord_conf)
+        write_config(paths.supervisord_conf, render_config(components, paths))
         rpc = self.stack.supervisor.rpc()
         try:
             # supervisord's API: reloadConfig() returns [[added, changed, removed]] program names

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from contract.spec import Engine, Spec
+from runbooks.platforms.oom import oom_evidence, read_kernel_log
 from stack.components import Component
 
 
@@ -35,20 +37,32 @@ def program_index(name: str) -> int:
     return int(name.rsplit("-", 1)[1])
 
 
-def exit_reason(proc: dict, supervisord_log: Path) -> tuple[str | None, int | None]:
-    code = proc.get("exitstatus")
-    # supervisord's own log says how the process ended: "exited: server-vlm (terminated by
-    # SIGKILL; not expected)" or "(exit status 70; not expected)"; the RPC only has the code.
-    last = None
+def last_exit(supervisord_log: Path, program: str) -> tuple[str | None, int | None]:
+    """How ``program`` last ended, from supervisord's log ("terminated by SIGKILL; not
+    expected", "exit status 70; not expected"), and the pid it had (its last spawn before)."""
+    last, pid, spawned = None, None, None
     try:
         for line in supervisord_log.read_text(errors="replace").splitlines():
-            m = re.search(r"(?:exited|gave up): " + re.escape(proc.get("name", "")) + r" \(([^)]*)\)", line)
+            s = re.search(r"spawned: '" + re.escape(program) + r"' with pid (\d+)", line)
+            if s:
+                spawned = int(s.group(1))
+            m = re.search(r"(?:exited|gave up): " + re.escape(program) + r" \(([^)]*)\)", line)
             if m:
-                last = m.group(1)
+                last, pid = m.group(1), spawned
     except OSError:
         pass
+    return last, pid
+
+
+def exit_reason(proc: dict, supervisord_log: Path,
+                kernel_log: Callable[[], str | None] = read_kernel_log) -> tuple[str | None, int | None]:
+    code = proc.get("exitstatus")
+    last, pid = last_exit(supervisord_log, proc.get("name", ""))
     if last and "SIGKILL" in last:
-        return f"{last} (the kernel OOM killer, or kill -9)", code
+        # A SIGKILL is an OOM kill only when the kernel says so (runbooks/platforms/oom.py).
+        evidence = oom_evidence(pid, kernel_log())
+        return (f"OOMKilled: {last} ({evidence.detail})" if evidence.found
+                else f"{last} ({evidence.detail})"), code
     if last:
         return last, code
     spawnerr = proc.get("spawnerr") or proc.get("description") or ""

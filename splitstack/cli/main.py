@@ -20,9 +20,11 @@ from splitstack.cli import bench as bench_cli
 from splitstack.cli import images as images_cli
 from splitstack.cli import infra as infra_cli
 from splitstack.cli import runbook as runbook_cli
+from splitstack.cli import runbook_actions
 from splitstack.cli import sim as sim_cli
 from splitstack.cli import slo as slo_cli
 from splitstack.cli import worker as worker_cli
+from splitstack.cli.options import Output
 from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
 from stack.podman import PodmanError
@@ -116,6 +118,18 @@ def status(stack: StackOpt = "local") -> None:
     """Each component's process state, health and URL; exit 1 if any is unhealthy."""
     if not _print_status(_local(stack)):
         raise typer.Exit(1)
+
+
+@app.command()
+def restart(
+    component: Annotated[str, typer.Argument(help="queue, prometheus, server-<name>, workers, worker-<i>.")],
+    stack: StackOpt = "local",
+    reason: Annotated[str, typer.Option(help="Why, for the audit log.")] = "",
+) -> None:
+    """Restart one component and wait until it is healthy (the `runbook restart` action, applied
+    and audited; workers drain first, one at a time)."""
+    runbook_actions.run("restart", {"component": component, "reason": reason}, stack, True, None,
+                        None, None, None, Output.text)
 
 
 @app.command()
@@ -215,6 +229,7 @@ app.add_typer(infra_cli.app, name="infra")
 app.add_typer(bench_cli.app, name="bench")
 app.add_typer(images_cli.app, name="images")
 worker_cli.register(app)
+worker_cli.register_dead_letters(app)
 
 
 def main() -> None:  # pragma: no cover

@@ -1,5 +1,6 @@
-"""`splitstack worker`, `splitstack submit FILES...`, `splitstack jobs` (mounted by
-splitstack/cli/main.py through :func:`register`)."""
+"""`splitstack worker`, `splitstack submit FILES...`, `splitstack jobs` and `splitstack
+dead-letters` (mounted by splitstack/cli/main.py through :func:`register` and
+:func:`register_dead_letters`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench.target import mask_url
 from contract.extras import MissingExtra, require
-from contract.spec_loader import SpecError, load_stack
+from contract.spec_loader import SpecError, load_stack, project_root
+from stack.secrets import client_queue_url
+from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
-from worker.jobs_view import connect, list_jobs, redis_url, submit, summarize
+from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize
 
 console = Console()
 err = Console(stderr=True)
@@ -34,12 +38,12 @@ def _spec(stack: str):
 
 
 def _connect(spec):
-    r = connect(spec)
+    r = connect(spec, client_queue_url(spec, project_root()))
     try:
         r.ping()
     except redis.RedisError as exc:
-        err.print(f"[red]cannot reach the queue at {redis_url(spec)} ({exc}); start the stack "
-                  f"with `splitstack up` or set {spec.queue.url_env}[/red]")
+        err.print(f"[red]cannot reach the queue at {mask_url(redis_url(spec))} ({exc}); start the "
+                  f"stack with `splitstack up` or set {spec.queue.url_env}[/red]")
         raise typer.Exit(1) from None
     return r
 
@@ -76,32 +80,45 @@ def register(app: typer.Typer) -> None:
 
     @app.command("submit")
     def submit_cmd(
-        files: Annotated[list[Path], typer.Argument(help="PDF files (paths every worker can read).")],
+        files: Annotated[list[Path], typer.Argument(help="PDF files inside the workers' input roots "
+                                                         "(worker_pool.input_roots).")],
         stack: StackOpt = "local",
         pages: Annotated[str | None, typer.Option(help="Only these pages, FIRST-LAST (1-based).")] = None,
         language: Annotated[str | None, typer.Option(help="Language hint recorded with the job.")] = None,
         correlation_id: Annotated[str | None, typer.Option(help="Your id, echoed in logs and metadata.")] = None,
         wait: Annotated[bool, typer.Option(help="Wait until every job is done or dead-lettered.")] = False,
         timeout_s: Annotated[float, typer.Option(help="Longest --wait, seconds.")] = 600.0,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line: job_id, file "
+                                                              "(and with --wait, the final records).")] = False,
     ) -> None:
-        """Enqueue PDFs for the worker pool; prints one job id per file."""
+        """Enqueue PDFs for the worker pool; prints one job id per file (tab-separated from the file)."""
 
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
-            err.print(f"[red]not a file: {', '.join(missing)}[/red]")
+            typer.echo(f"not a file: {', '.join(missing)}", err=True)
             raise typer.Exit(2)
         spec = _spec(stack)
+        try:
+            check_inputs(spec, files, project_root())
+        except InputRefused as exc:
+            typer.echo(f"refused, nothing was submitted: {exc}", err=True)
+            raise typer.Exit(2) from None
         r = _connect(spec)
         ids = submit(r, spec, files, _pages(pages), language, correlation_id)
         for f, job_id in zip(files, ids):
-            console.print(f"{job_id}  {f}")
+            # Plain lines, never wrapped: scripts read them (cut -f1, or --json).
+            typer.echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
         if not wait:
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             rows = list_jobs(r, spec, ids=ids)
             if all(row.get("state") in TERMINAL for row in rows):
-                _table(rows)
+                if as_json:
+                    for row in rows:
+                        typer.echo(json.dumps(row))
+                else:
+                    _table(rows)
                 failed = sum(row.get("state") == "dead_lettered" for row in rows)
                 raise typer.Exit(1 if failed else 0)
             time.sleep(0.5)
@@ -120,10 +137,78 @@ def register(app: typer.Typer) -> None:
         rows = list_jobs(_connect(spec), spec, limit)
         if as_json:
             for row in rows:
-                console.print_json(json.dumps(row))
+                typer.echo(json.dumps(row))  # one object per line, never wrapped
             return
         _table(rows)
         console.print(" ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items())) or "no jobs")
+
+
+def register_dead_letters(app: typer.Typer) -> None:
+    dlq = typer.Typer(no_args_is_help=True, help="The dead-letter stream: list, inspect, re-drive.")
+    app.add_typer(dlq, name="dead-letters")
+
+    @dlq.command("list")
+    def dlq_list(
+        stack: StackOpt = "local",
+        kind: Annotated[str | None, typer.Option(help="Only this kind (parse_failed, poison, ...).")] = None,
+        limit: Annotated[int, typer.Option(help="Newest N.")] = 50,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    ) -> None:
+        """Dead letters, newest first: entry id, job id, kind, reason."""
+        spec = _spec(stack)
+        letters = list_dead(_connect(spec), spec, limit, kind)
+        if as_json:
+            for d in letters:
+                typer.echo(json.dumps(d.as_dict()))
+            return
+        table = Table("entry", "job", "kind", "failed at", "reason")
+        table.columns[4].overflow = "fold"
+        for d in letters:
+            table.add_row(d.entry_id, d.job_id or "-", d.kind, time.strftime("%Y-%m-%d %H:%M:%S",
+                          time.localtime(d.failed_at)), escape(d.reason))
+        console.print(table)
+        console.print(f"{len(letters)} dead letter(s)" + (f" of kind {kind}" if kind else ""))
+
+    @dlq.command("show")
+    def dlq_show(
+        key: Annotated[str, typer.Argument(help="Entry id or job id.")],
+        stack: StackOpt = "local",
+    ) -> None:
+        """One dead letter in full (JSON): reason, kind, deliveries, the original job."""
+        spec = _spec(stack)
+        try:
+            d = find(_connect(spec), spec, key)
+        except DeadLetterError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from None
+        typer.echo(json.dumps({**d.as_dict(), "job": json.loads(d.job) if d.job else None}, indent=1))
+
+    @dlq.command("redrive")
+    def dlq_redrive(
+        keys: Annotated[list[str] | None, typer.Argument(help="Entry ids or job ids.")] = None,
+        stack: StackOpt = "local",
+        kind: Annotated[str | None, typer.Option(help="Every dead letter of this kind.")] = None,
+        all_: Annotated[bool, typer.Option("--all", help="Every dead letter.")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    ) -> None:
+        """Put dead-lettered jobs back on the queue (same job id); their dead letters are removed."""
+        if not keys and not kind and not all_:
+            typer.echo("name what to re-drive: entry/job ids, --kind KIND or --all", err=True)
+            raise typer.Exit(2)
+        spec = _spec(stack)
+        r = _connect(spec)
+        try:
+            letters = [find(r, spec, k) for k in keys or []]
+            if kind or all_:
+                letters += list_dead(r, spec, limit=100_000, kind=kind)
+            ids = redrive(r, spec, list({d.entry_id: d for d in letters}.values()))
+        except DeadLetterError as exc:
+            typer.echo(f"{exc}; nothing more was re-driven", err=True)
+            raise typer.Exit(2) from None
+        for job_id in ids:
+            typer.echo(json.dumps({"job_id": job_id, "state": "queued"}) if as_json else f"{job_id}\tqueued")
+        if not as_json:
+            typer.echo(f"re-drove {len(ids)} job(s); `splitstack jobs` shows them", err=True)
 
 
 def _table(rows) -> None:

@@ -12,7 +12,11 @@ import sys
 from contract.spec_loader import SpecError
 from worker.config import ConfigError
 from worker.main import main as run
+from worker.orphans import die_with_parent
 from worker.torchless import keep_torch_out
+
+if __name__ == "__mp_main__":  # a MinerU page-render process (spawn) importing us: see worker/orphans.py
+    die_with_parent()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -188,7 +188,8 @@ def test_canary_catches_unreadable_documents_and_wrong_output_dir(deployed, tmp_
     base = ["run", scn, "--stack", "dev", "--queue-url-env", "BENCH_QUEUE", "--out", str(tmp_path / "x")]
     res = invoke([*base, "--documents-at", "/nonexistent/bench-share"], {"BENCH_QUEUE": url})
     assert res.exit_code == 2
-    assert "the workers cannot read the bench's documents (not_found" in res.output
+    # /nonexistent is outside the workers' input roots: refused before any read (path_not_allowed)
+    assert "the workers cannot read the bench's documents (path_not_allowed" in res.output
     assert f"Copy the PDFs in {docs}" in res.output and "--documents-at" in res.output
     empty = tmp_path / "not-the-store"
     empty.mkdir()

@@ -1,5 +1,6 @@
-"""Drills with the MinerU workers: kill the server while documents are in flight, restore it with
-the runbook, then handle the breakers it left stuck open. No document may be lost."""
+"""Drills with the MinerU workers: kill the server while documents are in flight and restore it
+with the runbook; the breakers close by themselves once the server answers. No document may be
+lost."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ import pytest
 from pdf_fixtures import make_pdf
 
 from runbooks.registry import invoke
+from stack.secrets import queue_url
 from worker.jobs_view import connect, list_jobs, submit
 
 pytestmark = pytest.mark.integration
 
 SERVER = "server-vlm"
-# A recovery timeout far longer than the drill: the breakers stay open after the server is back,
-# which is the stuck-breaker case of a recovery timeout that is too long.
-STUCK_BREAKER = {
+# A recovery timeout far longer than the drill: the breakers still close within seconds of the
+# server answering, because their trial follows the readiness probe, not that clock.
+LONG_RECOVERY_TIMEOUT = {
     "inference_servers.0.engine": "sim",
     # Page images of the generated PDFs need more than the local spec's 2048-token context.
     "inference_servers.0.max_model_len": 8192,
@@ -32,11 +34,11 @@ STUCK_BREAKER = {
 }
 
 
-def test_server_killed_mid_batch_then_breakers_stuck_open_nothing_lost(make_stack, drill, tmp_path: Path):
-    stack = make_stack(**STUCK_BREAKER)
+def test_server_killed_mid_batch_breakers_follow_its_recovery_nothing_lost(make_stack, drill, tmp_path: Path):
+    stack = make_stack(**LONG_RECOVERY_TIMEOUT)
     stack.up()
     ctx = drill.context(stack)
-    r = connect(stack.spec)
+    r = connect(stack.spec, queue_url(stack.spec, stack.paths))  # the stack's Redis asks for a password
     ids = submit(r, stack.spec, [make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i) for i in range(4)])
 
     def states() -> dict[str, str]:
@@ -53,25 +55,20 @@ def test_server_killed_mid_batch_then_breakers_stuck_open_nothing_lost(make_stac
     ctx.apply = True
     refused = invoke(ctx, "restart-workers", {})
     assert refused.outcome == "refused" and "run `runbook restart-server` first" in refused.summary
+    restarted_at = time.monotonic()
     assert invoke(ctx, "restart-server", {}).outcome == "applied"
-
-    stuck = drill.wait_for("diagnose to name the stuck breaker", lambda: (
-        d := invoke(ctx, "diagnose", {"thresholds": {"rate_window": "30s"}})).case == "breaker-stuck-open" and d,
-        timeout_s=20)
-    assert stuck.next_steps[0] == "runbook restart-workers"
-    stalled = list(states().values()).count("done")
-    time.sleep(2)  # the server is healthy, yet with the breakers open no document moves
-    assert list(states().values()).count("done") == stalled < len(ids)
-    fixed = invoke(ctx, "restart-workers", {})
-    assert fixed.outcome == "applied", fixed.render()
-    assert [s.target for s in fixed.plan if s.verb == "restart"] == ["worker-0", "worker-1"]
-    assert fixed.done[-1] == "check workers: no breaker open"
 
     def finished() -> dict[str, str] | None:
         now = states()
         return now if all(v in ("done", "dead_lettered") for v in now.values()) else None
 
+    # No worker restart: the breakers let a trial through as soon as the server answers
+    # /v1/models, not after their 1-hour recovery_timeout_s.
     final = drill.wait_for("every document done", finished, timeout_s=60)
+    assert time.monotonic() - restarted_at < 30
+    closed = invoke(ctx, "diagnose", {"thresholds": {"rate_window": "30s"}})
+    assert closed.case not in ("breaker-stuck-open", "pipeline-stalled"), closed.render()
+    assert invoke(ctx, "restart-workers", {}).outcome == "noop"
     dead = r.xrange(stack.spec.queue.dead_letter_stream)
     assert set(final.values()) == {"done"}, (final, dead)
     outputs = stack.paths.data / stack.spec.output_store.path

@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from dashboards.generate import DASHBOARD_DIR, panel_exprs
 from slo.spec import load_spec
 from splitstack.cli.slo import app
+from stack.secrets import queue_url
 from testsupport.rules import live_rule_globs
 from testsupport.stack import ROOT, local_stack
 from testsupport.webhook import Notification, webhook_receiver
@@ -82,7 +83,7 @@ def test_one_page_for_a_dead_server_and_a_resolve(tmp_path: Path, live) -> None:
             prom = state["components"]["prometheus"]["url"]
             am = state["components"]["alertmanager"]["url"]
             live.wait_until(lambda: _query(prom, 'up{job="workers"} == 1'), 30, "worker scraped")
-            env = {**os.environ, stack.spec.queue.url_env: f"redis://127.0.0.1:{stack.spec.queue.port}/0"}
+            env = {**os.environ, stack.spec.queue.url_env: queue_url(stack.spec, stack.paths)}  # with AUTH
             pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(4)]
             done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs,
                                    "--wait", "--timeout-s", "120"],

@@ -13,6 +13,7 @@ import pytest
 from pdf_fixtures import make_pdf
 
 from bench.demo import wait_for_series
+from stack.secrets import queue_url
 from testsupport.stack import ROOT, local_stack
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,7 @@ def test_stack_runs_workers_scraped_by_prometheus(tmp_path: Path) -> None:
         while len(up := wait_for_series(prom, 'up{job="workers"} == 1', 30)) < 2:
             assert time.monotonic() < deadline, up
             time.sleep(0.5)
-        env = {**os.environ, stack.spec.queue.url_env: f"redis://127.0.0.1:{stack.spec.queue.port}/0"}
+        env = {**os.environ, stack.spec.queue.url_env: queue_url(stack.spec, stack.paths)}  # with AUTH
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(3)]
         done = _cli("submit", *pdfs, "--wait", "--timeout-s", "120", env=env)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -118,3 +118,89 @@ def test_running_workers_are_counted_and_a_stopped_one_leaves(make_harness) -> N
     left = h.redis().zrange(key, 0, -1)
     assert len(left) == 1 and left[0].split("-")[-2] == "w0", left
     assert w0.alive()
+
+
+def test_finishing_writes_act_once_and_reclaim_names_the_dead_consumer(make_harness) -> None:
+    """A retry after a lost reply never dead-letters or releases twice; a reclaimed job says whom
+    it was taken from; dead consumers holding nothing are pruned, live or busy ones are kept."""
+    h = make_harness()
+    h.start_redis()
+
+    async def scenario() -> None:
+        r, (a, b) = _queues(h, "a", "b")
+        await a.ensure_group()
+        jobs = [Job(source=f"/x/{i}.pdf") for i in range(3)]
+        for job in jobs:
+            await a.enqueue(job)
+        d1, = await a.read(1, 100)
+        d2, = await a.read(1, 100)
+        assert await a.dead_letter(d1, "parse_failed", "page 2: boom") is True
+        assert await a.dead_letter(d1, "parse_failed", "page 2: boom") is False  # the retry: no-op
+        assert len(await r.xrange(h.spec.queue.dead_letter_stream)) == 1
+        await a.release(d2)
+        await a.release(d2)  # a retried release does not add a second copy
+        assert await r.xlen(h.spec.queue.stream) == 4  # 3 submitted + 1 re-added
+        await asyncio.sleep(0.6)
+        d3, = await a.read(1, 100)
+        await asyncio.sleep(0.6)
+        taken, = await b.reclaim(0.5, 10)
+        assert (taken.message_id, taken.abandoned_by, taken.deliveries) == (d3.message_id, "a", 2)
+        assert taken.silent_s is not None and taken.silent_s >= 0.5
+        await b.announce(True, 6.0)
+        await r.hset(b.seen_key, "ghost", time.time() - 1000)
+        await r.xgroup_createconsumer(h.spec.queue.stream, h.spec.queue.group, "ghost")
+        await r.hset(b.seen_key, "a", time.time() - 1000)  # silent for long, holds nothing now
+        removed = await b.prune_dead_consumers(dead_after_s=300)
+        assert sorted(removed) == ["a", "ghost"]  # b holds d3 and announces itself: kept
+        names = {c["name"] for c in await r.xinfo_consumers(h.spec.queue.stream, h.spec.queue.group)}
+        assert "ghost" not in names and "b" in names
+        await r.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_dead_letters_list_show_redrive_from_the_command_line(make_harness, tmp_path) -> None:
+    from pdf_fixtures import make_pdf
+    from typer.testing import CliRunner
+
+    from splitstack.cli.main import app
+
+    h = make_harness()
+    h.start_redis()
+    env = {h.spec.queue.url_env: h.redis_url}
+    overrides = ["--stack", "local"]
+    # The harness's spec (free ports) is what the worker sees; the CLI reads the queue by URL.
+    runner = CliRunner()
+
+    async def dead_letter_two() -> None:
+        r, (a,) = _queues(h, "a")
+        await a.ensure_group()
+        for job in (Job(job_id="doc-a", source="/x/a.pdf"), Job(job_id="doc-b", source="/x/b.pdf")):
+            await a.enqueue(job)
+            d, = await a.read(1, 100)
+            await a.dead_letter(d, "parse_failed", f"/x/{job.job_id}.pdf: page 2: MinerU failed on it")
+        await r.aclose()
+
+    asyncio.run(dead_letter_two())
+    listed = runner.invoke(app, ["dead-letters", "list", "--json", *overrides], env=env)
+    assert listed.exit_code == 0, listed.output
+    rows = [json.loads(line) for line in listed.output.splitlines()]
+    assert [x["job_id"] for x in rows] == ["doc-b", "doc-a"] and {x["kind"] for x in rows} == {"parse_failed"}
+    shown = runner.invoke(app, ["dead-letters", "show", "doc-a", *overrides], env=env)
+    assert json.loads(shown.output)["job"]["source"] == "/x/a.pdf"
+    missing = runner.invoke(app, ["dead-letters", "show", "doc-zzz", *overrides], env=env)
+    assert missing.exit_code == 2 and "no dead letter 'doc-zzz'" in missing.output
+    nothing = runner.invoke(app, ["dead-letters", "redrive", *overrides], env=env)
+    assert nothing.exit_code == 2 and "--kind KIND or --all" in nothing.output
+    redriven = runner.invoke(app, ["dead-letters", "redrive", "--kind", "parse_failed", "--json", *overrides], env=env)
+    assert redriven.exit_code == 0, redriven.output
+    assert sorted(json.loads(x)["job_id"] for x in redriven.output.splitlines()) == ["doc-a", "doc-b"]
+    r = h.redis()
+    assert r.xlen(h.spec.queue.dead_letter_stream) == 0
+    assert r.hget(f"{h.spec.queue.stream}:job:doc-a", "state") == "queued"
+    assert r.hget(f"{h.spec.queue.stream}:job:doc-a", "reason") is None
+    # submit --json: one object per line, the path inside the input roots (the temp folder).
+    pdf = make_pdf(tmp_path / "in.pdf", 1)
+    sub = runner.invoke(app, ["submit", str(pdf), "--json", *overrides], env=env)
+    assert sub.exit_code == 0, sub.output
+    assert json.loads(sub.output.strip())["file"] == str(pdf)

@@ -56,7 +56,9 @@ def test_fifty_pdfs_through_two_workers(make_harness, tmp_path: Path) -> None:
 
 
 def test_bad_pdfs_are_dead_lettered_and_the_worker_keeps_serving(make_harness, tmp_path: Path) -> None:
-    h = make_harness()
+    # 2,000 pages: over the longest document this test allows (a split document may be long,
+    # worker_pool.max_document_pages; 2,000 pages would be processed in parts by default).
+    h = make_harness(**{"worker_pool.max_document_pages": 1500})
     h.start_redis()
     h.start_sim()
     w = h.start_worker()
@@ -73,6 +75,8 @@ def test_bad_pdfs_are_dead_lettered_and_the_worker_keeps_serving(make_harness, t
     for job_id in ids:
         assert dead[job_id]["reason"] == rows[job_id]["reason"] and rows[job_id]["source"] in dead[job_id]["reason"]
         assert json.loads(dead[job_id]["job"])["job_id"] == job_id  # the original job rides along
+    assert "worker_pool.max_document_pages=1500" in next(
+        rows[i]["reason"] for i in ids if rows[i].get("kind") == "too_many_pages")
     text = h.metrics(w)
     assert metric_value(text, "mineru_pdfs_failed_total") == 5
     assert metric_value(text, "mineru_pdfs_failed_total", {"kind": "encrypted"}) == 1
@@ -81,7 +85,9 @@ def test_bad_pdfs_are_dead_lettered_and_the_worker_keeps_serving(make_harness, t
 
 
 def test_big_document_fans_out_and_merges_in_page_order(make_harness, tmp_path: Path) -> None:
-    h = make_harness(**{"worker_pool.split_pages_over": 10, "worker_pool.page_window": 8})
+    # 30 pages is over max_pages: a split document is bounded per part, not as a whole.
+    h = make_harness(**{"worker_pool.split_pages_over": 10, "worker_pool.page_window": 8,
+                        "worker_pool.max_pages": 20})
     h.start_redis()
     h.start_sim()
     workers = [h.start_worker(), h.start_worker()]

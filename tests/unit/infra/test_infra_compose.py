@@ -50,6 +50,10 @@ def test_dev_compose_is_valid_and_hardened():
     assert worker["depends_on"]["mineru-vlm"] == {"condition": "service_healthy"}
     assert worker["environment"]["SPLITSTACK_SERVER_URL"] == "http://mineru-vlm:8000"
     assert worker["environment"]["SPLITSTACK_API_KEY"].startswith("${SPLITSTACK_API_KEY:?")
+    # Redis asks for a password; Prometheus has neither the lifecycle (/-/quit) nor the admin API.
+    assert "--requirepass" in doc["services"]["redis"]["command"]
+    flags = " ".join(doc["services"]["prometheus"]["command"])
+    assert "enable-lifecycle" not in flags and "enable-admin-api" not in flags
 
 
 def test_schema_catches_a_misspelt_key():

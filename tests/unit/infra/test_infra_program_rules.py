@@ -199,6 +199,12 @@ def test_network_policy_coverage(cloud, mode, mocks, after_build):
         expected = {"default-deny", "allow-dns", "redis-ingress", "worker-ingress", "worker-egress"}
         if mode == "split":
             expected |= {"mineru-vlm-ingress", "mineru-vlm-egress"}
+        if spec.observability.install_kube_prometheus_stack:
+            # The Prometheus the program installs: its port (lifecycle API included) only from
+            # the monitoring namespace and the stack's own; no admin API.
+            expected |= {"prometheus-ingress"}
+            prom = next(o for o in objects_of(mocks, "NetworkPolicy") if o["metadata"]["name"] == "prometheus-ingress")
+            assert prom["metadata"]["namespace"] == "monitoring"
         assert names == expected
         # Removing the worker-ingress policy must leave the metrics port uncovered.
         without = [o for o in objs if o["metadata"]["name"] != "worker-ingress"]

@@ -60,18 +60,20 @@ def test_worker_becomes_a_podman_run_that_signals_pid_1_only(open_dir, fake_imag
         assert any(argv[i:i + len(flags)] == flags for i in range(len(argv))), flags
     image_at = argv.index("ghcr.io/splitstack/worker:0.1.0")
     assert argv[image_at + 1:image_at + 4] == ["python", "-m", "splitstack.cli.worker_process"]
-    # Values stay in the environment supervisord gives podman, out of `ps`.
-    assert SECRET not in " ".join(argv) and c.env["SPLITSTACK_API_KEY"] == SECRET
+    # Secrets: podman passes on what stack.secretexec read from their files into its environment;
+    # neither the value nor the file is in the container's command line.
+    assert SECRET not in " ".join(argv) and "SPLITSTACK_API_KEY" in c.secrets
     at = argv.index("SPLITSTACK_API_KEY")
     assert argv[at - 1] == "--env"
     conf = render_config([c], ctx.paths)
+    assert SECRET not in conf and "stack.secretexec" in conf
     assert "stopasgroup=false" in conf and "killasgroup=false" in conf and "stopsignal=TERM" in conf
 
 
-def test_processes_keep_signalling_their_group(tmp_path) -> None:
+def test_process_workers_drain_like_pid_1_and_their_group_is_killed_after(tmp_path) -> None:
     ctx = _ctx(tmp_path, **{"inference_servers.0.engine": "sim"})
     conf = render_config([worker_component(ctx, 0)], ctx.paths)
-    assert "stopasgroup=true" in conf
+    assert "stopasgroup=false" in conf and "killasgroup=true" in conf
 
 
 def test_vllm_engine_is_refused_with_the_fix(tmp_path) -> None:

@@ -62,3 +62,49 @@ def test_cancelled_trial_lets_another_try() -> None:
     assert b.allow_request()
     b.release_trial()
     assert b.allow_request()
+
+
+def test_with_a_prober_the_trial_waits_for_readiness_not_the_clock() -> None:
+    clock, changes = Clock(), []
+    b = CircuitBreaker(1, 30.0, clock=clock, on_change=changes.append)
+    b.server_ready(True, clock.t)  # a prober reports to this breaker
+    b.record_failure()
+    clock.t += 0.5
+    b.server_ready(True, clock.t - 1)  # sent before it opened: says nothing about the server since
+    assert b.state is BreakerState.open
+    clock.t += 100  # far past recovery_timeout_s: still no trial while the server is not ready
+    b.server_ready(False, clock.t)
+    assert b.state is BreakerState.open and not b.allow_request()
+    b.server_ready(True, clock.t)  # the server answers /v1/models again
+    assert b.state is BreakerState.half_open and b.allow_request()
+    b.record_failure()  # a failed trial: open again, next trial once a probe after it says ready
+    assert b.state is BreakerState.open
+    clock.t += 0.2
+    b.server_ready(True, clock.t)
+    assert b.state is BreakerState.open  # at least min_open_s (1 s) between trials
+    clock.t += 1.0
+    assert b.state is BreakerState.half_open
+    b.record_success()
+    assert changes == [BreakerState.open, BreakerState.half_open, BreakerState.open,
+                       BreakerState.half_open, BreakerState.closed]
+
+
+def test_failures_of_requests_sent_before_opening_do_not_extend_it() -> None:
+    clock = Clock()
+    b = CircuitBreaker(2, 5.0, clock=clock)
+    b.record_failure()
+    b.record_failure()
+    clock.t += 4.0
+    b.record_failure()  # a request sent earlier times out now
+    clock.t += 1.0
+    assert b.state is BreakerState.half_open  # 5 s after opening, not after the late failure
+
+
+def test_listeners_hear_every_transition() -> None:
+    clock, heard = Clock(), []
+    b = CircuitBreaker(1, 1.0, clock=clock)
+    b.subscribe(heard.append)
+    b.record_failure()
+    clock.t += 1.0
+    assert b.state is BreakerState.half_open and b.trial_in_flight is False
+    assert heard == [BreakerState.open, BreakerState.half_open]

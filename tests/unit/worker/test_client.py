@@ -118,3 +118,112 @@ def test_context_overflow_400_names_the_spec_field_to_raise() -> None:
     c, _m, _b = client(lambda r: httpx.Response(400, json=body))
     with pytest.raises(ServerAnswerError, match=r"raise inference_servers\[\]\.max_model_len"):
         asyncio.run(c.post_chat({}))
+
+
+def test_a_hung_server_times_out_at_the_deadline_frees_its_connection_and_opens_the_breaker() -> None:
+    from worker.deadlines import DeadlinePolicy
+
+    hang = asyncio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        await hang.wait()  # never set: no answer
+        return httpx.Response(200, json=OK)
+
+    metrics = WorkerMetrics()
+    breaker = CircuitBreaker(2, 30.0)
+    c = InferenceClient("http://server:8000", api_key="k", breaker=breaker, metrics=metrics, concurrency=1,
+                        request_timeout_s=600, max_retries=1, backoff_initial_s=0.001, backoff_max_s=0.002,
+                        transport=httpx.MockTransport(handler),
+                        deadlines=DeadlinePolicy(floor_s=0.2, slack=1.0, cap_s=600, max_model_len=4096))
+
+    async def scenario() -> tuple[float, list[str]]:
+        t0 = asyncio.get_running_loop().time()
+        work = asyncio.ensure_future(c.post_chat({"messages": [], "max_tokens": 1}))
+        await asyncio.sleep(0.05)
+        # The one work connection hangs; the readiness probe has its own pool and answers.
+        models = await c.list_models()
+        # Not doubled for the retry: the server answered nothing since the request was sent.
+        with pytest.raises(TransientError, match=r"no answer within its deadline of 0\.2 s"):
+            await work
+        return asyncio.get_running_loop().time() - t0, models
+
+    took, models = asyncio.run(scenario())
+    assert models == ["m"]
+    assert took < 2.0  # two attempts of 0.25 s plus backoff: seconds, not 600
+    assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 2
+    assert breaker.state is BreakerState.open  # timeouts count as failures
+    assert c.oldest_request_s() == 0.0 and sample(metrics, "mineru_vllm_client_requests_in_flight") == 0
+    assert "deadline" in c.last_failure
+
+
+def test_answers_teach_the_deadline_the_servers_speed() -> None:
+    answer = {**OK, "usage": {"prompt_tokens": 100, "completion_tokens": 50}}
+    from worker.deadlines import DeadlinePolicy
+
+    c, m, _b = client(lambda r: httpx.Response(200, json=answer))
+    c.deadlines = DeadlinePolicy(floor_s=1.0, slack=4.0, cap_s=600.0, max_model_len=4096)
+    before = c.deadlines.deadline_s({})
+    asyncio.run(c.post_chat({}))
+    assert c.deadlines.deadline_s({}) < before
+    assert sample(m, "mineru_vllm_client_deadline_seconds") == pytest.approx(before)
+
+
+def test_a_request_sent_before_any_answer_gets_the_measured_deadline_while_it_waits() -> None:
+    """A fresh worker sizes its first deadlines on the slow prior (here 5.2 s); once another
+    answer shows the server is fast, a request hanging since then is cut within a recheck."""
+    from worker.deadlines import DeadlinePolicy
+
+    hang = asyncio.Event()
+    fast = {**OK, "usage": {"prompt_tokens": 0, "completion_tokens": 100}}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if b'"hang"' in request.content:
+            await hang.wait()  # never set
+        return httpx.Response(200, json=fast)
+
+    c = InferenceClient("http://server:8000", api_key="k", breaker=CircuitBreaker(5, 30.0),
+                        metrics=WorkerMetrics(), concurrency=2, request_timeout_s=600, max_retries=0,
+                        backoff_initial_s=0.001, backoff_max_s=0.002, transport=httpx.MockTransport(handler),
+                        deadlines=DeadlinePolicy(floor_s=0.2, slack=1.0, cap_s=600, max_model_len=4096))
+    body = {"messages": [], "max_tokens": 100}
+    assert c.deadlines.deadline_s(body) == pytest.approx(5.2)
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        stuck = asyncio.ensure_future(c.post_chat({**body, "id": "hang"}))
+        await asyncio.sleep(0.05)
+        await c.post_chat(body)  # answered at once: the server is fast
+        with pytest.raises(TransientError, match="no answer within its deadline of 0.2 s"):
+            await stuck
+        return loop.time() - t0
+
+    assert asyncio.run(scenario()) < 1.5  # not the prior's 5.2 s
+
+
+def test_a_retry_gets_twice_the_time_only_while_the_server_answers_others() -> None:
+    """A timeout while other requests are answered is a long answer: the retry gets 2x. With
+    nothing answered since the request was first sent, the server is silent: same deadline."""
+    from worker.deadlines import DeadlinePolicy
+
+    policy = DeadlinePolicy(floor_s=0.2, slack=1.0, cap_s=600, max_model_len=4096)
+    c, _m, _b = client(lambda r: httpx.Response(200, json=OK))
+    c.deadlines = policy
+    body = {"messages": [], "max_tokens": 1}
+    seen: list[float] = []
+
+    async def send(first_sent: float) -> None:
+        async def post(*_a, size, deadline, **_k):
+            seen.append(size())
+            raise TimeoutError
+        c._post_within_deadline = lambda b, h, size, deadline: post(size=size, deadline=deadline)
+        with pytest.raises(TransientError):
+            await c._send(body, {}, 2, first_sent)
+
+    c.last_success = 0.0
+    asyncio.run(send(first_sent=10.0))  # nothing answered since: the first deadline
+    c.last_success = 20.0
+    asyncio.run(send(first_sent=10.0))  # answers came in meanwhile: twice that
+    assert seen == [pytest.approx(0.25), pytest.approx(0.5)]

@@ -24,7 +24,7 @@ def bad(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("name,kind,text", [
     ("zero", "empty", "the file is empty (0 bytes)"),
-    ("random", "not_pdf", "not a PDF (no '%PDF-' header"),
+    ("random", "not_pdf", "not a PDF (4096 bytes, no '%PDF-' header"),
     ("truncated", "corrupt", "PDFium cannot open the file"),
     ("encrypted", "encrypted", "encrypted with a password"),
     ("pages_2000", "too_many_pages", "2000 pages is over worker_pool.max_pages=1000"),

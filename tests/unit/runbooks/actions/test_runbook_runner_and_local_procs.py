@@ -55,6 +55,7 @@ SUPERVISORD_LOG = """\
 2026-11-26 03:00:09,000 WARN exited: server-vlm (terminated by SIGKILL; not expected)
 2026-11-26 03:00:10,000 INFO spawned: 'server-vlm' with pid 200
 2026-11-26 03:00:12,000 WARN exited: server-vlm (exit status 70; not expected)
+2026-11-26 03:00:12,100 INFO spawned: 'worker-0' with pid 300
 2026-11-26 03:00:12,500 WARN exited: worker-0 (terminated by SIGKILL; not expected)
 """  # noqa: E501  (supervisord's own lines, verbatim)
 
@@ -63,8 +64,17 @@ def test_exit_reason_is_the_programs_last_exit_line(tmp_path: Path):
     log = tmp_path / "supervisord.log"
     log.write_text(SUPERVISORD_LOG)
     assert exit_reason({"name": "server-vlm", "exitstatus": 70}, log) == ("exit status 70; not expected", 70)
-    reason, _ = exit_reason({"name": "worker-0", "exitstatus": -1}, log)
-    assert reason == "terminated by SIGKILL; not expected (the kernel OOM killer, or kill -9)"
+    # A SIGKILL is an OOM kill only when the kernel log names the pid.
+    oom = "[ 8399.1] Out of memory: Killed process 300 (python) total-vm:9000kB, anon-rss:8000kB"
+    reason, _ = exit_reason({"name": "worker-0", "exitstatus": -1}, log, lambda: oom)
+    assert reason == f"OOMKilled: terminated by SIGKILL; not expected (kernel log: {oom})"
+    reason, _ = exit_reason({"name": "worker-0", "exitstatus": -1}, log,
+                            lambda: "[ 1.0] Out of memory: Killed process 301 (python)")
+    assert reason == ("terminated by SIGKILL; not expected (the kernel log reports no OOM kill of pid 300: "
+                      "killed by a signal from a person or a program (kill -9, a stop timeout))")
+    reason, _ = exit_reason({"name": "worker-0", "exitstatus": -1}, log, lambda: None)
+    assert reason.startswith("terminated by SIGKILL; not expected (kernel log not readable here (dmesg): "
+                             "OOM of pid 300 not confirmed")
     assert exit_reason({"name": "queue", "exitstatus": 0, "spawnerr": "can't find command"}, log) == (
         "spawn error: can't find command", 0)
     assert restart_count(log, "server-vlm") == 1 and restart_count(log, "queue") == 0

@@ -1,0 +1,111 @@
+"""The local stack's secrets: the inference server's API key and the Redis password, each in a
+file of its own under ``<state_dir>/secrets`` (folder 0700, files 0600).
+
+No secret is ever written into a command line (visible in `ps`) or into supervisord's config
+file: a program that needs one is started through :mod:`stack.secretexec`, which reads the file
+into the program's environment and execs it (``/proc/PID/environ`` is readable by its owner
+only); Redis reads its password from a 0600 config file.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as pysecrets
+from pathlib import Path
+
+from contract.spec import Spec
+from contract.worker_env import redis_password_env, with_password
+from stack.paths import StackPaths
+
+REDIS_PASSWORD_FILE = "redis-password"
+REDIS_CONF_FILE = "redis-auth.conf"
+
+
+def _write_private(path: Path, value: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value)
+    path.chmod(0o600)
+
+
+def _read_or_make(path: Path) -> str:
+    if path.is_file():
+        return path.read_text().strip()
+    value = pysecrets.token_urlsafe(24)
+    _write_private(path, value)
+    return value
+
+
+def api_key_file(spec: Spec, paths: StackPaths) -> Path | None:
+    ref = spec.worker_server.api_key
+    return None if ref is None else paths.secrets / ref.key
+
+
+def resolve_api_key(spec: Spec, paths: StackPaths) -> str | None:
+    """The worker server's API key: from its env var, else one generated for this stack.
+
+    Kept in the state dir (mode 0600) so the bench, the workers and the runbooks of the same
+    stack find it, and so programs get it from the file (never from their command line); the
+    spec only ever holds the reference.
+    """
+    ref = spec.worker_server.api_key
+    path = api_key_file(spec, paths)
+    if ref is None or path is None:
+        return None
+    value = os.environ.get(ref.env)
+    if value:
+        if not path.is_file() or path.read_text().strip() != value:
+            _write_private(path, value)
+        return value
+    return _read_or_make(path)
+
+
+def redis_password_file(paths: StackPaths) -> Path:
+    return paths.secrets / REDIS_PASSWORD_FILE
+
+
+def redis_password(paths: StackPaths) -> str:
+    """The local Redis' AUTH password (generated once per state dir)."""
+    return _read_or_make(redis_password_file(paths))
+
+
+def redis_auth_conf(paths: StackPaths) -> Path:
+    """A 0600 Redis config file holding only ``requirepass``: Redis reads it at start, so the
+    password is in neither its command line nor supervisord's config."""
+    path = paths.secrets / REDIS_CONF_FILE
+    _write_private(path, f"requirepass {redis_password(paths)}\n")
+    return path
+
+
+def queue_url(spec: Spec, paths: StackPaths) -> str:
+    """The local queue's URL with its password, for clients of this machine (never printed:
+    show ``queue_url_display`` instead)."""
+    return f"redis://:{redis_password(paths)}@{spec.local.host}:{spec.queue.port}/0"
+
+
+def queue_url_display(spec: Spec) -> str:
+    return f"redis://{spec.local.host}:{spec.queue.port}/0"
+
+
+def client_queue_url(spec: Spec, project_root: Path, environ: dict[str, str] | None = None) -> str | None:
+    """The queue URL a command on this machine uses: the spec's ``queue.url_env``, else the
+    local stack's Redis; None for a deployed stack without that variable. The password comes
+    from the URL itself, else ``queue.password.env``, else (local stack) its secrets folder."""
+    env = os.environ if environ is None else environ
+    local = spec.target.value == "local"
+    url = env.get(spec.queue.url_env) or (queue_url_display(spec) if local else None)
+    if url is None:
+        return None
+    password = env.get(redis_password_env(spec))
+    path = redis_password_file(StackPaths.at(spec.local.state_dir, project_root))
+    if not password and local and path.is_file():
+        password = path.read_text().strip()
+    return with_password(url, password)
+
+
+def read_secrets(secrets: dict[str, Path]) -> dict[str, str]:
+    """{VAR: value} of a component's secret files, for code that starts it without supervisord
+    (the values go into the child's environment only)."""
+    return {var: path.read_text().strip() for var, path in secrets.items() if path.is_file()}
