@@ -16,6 +16,14 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# The worker's pid, set by the worker for the processes it spawns. A child cannot test "was I
+# adopted by init" with getppid() == 1: in a container the worker itself is PID 1.
+ENV_PARENT_PID = "SPLITSTACK_WORKER_PID"
+
+
+def mark_parent() -> None:
+    """Called by the worker before it spawns anything: its children know whom to die with."""
+    os.environ[ENV_PARENT_PID] = str(os.getpid())
 
 
 def die_with_parent() -> bool:
@@ -26,6 +34,7 @@ def die_with_parent() -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         return False
-    if os.getppid() == 1:  # the parent died before prctl: adopted by init already
+    parent = os.environ.get(ENV_PARENT_PID, "")
+    if parent.isdigit() and os.getppid() != int(parent):  # it died before prctl: adopted already
         os._exit(1)
     return True

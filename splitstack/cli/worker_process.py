@@ -12,7 +12,7 @@ import sys
 from contract.spec_loader import SpecError
 from worker.config import ConfigError
 from worker.main import main as run
-from worker.orphans import die_with_parent
+from worker.orphans import die_with_parent, mark_parent
 from worker.torchless import keep_torch_out
 
 if __name__ == "__mp_main__":  # a MinerU page-render process (spawn) importing us: see worker/orphans.py
@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     keep_torch_out()  # worker.main imports MinerU only when it builds the backend, after this
+    mark_parent()
 
     try:
         return run(args.stack, args.index, args.overrides, args.log_level)

@@ -30,6 +30,7 @@ from stack.images import BaseKind, Built, ImageName, build_images
 from stack.launcher import LocalStack
 from stack.podman import LABEL_STACK, labelled_containers, podman
 from stack.preflight import resolve_api_key
+from stack.secrets import queue_url
 from testsupport.procs import wait_until
 from testsupport.stack import ROOT, local_stack
 from worker.jobs_view import connect, list_jobs, submit
@@ -61,8 +62,12 @@ def state_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _queue(stack: LocalStack):
+    return connect(stack.spec, queue_url(stack.spec, stack.paths))  # the stack's Redis asks for a password
+
+
 def _jobs(stack: LocalStack, ids: list[str]) -> dict[str, dict[str, str]]:
-    return {row["job_id"]: row for row in list_jobs(connect(stack.spec), stack.spec, ids=ids)}
+    return {row["job_id"]: row for row in list_jobs(_queue(stack), stack.spec, ids=ids)}
 
 
 def _wait_done(stack: LocalStack, ids: list[str], timeout_s: float) -> dict[str, dict[str, str]]:
@@ -89,7 +94,7 @@ def test_pdfs_go_through_containerised_workers(images: list[Built], state_dir: P
             if component.startswith("worker"):
                 assert podman(["healthcheck", "run", name], check=False).returncode == 0
         pdfs = [make_pdf(state_dir / "pdfs" / f"d{i}.pdf", 2, seed=i) for i in range(3)]
-        ids = submit(connect(stack.spec), stack.spec, pdfs)
+        ids = submit(_queue(stack), stack.spec, pdfs)
         rows = _wait_done(stack, ids, 120)
         assert {r["state"] for r in rows.values()} == {"done"}, rows
         outputs = stack.paths.data / stack.spec.output_store.path
@@ -109,7 +114,7 @@ def test_sigterm_drains_in_flight_and_down_sweeps_after_a_crash(images: list[Bui
         key = resolve_api_key(stack.spec, stack.paths)
         httpx.put(f"{server}/sim/faults", json={"added_latency_ms": 150},
                   headers={"Authorization": f"Bearer {key}"}, timeout=5).raise_for_status()
-        job, = submit(connect(stack.spec), stack.spec, [make_pdf(state_dir / "pdfs" / "long.pdf", 8)])
+        job, = submit(_queue(stack), stack.spec, [make_pdf(state_dir / "pdfs" / "long.pdf", 8)])
         wait_until(lambda: _jobs(stack, [job])[job].get("state") == "running", 60, "job running")
         # SIGTERM as Kubernetes sends it: to the worker (the container's PID 1) alone, through
         # `podman run`; its render pool keeps going and the document finishes.
