@@ -1,6 +1,6 @@
 """Grafana dashboards generated from the SLO spec and the metric catalog. Pure: spec in, JSON out.
 
-Four dashboards (design document "Dashboards" and the operations manual's SLO dashboard):
+Four dashboards (the design's dashboard set and the operations manual's SLO dashboard):
 inference server health (covering vLLM's own example dashboard: finish reasons, prefix-cache
 hit rate, prompt and generation length heatmaps, prefill and decode time), worker to server
 connectivity, end-to-end PDF processing, and SLOs (burn rate and budget read from the

@@ -1,4 +1,4 @@
-"""Live proof (issue 6, item 5): after a short run of traffic, every panel query of every
+"""Live proof: after a short run of traffic, every panel query of every
 generated dashboard returns data from a real Prometheus scraping the simulator and the worker's
 metric objects, with the generated recording rules loaded.
 
