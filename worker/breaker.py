@@ -6,7 +6,8 @@ stops taking new jobs (``allows_intake`` is False), so an outage neither burns r
 dead-letters documents.
 
 When it lets a trial through follows the server's readiness, not a fixed clock: the worker's
-probe of ``/v1/models`` reports each verdict (:meth:`server_ready`). An open breaker turns
+probe (``/v1/models``, then, while the breaker is not closed, a 1-token completion) reports
+each verdict (:meth:`server_ready`). An open breaker turns
 half-open once a probe sent after it opened found the server ready (and at least
 ``min_open_s`` after opening), so recovery takes seconds after the server is back, and a trial
 never fires while the server is still starting (which would re-open it and double the outage).

@@ -150,6 +150,19 @@ class InferenceClient:
         response.raise_for_status()
         return [m.get("id", "") for m in response.json().get("data", [])]
 
+    async def ping_completion(self, model: str) -> float:
+        """One 1-token chat completion on the probe's pool: no retries, not counted by the
+        breaker or the work metrics. Listing the models proves the HTTP server is up; this
+        proves it answers completions (a hung engine still lists its models). Waits at most
+        the deadline such a request gets now; returns how long it took."""
+        body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+        deadline_s = self.deadlines.deadline_s(body)
+        t0 = time.perf_counter()
+        async with asyncio.timeout(deadline_s):
+            response = await self._probe.post(CHAT_PATH, json=body, timeout=deadline_s)
+        response.raise_for_status()
+        return time.perf_counter() - t0
+
     # -- one attempt ------------------------------------------------------------------------------
     def _wait_for(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

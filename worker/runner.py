@@ -257,14 +257,21 @@ class Worker(JobSteps):
             recent = time.monotonic() - self.inference.last_success < PROBE_INTERVAL_S
             if not (self.server_ok and breaker_closed and recent):
                 sent_at = time.monotonic()
+                what = f"GET {self.s.server_url}/v1/models"
                 try:
                     models = await self.inference.list_models()
                     self.server_ok = self.s.model_name in models
                     self.probe_detail = "ok" if self.server_ok else (
                         f"server lists {models}, not the spec's model {self.s.model_name!r}")
+                    if self.server_ok and not breaker_closed:
+                        # The breaker's trial waits for a completion to answer, not only the
+                        # model list: a trial sent to a hung engine would hang for a whole
+                        # deadline, and recovery would wait on it after the server is back.
+                        what = f"a 1-token completion from {self.s.server_url} (it lists its models)"
+                        await self.inference.ping_completion(self.s.model_name)
                 except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
                     self.server_ok = False
-                    self.probe_detail = f"GET {self.s.server_url}/v1/models failed: {exc!r}"
+                    self.probe_detail = f"{what} failed: {exc!r}"
                 self.breaker.server_ready(self.server_ok, sent_at)
             if self.server_ok:
                 self._server_back.set()

@@ -1,4 +1,5 @@
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -227,3 +228,35 @@ def test_a_retry_gets_twice_the_time_only_while_the_server_answers_others() -> N
     c.last_success = 20.0
     asyncio.run(send(first_sent=10.0))  # answers came in meanwhile: twice that
     assert seen == [pytest.approx(0.25), pytest.approx(0.5)]
+
+
+def test_the_completion_ping_sees_a_hung_engine_that_still_lists_its_models() -> None:
+    from worker.deadlines import DeadlinePolicy
+
+    hung = asyncio.Event()
+    seen: list[dict] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        seen.append(json.loads(request.content))
+        if hung.is_set():
+            await asyncio.Event().wait()  # no answer
+        return httpx.Response(200, json=OK)
+
+    breaker = CircuitBreaker(1, 30.0)
+    c = InferenceClient("http://server:8000", api_key="k", breaker=breaker, metrics=WorkerMetrics(),
+                        concurrency=1, request_timeout_s=600, max_retries=0, backoff_initial_s=0.001,
+                        backoff_max_s=0.002, transport=httpx.MockTransport(handler),
+                        deadlines=DeadlinePolicy(floor_s=0.2, slack=1.0, cap_s=600, max_model_len=4096))
+
+    async def scenario() -> None:
+        assert await c.ping_completion("m") < 0.2
+        hung.set()
+        assert await c.list_models() == ["m"]
+        with pytest.raises(TimeoutError):
+            await c.ping_completion("m")
+
+    asyncio.run(scenario())
+    assert seen[0] == {"model": "m", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+    assert breaker.state is BreakerState.closed and c.requests_sent == 0  # neither the breaker nor the work
