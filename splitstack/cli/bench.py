@@ -78,8 +78,9 @@ def run(
     seed: int | None = typer.Option(None, help="Seed."),
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
     tokenizer: str | None = typer.Option(
-        None, help="Hugging Face tokenizer directory: cross-check the server's token counts client-side "
-        "(a warning only; overrides the scenario's tokenizer)."),
+        None, help="Hugging Face tokenizer directory (or a name in the local cache; overrides the scenario's). "
+        "With /tokenize on the server: a client-side cross-check of its counts (a warning only). Without: what "
+        "counts the prompts, and the outputs of answers without usage."),
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
