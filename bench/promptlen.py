@@ -125,11 +125,12 @@ def choose(target: Target, client: httpx.Client, local: tuple[ClientTokenizer, s
                             f"client tokenizer {tok.name} ({origin}; the server has no /tokenize)")
     try:
         tok = load_tokenizer(target.model, "the served model name")
-    except TokenizerCheckError as exc:
+    except TokenizerCheckError:
         raise TokenizeError(
-            f"{missing}, so the server cannot measure prompt lengths; name the served model's tokenizer "
-            f"with --tokenizer DIR (its directory, or a Hugging Face name in the local cache) or the "
-            f"scenario's tokenizer field (the served model name {target.model!r} was tried: {exc})"
+            f"{missing}, so the server cannot measure prompt lengths, and the served model name "
+            f"{target.model!r} is not a tokenizer in the local Hugging Face cache; name the served model's "
+            "tokenizer with --tokenizer DIR (its directory, or a Hugging Face name in the local cache) or the "
+            "scenario's tokenizer field. Nothing was sent."
         ) from None
     return PromptSource(ClientCounter(tok, max_len),
                         f"client tokenizer {tok.name} (the served model name, from the local Hugging Face cache; "
