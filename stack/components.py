@@ -112,6 +112,9 @@ def _sim_server(ctx: BuildContext, server: InferenceServer) -> Component:
         "--max-num-seqs", str(server.max_num_seqs),
         "--max-model-len", str(server.max_model_len),
     ]
+    tiny = ctx.project_root / ".cache" / "models" / "tiny"
+    if server.model.source == "tiny" and (tiny / "tokenizer.json").is_file():
+        argv += ["--tokenizer", str(tiny)]  # count tokens as the tiny model's vLLM does
     # The key goes in the environment, as vLLM takes it: an argument would show in `ps`.
     env: dict[str, str] = {"VLLM_API_KEY": ctx.api_key} if ctx.api_key else {}
     url = server_url(ctx.spec, server)
