@@ -3,7 +3,8 @@
     python benchmarks/stub_openai_server.py --port 8000 [--model tiny] [--itl-ms 0]
 
 It answers ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streamed or not) and
-``GET /v1/models``; everything else is 404 -- in particular there is no ``/tokenize``, no
+``GET /v1/models`` (and ``GET /stub/stats``: requests answered, for the benchmark scripts);
+everything else is 404 -- in particular there is no ``/tokenize``, no
 ``/health`` and no ``/metrics``, like many hosted endpoints and proxies. A request gets exactly
 ``max_tokens`` (default 16) output tokens, one per SSE event, each a word; ``usage`` comes at
 the end when ``stream_options.include_usage`` is set, and on every event as well with
@@ -111,6 +112,9 @@ class StubServer:
 
     async def answer(self, conn: Stub, method: bytes, path: bytes, raw: bytes) -> None:
         tr = conn.transport
+        if path == b"/stub/stats" and method == b"GET":
+            tr.write(_json_response(200, orjson.dumps({"requests": self.n})))
+            return
         if path == b"/v1/models" and method == b"GET":
             body = orjson.dumps({"object": "list", "data": [{"id": self.model, "object": "model",
                                                              "created": self.created, "owned_by": "stub"}]})

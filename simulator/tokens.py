@@ -13,8 +13,10 @@ as vLLM counts it:
 * an answer: its text is made of the tokenizer's own tokens, one per SSE event, so
   ``completion_tokens`` is the number of events with text and re-encoding the text gives it back.
 
-The Rust ``tokenizers`` library encodes and Jinja renders the template (both as transformers
-does: trim_blocks, lstrip_blocks, a sandbox); transformers itself is not needed. Rendered chat
+The Rust ``tokenizers`` library encodes and Jinja renders the template (as transformers does:
+trim_blocks, lstrip_blocks, a sandbox). When transformers is installed the tokenizer is the one
+its AutoTokenizer builds, as vLLM's is (it can differ from tokenizer.json as saved: recent
+transformers versions replace some pre-tokenizers); without it, tokenizer.json as it is. Rendered chat
 prompts are cached by their messages (a benchmark reuses a pool of prompts).
 """
 
@@ -78,7 +80,7 @@ class ModelTokens:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         self.name = str(directory)
-        self.tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+        self.tok = _backend(d) or Tokenizer.from_file(str(d / "tokenizer.json"))
         cfg_path = d / "tokenizer_config.json"
         cfg: dict[str, Any] = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
         template = cfg.get("chat_template")
@@ -135,6 +137,20 @@ class ModelTokens:
             if len(pieces) >= n:
                 return pieces[:n]
             words *= 2
+
+
+def _backend(d: Path) -> Any:
+    """The tokenizer exactly as vLLM loads it (transformers' AutoTokenizer: it may adjust what
+    tokenizer.json says, e.g. its pre-tokenizer), as the Rust tokenizer under it; None when
+    transformers is not installed (then tokenizer.json as it is)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(str(d), local_files_only=True).backend_tokenizer
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def load_tokens(directory: str | None) -> Tokens:
