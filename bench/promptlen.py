@@ -12,6 +12,7 @@ cache under the served model name. The source is stated in the summary and the r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import httpx
@@ -108,6 +109,15 @@ def served_max_model_len(target: Target, client: httpx.Client) -> int | None:
     return None
 
 
+def _in_hf_cache(name: str) -> bool:
+    """Whether the local Hugging Face cache holds a repository of that name."""
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        return False
+    return (Path(HF_HUB_CACHE) / f"models--{name.replace('/', '--')}").is_dir()
+
+
 def choose(target: Target, client: httpx.Client, local: tuple[ClientTokenizer, str] | None) -> PromptSource:
     """The server's /tokenize when it has one; else ``local`` (the tokenizer the user named, and
     where: ``--tokenizer`` or the scenario); else the served model's tokenizer from the local
@@ -124,6 +134,8 @@ def choose(target: Target, client: httpx.Client, local: tuple[ClientTokenizer, s
         return PromptSource(ClientCounter(tok, max_len),
                             f"client tokenizer {tok.name} ({origin}; the server has no /tokenize)")
     try:
+        if not _in_hf_cache(target.model):  # checked first: loading transformers to find nothing takes seconds
+            raise TokenizerCheckError(target.model)
         tok = load_tokenizer(target.model, "the served model name")
     except TokenizerCheckError:
         raise TokenizeError(

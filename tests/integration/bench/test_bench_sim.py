@@ -113,7 +113,7 @@ def test_closed_loop_and_two_client_processes(instant_target):
 
 
 def test_errors_are_broken_down_by_reason(instant_target):
-    from bench.chat import TokenizeError
+    from bench.promptlen import TokenizeError
 
     bad_key = Target(instant_target.base_url, "tiny", "wrong", 16384)
     out = run_scenario(chat({"rate_rps": 20, "count": 10}), bad_key)  # /tokenize is open, /v1 is not
