@@ -17,9 +17,10 @@ Parts (all by default; each prints its own table):
   pinned to ``--server-cpu``, each tool to ``--client-cpu``. Each tool runs twice, with N/4 and
   N requests; differencing cancels start-up (imports, tokenizers): client CPU ms per request =
   (CPU(N) - CPU(N/4)) / (served(N) - served(N/4)), CPU of the tool and its waited-for children
-  (RUSAGE_CHILDREN); server CPU ms per request likewise from /proc/PID/stat; req/s likewise
-  from the wall times: (served(N) - served(N/4)) / (wall(N) - wall(N/4)), start-up cancelled
-  (closed loop: the throughput the tool reaches; open loop: the rate it delivers). Served
+  (RUSAGE_CHILDREN); server CPU ms per request likewise from /proc/PID/stat; req/s: the
+  server's served count polled every 0.2 s during the N run, between the first and the last
+  poll that saw it move (start-up and exit left out; closed loop: the throughput the tool
+  reaches; open loop: the rate it delivers). Served
   counts come from the server (the stub's /stub/stats, the simulator's e2e histogram count),
   never from a tool. ``--repeats`` times each.
 * ``maxrate``: this bench's maximum open-loop rate with schedule lag p99 < 2 ms and a valid run
@@ -201,6 +202,38 @@ def _bindir(tool: str, skip_install: bool) -> Path | str | None:
     return bindir
 
 
+class Poller:
+    """The server's served count every POLL_S while a tool runs; ``stop`` returns the rate
+    between the first and the last poll that saw the count move (the tool's start-up and exit
+    left out), or None with too few polls."""
+
+    POLL_S = 0.2
+
+    def __init__(self, kind: str, url: str) -> None:
+        import threading
+
+        self.kind, self.url = kind, url
+        self.samples: list[tuple[float, float]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.POLL_S):
+            with contextlib.suppress(Exception):
+                self.samples.append((time.monotonic(), served(self.kind, self.url)))
+
+    def stop(self) -> float | None:
+        self.done.set()
+        self.thread.join()
+        s = self.samples
+        moved = [i for i in range(1, len(s)) if s[i][1] > s[i - 1][1]]
+        if len(moved) < 2:
+            return None
+        (t0, n0), (t1, n1) = s[moved[0]], s[moved[-1]]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else None
+
+
 def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: float, n: int,
             bindir: Path | None, client_cpu: int | None) -> dict:
     _, build = TOOLS[tool]
@@ -215,17 +248,20 @@ def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: f
             if client_cpu is not None:
                 argv = ["taskset", "-c", str(client_cpu), *argv]
             s0, c0 = served(kind, url), proc_cpu_s(server_pid)
+            poll = Poller(kind, url) if size == n else None
             try:
                 cpu, wall, _ = run_child(argv, env, TOOL_CWD if bindir else ROOT)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 return row | {"error": str(exc)[-600:]}
+            finally:
+                rate_seen = poll.stop() if poll else None
             points[size] = (cpu, wall, served(kind, url) - s0, proc_cpu_s(server_pid) - c0)
-    (c1, w1, s1, sc1), (c2, w2, s2, sc2) = points[n // 4], points[n]
+    (c1, _, s1, sc1), (c2, w2, s2, sc2) = points[n // 4], points[n]
     if s2 < 0.8 * n:
         return row | {"error": f"the server saw only {s2:.0f} of {n} requests"}
     per = max(1.0, s2 - s1)
     return row | {"client_ms_per_req": 1000 * (c2 - c1) / per, "server_ms_per_req": 1000 * (sc2 - sc1) / per,
-                  "req_per_s": (s2 - s1) / max(1e-9, w2 - w1), "served": s2, "wall_s": round(w2, 2)}
+                  "req_per_s": rate_seen, "served": s2, "wall_s": round(w2, 2)}
 
 
 def part_table(a: argparse.Namespace) -> None:
@@ -256,8 +292,9 @@ def part_table(a: argparse.Namespace) -> None:
             print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | — | — | — | "
                   f"{r['error'].strip().splitlines()[-1][:100]} |")
         else:
+            rps = "—" if r["req_per_s"] is None else f"{r['req_per_s']:.0f}"
             print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | {r['client_ms_per_req']:.3f} | "
-                  f"{r['server_ms_per_req']:.3f} | {r['req_per_s']:.0f} | {r['load'][13:]} |")
+                  f"{r['server_ms_per_req']:.3f} | {rps} | {r['load'][13:]} |")
     for kind in a.servers.split(","):
         for shape in a.shapes.split(","):
             mine = [r["client_ms_per_req"] for r in rows if r["tool"] == "ours" and r["server"] == kind
