@@ -22,7 +22,11 @@ prompts are cached by their messages (a benchmark reuses a pool of prompts).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.metadata
 import json
+import os
 import random
 from collections import OrderedDict
 from pathlib import Path
@@ -139,18 +143,47 @@ class ModelTokens:
             words *= 2
 
 
+def _cache_file(d: Path) -> Path | None:
+    """Where the tokenizer as transformers builds it is kept: keyed by the directory's tokenizer
+    files and the transformers version; None when transformers is not installed."""
+    try:
+        version = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    h = hashlib.sha256(version.encode())
+    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json"):
+        f = d / name
+        h.update(name.encode() + (f.read_bytes() if f.is_file() else b"-"))
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "splitstack-sim-tokenizers"
+    return base / f"{h.hexdigest()[:32]}.json"
+
+
 def _backend(d: Path) -> Any:
     """The tokenizer exactly as vLLM loads it (transformers' AutoTokenizer: it may adjust what
-    tokenizer.json says, e.g. its pre-tokenizer), as the Rust tokenizer under it; None when
-    transformers is not installed (then tokenizer.json as it is)."""
+    tokenizer.json says, e.g. replace the pre-tokenizer by the model type's own), as the Rust
+    tokenizer under it; None when transformers is not installed (then tokenizer.json as it is).
+    Importing transformers takes seconds, so what it built is cached (``_cache_file``) and later
+    starts load that with the Rust library alone."""
+    from tokenizers import Tokenizer
+
+    cache = _cache_file(d)
+    if cache is None:
+        return None
+    if cache.is_file():
+        with contextlib.suppress(Exception):  # a damaged cache file: rebuilt below
+            return Tokenizer.from_str(cache.read_text())
     try:
         from transformers import AutoTokenizer
-    except ImportError:
+
+        backend = AutoTokenizer.from_pretrained(str(d), local_files_only=True).backend_tokenizer
+    except (ImportError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    try:
-        return AutoTokenizer.from_pretrained(str(d), local_files_only=True).backend_tokenizer
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    with contextlib.suppress(OSError):  # not writable (a read-only container): no cache, same answer
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(backend.to_str())
+        os.replace(tmp, cache)
+    return backend
 
 
 def load_tokens(directory: str | None) -> Tokens:
