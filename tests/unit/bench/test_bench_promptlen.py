@@ -42,7 +42,8 @@ def test_no_tokenize_endpoint_uses_the_named_tokenizer_and_the_models_context(st
 
 
 def test_no_tokenize_and_no_tokenizer_says_what_to_pass():
-    with pytest.raises(promptlen.TokenizeError, match=r"no /tokenize endpoint \(404\).*--tokenizer DIR.*Nothing was sent"):
+    msg = r"no /tokenize endpoint \(404\).*--tokenizer DIR.*Nothing was sent"
+    with pytest.raises(promptlen.TokenizeError, match=msg):
         promptlen.choose(Target("http://srv", "no-such-model-here", None, 4096), _client(404), None)
 
 
