@@ -15,12 +15,15 @@ import httpx
 import numpy as np
 import orjson
 
-from bench.httpclient import Pool, TransportError
+from bench import promptlen
+from bench.httpclient import Pool, Response, TransportError
 from bench.images import data_url
-from bench.records import Phase, RequestRecord
+from bench.promptlen import Counter
+from bench.records import Phase, pack_events
 from bench.scenario import ChatScenario
-from bench.sse import SSESplitter, decode_chat_events, fast_chat_events
+from bench.sse import read_stream
 from bench.target import Target, TargetError
+from bench.tokcheck import ClientTokenizer
 
 # Common short English words: a tiny BPE vocabulary splits them into 1-3 tokens each.
 WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at "
@@ -38,15 +41,19 @@ class ContextGuardError(ValueError):
     """A prepared request cannot fit the server's context window."""
 
 
-class TokenizeError(RuntimeError):
-    pass
-
-
 @dataclass(frozen=True)
 class PreparedRequest:
     body: bytes
     prompt_tokens: int | None
     max_tokens: int
+
+
+@dataclass
+class Prepared:
+    """The prepared requests and where their prompt lengths came from."""
+
+    requests: list[PreparedRequest]
+    prompt_source: str
 
 
 def _messages(text: str, images: list[str]) -> list[dict]:
@@ -57,37 +64,7 @@ def _messages(text: str, images: list[str]) -> list[dict]:
     return [{"role": "user", "content": parts}]
 
 
-class Tokenizer:
-    """Exact prompt lengths from the server's own tokenizer and chat template (/tokenize)."""
-
-    def __init__(self, target: Target, client: httpx.Client) -> None:
-        self.target = target
-        self.client = client
-        self.max_model_len: int | None = None
-
-    def count(self, text: str) -> int:
-        body = {"model": self.target.model, "messages": [{"role": "user", "content": text}]}
-        try:
-            r = self.client.post(f"{self.target.base_url}/tokenize", json=body,
-                                 headers=self.target.headers)
-        except httpx.HTTPError as exc:
-            raise TokenizeError(f"POST {self.target.base_url}/tokenize failed: {exc}; is the "
-                                "server up (`splitstack status`)?") from exc
-        if r.status_code == 404 and "model" in r.text.lower():
-            raise TokenizeError(f"POST /tokenize returned 404: {_error_detail(r.content)}; is "
-                                f"{self.target.model!r} the served model name (--model)?")
-        if r.status_code == 404:
-            raise TokenizeError(f"{self.target.base_url} has no /tokenize endpoint (404): prompt "
-                                "lengths cannot be made exact; use a vLLM-compatible server")
-        if r.status_code != 200:
-            raise TokenizeError(f"POST /tokenize returned {r.status_code}: {r.text[:300]}")
-        data = r.json()
-        if data.get("max_model_len"):
-            self.max_model_len = int(data["max_model_len"])
-        return int(data["count"])
-
-
-def exact_prompt(tok: Tokenizer, target_tokens: int, rng: np.random.Generator) -> tuple[str, int]:
+def exact_prompt(tok: Counter, target_tokens: int, rng: np.random.Generator) -> tuple[str, int]:
     """A prompt of random words whose templated length is as close to the target as possible
     without exceeding it (binary search over the word count; exact in practice)."""
     words = [WORDS[i] for i in rng.integers(0, len(WORDS), size=max(4, target_tokens))]
@@ -109,8 +86,10 @@ def exact_prompt(tok: Tokenizer, target_tokens: int, rng: np.random.Generator) -
 
 
 def prepare(scn: ChatScenario, target: Target, client: httpx.Client | None = None,
-            max_model_len: int | None = None) -> list[PreparedRequest]:
-    """Build ``prompt_pool`` request bodies; raises ContextGuardError before anything is sent."""
+            max_model_len: int | None = None,
+            tokenizer: tuple[ClientTokenizer, str] | None = None) -> Prepared:
+    """Build ``prompt_pool`` request bodies; raises ContextGuardError before anything is sent.
+    ``tokenizer`` (and where it was named) counts prompts when the server has no /tokenize."""
     rng = np.random.default_rng(scn.load.seed)
     n = scn.prompt_pool
     prompt_lens = scn.prompt_tokens.sample(rng, n)
@@ -118,7 +97,8 @@ def prepare(scn: ChatScenario, target: Target, client: httpx.Client | None = Non
     own_client = client is None
     client = client or httpx.Client(timeout=30.0)
     try:
-        tok = Tokenizer(target, client)
+        source = promptlen.choose(target, client, tokenizer)
+        tok = source.counter
         out: list[PreparedRequest] = []
         limit = max_model_len or target.max_model_len
         for i in range(n):
@@ -139,90 +119,80 @@ def prepare(scn: ChatScenario, target: Target, client: httpx.Client | None = Non
             if scn.ignore_eos:
                 body["ignore_eos"] = True
             if scn.stream:
-                body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+                body["stream_options"] = ({"include_usage": True, "continuous_usage_stats": True}
+                                          if scn.continuous_usage_stats else {"include_usage": True})
             out.append(PreparedRequest(orjson.dumps(body), None if images else exact, output_lens[i]))
-        return out
+        return Prepared(out, source.label)
     finally:
         if own_client:
             client.close()
 
 
-def _error_detail(body: bytes) -> str:
-    try:
-        obj = orjson.loads(body)
-        err = obj.get("error", obj)
-        return str(err.get("message", err) if isinstance(err, dict) else err)[:500]
-    except (orjson.JSONDecodeError, AttributeError):
-        return body[:500].decode(errors="replace")
-
-
 class ChatSender:
+    """Sends prepared requests; each finished request becomes a compact row (bench/records.py)."""
+
     def __init__(self, target: Target, prepared: list[PreparedRequest], process: int,
-                 timeout_s: float, keep_output: bool, pool: Pool) -> None:
+                 timeout_s: float, keep_output: bool, pool: Pool, keep_text_without_usage: bool = False) -> None:
         self.pool = pool
-        self.heads = [pool.request_head("POST", "/v1/chat/completions", target.headers, len(r.body))
-                      for r in prepared]
+        self.requests = [pool.request_head("POST", "/v1/chat/completions", target.headers, len(r.body)) + r.body
+                         for r in prepared]
         self.prepared = prepared
+        self.n = len(prepared)
         self.process = process
         self.keep_output = keep_output
+        self.keep_text_without_usage = keep_text_without_usage  # for counting with a tokenizer after the run
         self.timeout_s = timeout_s
 
-    async def send(self, index: int, intended_ns: int, phase: Phase, t0: int) -> RequestRecord:
-        k = index % len(self.prepared)
+    async def send(self, index: int, intended_ns: int, phase: Phase, t0: int) -> tuple:
+        k = index % self.n
         req = self.prepared[k]
-        rec = RequestRecord.model_construct(
-            kind="chat", request_id=f"p{self.process}-{index}", phase=phase, process=self.process,
-            intended_ns=intended_ns, sent_ns=0, wall_sent_s=time.time(), headers_ns=None,
-            event_ns=[], event_tokens=[], event_content=[], end_ns=None, status=None, error=None,
-            error_detail=None, prompt_tokens=req.prompt_tokens, server_prompt_tokens=None,
-            output_tokens=None, max_tokens=req.max_tokens, output_text=None, finish_reason=None,
-            response_id=None)
-        splitter = SSESplitter()
-        rec.sent_ns = time.monotonic_ns() - t0
+        rid = f"p{self.process}-{index}"
+        wall = time.time()
+        sent = time.monotonic_ns() - t0
         try:
-            resp = await self.pool.send(self.heads[k], req.body, t0, self.timeout_s, splitter.feed)
+            resp = await self.pool.send(self.requests[k], t0, self.timeout_s, True)
         except TransportError as exc:
-            rec.end_ns = time.monotonic_ns() - t0
-            rec.error, rec.error_detail = exc.reason, str(exc)
-            return rec
-        rec.headers_ns, rec.end_ns, rec.status = resp.headers_ns, resp.end_ns, resp.status
-        if resp.status != 200:
-            rec.error, rec.error_detail = f"http_{resp.status}", _error_detail(bytes(resp.body))
-            return rec
+            return ("chat", rid, phase, self.process, intended_ns, sent, wall, None, [], None, None,
+                    time.monotonic_ns() - t0, None, exc.reason, str(exc), req.prompt_tokens, None, None, None,
+                    req.max_tokens, None, None, None)
+        status = resp.status
+        if status != 200:
+            return ("chat", rid, phase, self.process, intended_ns, sent, wall, resp.headers_ns, [], None, None,
+                    resp.end_ns, status, f"http_{status}", promptlen.error_detail(bytes(resp.body)),
+                    req.prompt_tokens, None, None, None, req.max_tokens, None, None, None)
         if not resp.content_type.startswith("text/event-stream"):
-            self._non_stream(rec, bytes(resp.body) or splitter.leftover())
-            return rec
-        res = None if self.keep_output else fast_chat_events(splitter.events)
-        if res is None:
-            res = decode_chat_events(splitter.events)
-        rec.event_ns, rec.event_tokens, rec.event_content = res.event_ns, res.event_tokens, res.event_content
-        rec.server_prompt_tokens, rec.output_tokens = res.prompt_tokens, res.output_tokens
-        rec.finish_reason, rec.response_id = res.finish_reason, res.response_id
-        if self.keep_output:
-            rec.output_text = res.text
-        if res.error:
-            rec.error = res.error
-            rec.error_detail = "stream ended without data: [DONE]" if res.error == "stream_truncated" else None
-        return rec
+            return self._non_stream(resp, rid, phase, intended_ns, sent, wall, req)
+        res = read_stream(resp.parts, resp.times, self.keep_output)
+        if res.error is None and res.output_source != "usage" and self.keep_text_without_usage and not res.text:
+            res = read_stream(resp.parts, resp.times, True)  # the text, to count it with the tokenizer
+        text = res.text if self.keep_output or (res.output_source != "usage" and self.keep_text_without_usage) else None
+        error = res.error
+        detail = "stream ended without data: [DONE]" if error == "stream_truncated" else None
+        ns, toks, content = pack_events(res.event_ns, res.event_tokens, res.event_content)
+        return ("chat", rid, phase, self.process, intended_ns, sent, wall, resp.headers_ns, ns, toks, content,
+                resp.end_ns, status, error, detail, req.prompt_tokens, res.prompt_tokens, res.output_tokens,
+                res.output_source, req.max_tokens, text, res.finish_reason, res.response_id)
 
-    def _non_stream(self, rec: RequestRecord, body: bytes) -> None:
+    def _non_stream(self, resp: Response, rid: str, phase: Phase, intended_ns: int, sent: int, wall: float,
+                    req: PreparedRequest) -> tuple:
+        body = bytes(resp.body) or b"".join(resp.parts)
+        head = ("chat", rid, phase, self.process, intended_ns, sent, wall, resp.headers_ns)
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
-            rec.error, rec.error_detail = "bad_json", body[:200].decode(errors="replace")
-            return
+            return (*head, [], None, None, resp.end_ns, resp.status, "bad_json",
+                    body[:200].decode(errors="replace"), req.prompt_tokens, None, None, None, req.max_tokens,
+                    None, None, None)
         usage = obj.get("usage") or {}
-        rec.response_id = obj.get("id")
-        rec.server_prompt_tokens = usage.get("prompt_tokens")
-        rec.output_tokens = usage.get("completion_tokens")
+        output = usage.get("completion_tokens")
         choice = (obj.get("choices") or [{}])[0]
-        rec.finish_reason = choice.get("finish_reason")
-        # The whole answer arrives at once: its first byte is the first token. (headers_ns is set by
-        # the time a body is read; the test only narrows the type.)
-        if rec.output_tokens and rec.headers_ns is not None:
-            rec.event_ns, rec.event_tokens, rec.event_content = [rec.headers_ns], [rec.output_tokens], [True]
-        if self.keep_output:
-            rec.output_text = (choice.get("message") or {}).get("content")
+        text = (choice.get("message") or {}).get("content")
+        # The whole answer arrives at once: its first byte is the first token.
+        events = ([resp.headers_ns], [output], [True]) if output else ([], [], [])
+        keep = self.keep_output or (output is None and self.keep_text_without_usage)
+        return (*head, *pack_events(*events), resp.end_ns, resp.status, None, None, req.prompt_tokens,
+                usage.get("prompt_tokens"), output, "usage" if output is not None else None, req.max_tokens,
+                text if keep else None, choice.get("finish_reason"), obj.get("id"))
 
     async def aclose(self) -> None:
         self.pool.close()
@@ -235,10 +205,11 @@ class ChatWorkload:
     target: Target
     prepared: list[PreparedRequest]
     keep_output: bool = False
+    keep_text_without_usage: bool = False  # the run counts outputs with a tokenizer when the server sends no usage
     name: str = "chat"
 
     async def sender(self, process: int, timeout_s: float) -> ChatSender:
         if self.target.base_url is None:  # bench.runner.preflight refuses this before anything is prepared
             raise TargetError("the chat workload sends to the inference server: pass its URL with --url")
         return ChatSender(self.target, self.prepared, process, timeout_s, self.keep_output,
-                          Pool(self.target.base_url))
+                          Pool(self.target.base_url), self.keep_text_without_usage)

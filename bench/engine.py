@@ -3,30 +3,56 @@
 Every timestamp is ``time.monotonic_ns()`` minus the run's t0. CLOCK_MONOTONIC is one clock for
 the whole machine, so records from several client processes share a time base. The engine
 knows nothing about HTTP or payloads: a :class:`Workload` builds a :class:`Sender` inside each
-process, and the sender turns (index, intended time, phase) into a record.
+process, and the sender turns (index, intended time, phase) into a record, or into the record's
+compact row (bench/records.py).
+
+No pause in the measured window: each finished request is a row of plain values, written to a
+spool file as the run goes, so the heap the garbage collector walks does not grow with the run;
+everything that exists when the load starts is frozen out of collections (``gc.freeze``), full
+collections are held off until the load ends (young ones stay: they cost what a few hundred new
+objects cost), and every collection is timed (``gc.callbacks``) into the process's stats. The
+GIL switch interval is lowered for the run, so a helper thread (the server-gauge sampler) that
+holds the GIL delays the event loop by at most that interval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import multiprocessing as mp
 import os
 import resource
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from bench.load import NS, LoadSpec, open_schedule, phase_of
-from bench.records import AnyRecord, Phase, RequestRecord, read_jsonl, write_jsonl
+from bench.records import (
+    CHAT_FIELDS,
+    PIPELINE_FIELDS,
+    AnyRecord,
+    Phase,
+    RequestRecord,
+    Spool,
+    from_row,
+    read_spool,
+    to_row,
+)
 
 ProgressFn = Callable[[int, int, int], None]  # (finished, errors, in_flight)
+Row = tuple[Any, ...]
+SWITCH_INTERVAL_S = 0.0005  # GIL hand-off bound during a run (Python's default: 5 ms)
+GC_PAUSES_KEPT = 20  # the longest collections of a process, listed in its stats
+_ERROR_AT = {"chat": CHAT_FIELDS.index("error"), "pipeline": PIPELINE_FIELDS.index("error")}
 
 
 class Sender(Protocol):
-    async def send(self, index: int, intended_ns: int, phase: Phase, t0_ns: int) -> AnyRecord: ...
+    async def send(self, index: int, intended_ns: int, phase: Phase, t0_ns: int) -> AnyRecord | Row: ...
     async def aclose(self) -> None: ...
 
 
@@ -45,6 +71,60 @@ class ProcessStats:
     wall_s: float
     sent: int
     overloaded: int
+    gc: dict[str, Any] = field(default_factory=dict)  # GCLog.summary(): collections and pauses in the run
+
+
+class GCLog:
+    """Times every garbage collection while installed (``gc.callbacks``)."""
+
+    def __init__(self, t0_ns: int) -> None:
+        self.t0_ns = t0_ns
+        self.count = [0, 0, 0]
+        self.total_ns = 0
+        self.pauses: list[tuple[int, int, int]] = []  # (duration ns, generation, start ns after t0)
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter_ns()
+        if phase == "start":
+            self._start = now
+            return
+        took = now - self._start
+        gen = info["generation"]
+        self.count[gen] += 1
+        self.total_ns += took
+        pauses = self.pauses
+        if len(pauses) < GC_PAUSES_KEPT or took > pauses[-1][0]:
+            pauses.append((took, gen, time.monotonic_ns() - took - self.t0_ns))
+            pauses.sort(reverse=True)
+            del pauses[GC_PAUSES_KEPT:]
+
+    def summary(self) -> dict[str, Any]:
+        return {"collections": {f"gen{g}": n for g, n in enumerate(self.count)},
+                "total_pause_ms": round(self.total_ns / 1e6, 3),
+                "max_pause_ms": round(self.pauses[0][0] / 1e6, 3) if self.pauses else 0.0,
+                "longest": [{"ms": round(d / 1e6, 3), "generation": g, "at_s": round(t / 1e9, 3)}
+                            for d, g, t in self.pauses]}
+
+
+@contextlib.contextmanager
+def quiet_heap(t0_ns: int) -> Iterator[GCLog]:
+    """The measured run's garbage-collection regime (see the module docstring); restored after."""
+    gc.collect()
+    gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(threshold[0], threshold[1], 1 << 30)  # no full collection while the load runs
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    log = GCLog(t0_ns)
+    gc.callbacks.append(log)
+    try:
+        yield log
+    finally:
+        gc.callbacks.remove(log)
+        sys.setswitchinterval(switch)
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 @dataclass
@@ -65,36 +145,44 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _overload_record(sender: Sender, index: int, intended: int, phase: Phase, t0: int,
-                     process: int) -> AnyRecord:
-
+def _overload_row(index: int, intended: int, phase: Phase, t0: int, process: int) -> Row:
     now = time.monotonic_ns() - t0
-    return RequestRecord(request_id=f"p{process}-{index}", phase=phase, process=process,
-                         intended_ns=intended, sent_ns=now, wall_sent_s=time.time(),
-                         error="client_overload",
-                         error_detail="open-loop in-flight cap reached: the client could not keep "
-                         "up with the schedule (raise load.max_in_flight or lower rate_rps)")
+    return to_row(RequestRecord(request_id=f"p{process}-{index}", phase=phase, process=process,
+                                intended_ns=intended, sent_ns=now, wall_sent_s=time.time(),
+                                error="client_overload",
+                                error_detail="open-loop in-flight cap reached: the client could not keep "
+                                "up with the schedule (raise load.max_in_flight or lower rate_rps)"))
+
+
+class _Sink:
+    """Where finished requests go: the spool, plus the counts the progress display shows."""
+
+    def __init__(self, spool: Spool, progress: ProgressFn | None) -> None:
+        self.spool = spool
+        self.progress = progress
+        self.errors = 0
+
+    def add(self, rec: AnyRecord | Row, in_flight: int) -> None:
+        row = rec if type(rec) is tuple else to_row(rec)  # type: ignore[arg-type]
+        self.spool.append(row)
+        if row[_ERROR_AT[row[0]]] is not None:
+            self.errors += 1
+        if self.progress:
+            self.progress(self.spool.rows, self.errors, in_flight)
 
 
 async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadSpec,
-                    start_ns: int, end_ns: int | None, t0: int, process: int,
-                    progress: ProgressFn | None) -> tuple[list[AnyRecord], int]:
-    records: list[AnyRecord] = []
+                    start_ns: int, end_ns: int | None, t0: int, process: int, sink: _Sink) -> int:
     pending: set[asyncio.Task] = set()
-    errors = overloaded = 0
+    overloaded = 0
 
     def done(task: asyncio.Task) -> None:
-        nonlocal errors
         pending.discard(task)
-        rec = task.result()
-        records.append(rec)
-        if not rec.ok:
-            errors += 1
-        if progress:
-            progress(len(records), errors, len(pending))
+        sink.add(task.result(), len(pending))
 
     sleep = asyncio.sleep
     mono = time.monotonic_ns
+    ensure = asyncio.ensure_future
     for index, intended in arrivals:
         delay = t0 + intended - mono()
         if delay > 0:
@@ -102,25 +190,28 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
         phase = phase_of(intended, start_ns, end_ns)
         if len(pending) >= spec.max_in_flight:
             overloaded += 1
-            records.append(_overload_record(sender, index, intended, phase, t0, process))
+            sink.add(_overload_row(index, intended, phase, t0, process), len(pending))
             continue
-        task = asyncio.ensure_future(sender.send(index, intended, phase, t0))
+        task = ensure(sender.send(index, intended, phase, t0))
         pending.add(task)
         task.add_done_callback(done)
     while pending:
         await asyncio.wait(set(pending))
-    return records, overloaded
+    return overloaded
 
 
-async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int,
-                      process: int, progress: ProgressFn | None) -> list[AnyRecord]:
-    records: list[AnyRecord] = []
+async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int, sink: _Sink,
+                      shared: dict[str, Any]) -> None:
+    """``concurrency`` users back to back. With ``count``, exactly ``count`` measured requests are
+    sent (over all users of this process's share) and, without a cooldown, not one more."""
     warm = int(spec.warmup_s * NS)
-    measure_end = warm + int(spec.duration_s * NS) if spec.duration_s is not None else None
-    measured = 0  # shared by all users: the count closes the window for everyone
-    next_index = 0
     cool = int(spec.cooldown_s * NS)
     mono = time.monotonic_ns
+    measure_end = warm + int(spec.duration_s * NS) if spec.duration_s is not None else None
+    count = shared["count"]
+    measured = 0  # shared by this process's users: the count closes the window for all of them
+    next_index = shared["first_index"]
+    step = shared["index_step"]
 
     async def user(u: int) -> None:
         nonlocal measure_end, measured, next_index
@@ -130,54 +221,76 @@ async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int,
             if end is not None and intended >= end + cool:
                 return
             phase = phase_of(intended, warm, end)
-            if phase == "measure" and spec.count is not None:
-                if measured >= spec.count:
+            if phase == "measure" and count is not None:
+                if measured >= count:
                     measure_end = measure_end or intended
+                    if cool == 0:
+                        return  # the count is reached and no cooldown was asked for: nothing more to send
                     phase = "cooldown"
                 else:
                     measured += 1
             index = next_index
-            next_index += 1
-            rec = await sender.send(index, intended, phase, t0)
-            records.append(rec)
-            if progress:
-                progress(len(records), sum(1 for r in records if not r.ok), 0)
+            next_index += step
+            sink.add(await sender.send(index, intended, phase, t0), 0)
             intended = mono() - t0  # next request is due now: the user thinks for 0 s
 
     await asyncio.gather(*(user(u) for u in users))
-    return records
 
 
-async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: int,
-                         progress: ProgressFn | None = None) -> tuple[list[AnyRecord], ProcessStats, int, int | None]:
-    """One client process's share of the run (every process-th arrival / user)."""
+async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: int, spool_path: Path,
+                         progress: ProgressFn | None = None) -> tuple[ProcessStats, int, int | None]:
+    """One client process's share of the run (every process-th arrival / user); its requests go
+    to the spool at ``spool_path``."""
     sender = await workload.sender(process, spec.request_timeout_s)
+    spool = Spool(spool_path)
+    sink = _Sink(spool, progress)
     try:
-        cpu0, wall0 = _cpu_s(), time.monotonic()
-        overloaded = 0
         if spec.mode == "open":
-            schedule, start_ns, end_ns = open_schedule(spec)
+            schedule, start_ns, open_end = open_schedule(spec)
             mine = [(i, t) for i, t in enumerate(schedule) if i % spec.processes == process]
-            wait = t0 - time.monotonic_ns()
-            if wait > 0:
-                await asyncio.sleep(wait / NS)
-            records, overloaded = await _run_open(sender, mine, spec, start_ns, end_ns, t0,
-                                                  process, progress)
+            del schedule
         else:
             users = [u for u in range(spec.concurrency or 0) if u % spec.processes == process]
+        end: int | None = None
+        with quiet_heap(t0) as gclog:
+            cpu0, wall0 = _cpu_s(), time.monotonic()
+            overloaded = 0
             wait = t0 - time.monotonic_ns()
             if wait > 0:
                 await asyncio.sleep(wait / NS)
-            records = await _run_closed(sender, users, spec, t0, process, progress)
+            if spec.mode == "open":
+                overloaded = await _run_open(sender, mine, spec, start_ns, open_end, t0, process, sink)
+                end = open_end
+            else:
+                await _run_closed(sender, users, spec, t0, sink, closed_share(spec, process))
+            cpu, wall = _cpu_s() - cpu0, time.monotonic() - wall0
+        if spec.mode == "closed":
             start_ns = int(spec.warmup_s * NS)
-            measured = [r.sent_ns for r in records if r.phase == "measure"]
-            end_ns = (start_ns + int(spec.duration_s * NS) if spec.duration_s is not None
-                      else (max(measured) + 1 if measured else start_ns))
-        stats = ProcessStats(process, _cpu_s() - cpu0, time.monotonic() - wall0,
-                             len(records), overloaded)
-        return records, stats, start_ns, end_ns
+            end = start_ns + int(spec.duration_s * NS) if spec.duration_s is not None else None
+        return ProcessStats(process, cpu, wall, spool.rows, overloaded, gclog.summary()), start_ns, end
     finally:
+        spool.close()
         await sender.aclose()
+
+
+def closed_share(spec: LoadSpec, process: int) -> dict[str, Any]:
+    """This process's part of a closed loop's count (split as evenly as the users are) and its
+    request indices (process, process + processes, ...: unique over the run)."""
+    count = spec.count
+    if count is not None:
+        users = [sum(1 for u in range(spec.concurrency or 0) if u % spec.processes == p) for p in range(spec.processes)]
+        total = sum(users) or 1
+        shares = [count * n // total for n in users]
+        for p in range(count - sum(shares)):  # the remainder, one each to the first processes
+            shares[p % spec.processes] += 1
+        count = shares[process]
+    return {"count": count, "first_index": process, "index_step": spec.processes}
+
+
+def measured_end(rows: list[AnyRecord], start_ns: int) -> int:
+    """A count-bounded closed loop's window ends just after its last measured send."""
+    sends = [r.sent_ns for r in rows if r.phase == "measure"]
+    return max(sends) + 1 if sends else start_ns
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -194,10 +307,8 @@ def _child(workload: Workload, spec: LoadSpec, process: int, conn: Any, out_dir:
     try:
         conn.send(("ready", os.getpid()))
         t0 = conn.recv()
-        records, stats, start_ns, end_ns = loop.run_until_complete(
-            run_in_process(workload, spec, process, t0))
-        path = Path(out_dir) / f"p{process}.jsonl"
-        write_jsonl(path, records)
+        path = Path(out_dir) / f"p{process}.spool"
+        stats, start_ns, end_ns = loop.run_until_complete(run_in_process(workload, spec, process, t0, path))
         conn.send(("done", str(path), stats, start_ns, end_ns))
     except BaseException as exc:  # noqa: BLE001 - report any failure to the parent instead of hanging it
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -205,22 +316,30 @@ def _child(workload: Workload, spec: LoadSpec, process: int, conn: Any, out_dir:
         loop.close()
 
 
+def _records(paths: list[Path]) -> list[AnyRecord]:
+    return [from_row(row) for path in paths for row in read_spool(path)]
+
+
 def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
         start_delay_s: float = 0.05) -> RunResult:
     """Run the load; several processes when ``spec.processes > 1`` (spawned, fresh interpreters)."""
     wall_start = time.time()
-    if spec.processes == 1:
-        loop = _new_loop()
-        try:
-            t0 = time.monotonic_ns() + int(start_delay_s * NS)
-            records, stats, start_ns, end_ns = loop.run_until_complete(
-                run_in_process(workload, spec, 0, t0, progress))
-        finally:
-            loop.close()
-        return RunResult(records, spec, start_ns, end_ns, wall_start, stats.wall_s, [stats],
-                         scheduled=len(records), t0_ns=t0)
-    ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        if spec.processes == 1:
+            loop = _new_loop()
+            path = Path(tmp) / "p0.spool"
+            try:
+                t0 = time.monotonic_ns() + int(start_delay_s * NS)
+                stats, start_ns, end_ns = loop.run_until_complete(
+                    run_in_process(workload, spec, 0, t0, path, progress))
+            finally:
+                loop.close()
+            records = _records([path])
+            if end_ns is None:
+                end_ns = measured_end(records, start_ns)
+            return RunResult(records, spec, start_ns, end_ns, wall_start, stats.wall_s, [stats],
+                             scheduled=len(records), t0_ns=t0)
+        ctx = mp.get_context("spawn")
         pipes, procs = [], []
         for p in range(spec.processes):
             parent, child = ctx.Pipe()
@@ -238,7 +357,7 @@ def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
             t0 = time.monotonic_ns() + int(max(start_delay_s, 0.2) * NS)
             for conn in pipes:
                 conn.send(t0)
-            records = []  # typed list[AnyRecord] by the single-process branch above
+            paths: list[Path] = []
             stats_all: list[ProcessStats] = []
             start_ns, end_ns = 0, None
             for conn in pipes:
@@ -247,13 +366,16 @@ def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
                     raise RuntimeError(f"client process failed: {msg[1]}")
                 _, path, stats, start_ns, e_ns = msg
                 end_ns = max(end_ns or 0, e_ns or 0) or end_ns
-                records.extend(read_jsonl(Path(path)))
+                paths.append(Path(path))
                 stats_all.append(stats)
         finally:
             for proc in procs:
                 proc.join(timeout=5)
                 if proc.is_alive():
                     proc.terminate()
+        records = _records(paths)
+        if end_ns is None:
+            end_ns = measured_end(records, start_ns)
         wall = max(s.wall_s for s in stats_all)
         return RunResult(records, spec, start_ns, end_ns, wall_start, wall, stats_all,
                          scheduled=len(records), t0_ns=t0)

@@ -1,11 +1,14 @@
 """A lean HTTP/1.1 client for the load engine's hot path.
 
-Why not aiohttp here: a streamed answer of 64 tokens arrives as ~65 network reads, and with a
-stream-reader client every read wakes a coroutine (future, task step, iterator), which costs
+Why not aiohttp here: a streamed answer of 64 tokens arrives as up to ~65 network reads, and with
+a stream-reader client every read wakes a coroutine (future, task step, iterator), which costs
 more CPU than everything else the bench does per request. This client is an asyncio.Protocol:
-each read is one plain callback that stamps ``time.monotonic_ns()`` and hands the body bytes to
-the SSE splitter. HTTP parsing (status line, headers, chunked transfer coding, keep-alive) is
-httptools, the llhttp bindings uvicorn uses; connections are kept alive and reused.
+each read is one plain callback that stamps ``time.monotonic_ns()``; the body pieces llhttp
+hands over are only appended, with the stamp of their read, to two lists (no splitting, no
+parsing while the response is open: bench/sse.py does that once, after the last byte). HTTP
+parsing (status line, headers, chunked transfer coding, keep-alive) is httptools, the llhttp
+bindings uvicorn uses, one parser per connection (creating one costs more than a response's
+parsing); connections are kept alive and reused.
 """
 
 from __future__ import annotations
@@ -13,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -29,13 +30,17 @@ class TransportError(Exception):
         self.reason = reason
 
 
-@dataclass
 class Response:
-    status: int = 0
-    headers_ns: int = 0
-    end_ns: int = 0
-    content_type: str = ""
-    body: bytearray = field(default_factory=bytearray)  # only when no on_body callback was given
+    __slots__ = ("status", "headers_ns", "end_ns", "content_type", "body", "parts", "times")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers_ns = 0
+        self.end_ns = 0
+        self.content_type = ""
+        self.body = bytearray()  # a non-streamed answer, or any non-200 one
+        self.parts: list[bytes] = []  # a streamed 200 answer: body pieces as read ...
+        self.times: list[int] = []  # ... and the stamp (ns - t0) of the read of each
 
 
 class _Conn(asyncio.Protocol):
@@ -43,12 +48,12 @@ class _Conn(asyncio.Protocol):
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.fut: asyncio.Future | None = None
-        self.resp: Response | None = None
-        self.body_cb: Callable[[bytes, int], None] | None = None  # not on_body: httptools calls that
+        self.resp = Response()
+        self.stream = False  # keep a 200 answer's body as (piece, read stamp) pairs
+        self.active = False  # a request is in flight: parser callbacks may touch resp and fut
         self.t0 = 0
         self.now = 0
-        self.parser: httptools.HttpResponseParser | None = None
-        self._hdr_ct = False
+        self.parser = httptools.HttpResponseParser(self)
         self.closed = False
 
     # asyncio.Protocol
@@ -57,7 +62,7 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.now = time.monotonic_ns()
-        if self.parser is None:
+        if not self.active:
             return
         try:
             self.parser.feed_data(data)
@@ -66,34 +71,37 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.parser is not None:
+        if self.active:
             try:
                 self.parser.feed_data(b"")  # a body delimited by close ends here
             except httptools.HttpParserError:
                 pass
         self._fail("server_disconnected", f"connection closed before the response was complete ({exc})")
 
-    # httptools callbacks. They fire only while a request is in flight, when send() has set resp,
-    # parser and fut; the union-attr ignores below keep an assert off this per-chunk hot path.
+    # httptools callbacks: they fire only while a request is in flight
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == b"content-type":
-            self.resp.content_type = value.decode("latin-1")  # type: ignore[union-attr]
+            self.resp.content_type = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        self.resp.status = self.parser.get_status_code()  # type: ignore[union-attr]
-        self.resp.headers_ns = self.now - self.t0  # type: ignore[union-attr]
+        resp = self.resp
+        resp.status = self.parser.get_status_code()
+        resp.headers_ns = self.now - self.t0
 
     def on_body(self, body: bytes) -> None:
-        if self.body_cb is not None and self.resp.status == 200:  # type: ignore[union-attr]
-            self.body_cb(body, self.now - self.t0)
+        resp = self.resp
+        if self.stream and resp.status == 200:
+            resp.parts.append(body)
+            resp.times.append(self.now - self.t0)
         else:
-            self.resp.body += body  # type: ignore[union-attr]
+            resp.body += body
 
     def on_message_complete(self) -> None:
         resp, fut = self.resp, self.fut
-        resp.end_ns = self.now - self.t0  # type: ignore[union-attr]
-        keep = self.parser.should_keep_alive()  # type: ignore[union-attr]
-        self.parser = self.fut = self.resp = self.body_cb = None
+        resp.end_ns = self.now - self.t0
+        keep = self.parser.should_keep_alive()
+        self.active = False
+        self.fut = None
         if fut is not None and not fut.done():
             fut.set_result(resp)
         if keep and not self.closed:
@@ -103,7 +111,9 @@ class _Conn(asyncio.Protocol):
 
     def _fail(self, reason: str, detail: str) -> None:
         fut = self.fut
-        self.parser = self.fut = None
+        self.active = False
+        self.fut = None
+        self.closed = True  # the parser is mid-message: this connection is never reused
         if fut is not None and not fut.done():
             fut.set_exception(TransportError(reason, detail))
         if self.transport is not None:
@@ -150,17 +160,17 @@ class Pool:
         lines += [f"{k}: {v}" for k, v in headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    async def send(self, head: bytes, body: bytes, t0: int, timeout_s: float,
-                   on_body: Callable[[bytes, int], None] | None = None) -> Response:
-        """Write a prepared request; resolve when the whole response is in. Stamps are ns - t0."""
-        conn = await self._acquire()
+    async def send(self, request: bytes, t0: int, timeout_s: float, stream: bool = False) -> Response:
+        """Write a prepared request (head and body); resolve when the whole response is in. Stamps
+        are ns - t0; ``stream``: a 200 answer's body stays in pieces with the stamp of each read."""
+        conn = self.idle.pop() if self.idle and not self.idle[-1].closed else await self._acquire()
         loop = asyncio.get_running_loop()
         conn.fut = fut = loop.create_future()
         conn.resp = Response()
-        conn.body_cb = on_body
+        conn.stream = stream
         conn.t0 = t0
-        conn.parser = httptools.HttpResponseParser(conn)
-        conn.transport.write(head + body)  # type: ignore[union-attr]
+        conn.active = True
+        conn.transport.write(request)  # type: ignore[union-attr]
         timer = loop.call_later(timeout_s, conn.expire, fut, timeout_s)
         try:
             return await fut

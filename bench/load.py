@@ -54,6 +54,13 @@ class LoadSpec(BaseModel):
         description="Open-loop safety cap: arrivals beyond it are recorded as 'client_overload' "
         "errors instead of piling up unbounded (the run is then invalid).",
     )
+    normalize: bool | None = Field(
+        default=None,
+        description="Open loop: rescale the measured window's drawn gaps so its arrivals span exactly "
+        "count / rate_rps (count runs) or duration_s with round(rate_rps x duration_s) arrivals: the rate "
+        "asked for, whatever the seed (as vllm bench serve does). Default: on for count runs, off for "
+        "duration runs; not with a ramp or a trace.",
+    )
     processes: int = Field(default=1, ge=1, le=64, description="Client processes sharing the load.")
     seed: int = Field(default=0, description="Seed of arrivals (and of the scenario's sampling).")
     request_timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, s.")
@@ -78,7 +85,17 @@ class LoadSpec(BaseModel):
                 raise ValueError("load: rate_rps is for mode 'open'; remove it or set mode: open")
         if self.ramp_from_rps is not None and self.ramp_s <= 0:
             raise ValueError("load: ramp_from_rps needs ramp_s > 0 (ramp length in seconds)")
+        if self.normalize and (self.mode != "open" or self.arrival == "trace" or self.ramp_from_rps is not None):
+            raise ValueError("load: normalize rescales an open loop's drawn arrivals at one rate; it does not "
+                             "apply to a closed loop, a trace or a ramp: remove normalize")
         return self
+
+    @property
+    def normalized(self) -> bool:
+        """Whether the open loop's measured arrivals are rescaled to the exact rate."""
+        if self.mode != "open" or self.arrival == "trace" or self.ramp_from_rps is not None:
+            return False
+        return self.normalize if self.normalize is not None else self.count is not None
 
     @property
     def target_label(self) -> str:
@@ -119,6 +136,8 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
             trace_end_ns = warm_ns + int((spec.duration_s or 0) * NS)
         stop = trace_end_ns + int(spec.cooldown_s * NS)
         return [o for o in offsets if o < stop], warm_ns, trace_end_ns
+    if spec.normalized:
+        return _normalized_schedule(spec, warm_ns)
     rng = np.random.default_rng(spec.seed)
     out: list[int] = []
     t_ns = 0  # integer ns: summing float gaps would drift (0.1 s x 10 != 1 s)
@@ -133,6 +152,34 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
         if warm_ns <= t_ns and (end_ns is None or t_ns < end_ns):
             measured += 1
         t_ns += max(1, round(_gap(spec, _rate_at(spec, t_ns / NS), rng) * NS))
+
+
+def _normalized_schedule(spec: LoadSpec, warm_ns: int) -> tuple[list[int], int, int]:
+    """Warmup arrivals as drawn; then the measured window's ``n`` arrivals from ``n`` drawn gaps
+    scaled to sum to the window exactly (the first at the window's start, the window ending one
+    scaled gap after the last); then cooldown arrivals as drawn, from the window's end."""
+    assert spec.rate_rps is not None
+    rate = spec.rate_rps
+    rng = np.random.default_rng(spec.seed)
+    out: list[int] = []
+    t_ns = 0
+    while t_ns < warm_ns:
+        out.append(t_ns)
+        t_ns += max(1, round(_gap(spec, rate, rng) * NS))
+    if spec.count is not None:
+        n, window_ns = spec.count, round(spec.count / rate * NS)
+    else:
+        n, window_ns = max(1, round(rate * (spec.duration_s or 0))), round((spec.duration_s or 0) * NS)
+    gaps = np.array([_gap(spec, rate, rng) for _ in range(n)])
+    offsets = np.concatenate(([0.0], np.cumsum(gaps)[:-1])) * (window_ns / gaps.sum())
+    out.extend(warm_ns + int(o) for o in offsets)
+    end_ns = warm_ns + window_ns
+    stop = end_ns + int(spec.cooldown_s * NS)
+    t_ns = end_ns
+    while t_ns < stop:
+        out.append(t_ns)
+        t_ns += max(1, round(_gap(spec, rate, rng) * NS))
+    return out, warm_ns, end_ns
 
 
 def phase_of(t_ns: int, start_ns: int, end_ns: int | None) -> Phase:

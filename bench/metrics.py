@@ -98,6 +98,14 @@ def error_breakdown(records: Sequence[AnyRecord]) -> dict[str, int]:
     return dict(c.most_common())
 
 
+def actual_sent_rps(records: list, start_ns: int, end_ns: int) -> float:
+    """Requests of any phase whose request actually left in [start_ns, end_ns), per second of the
+    window: what the client delivered, where ``sent_rps`` counts intended send times (a client that
+    lags pushes its sends past the window's end, and this rate drops below the target)."""
+    window_s = max(1e-9, (end_ns - start_ns) / 1e9)
+    return sum(1 for r in records if start_ns <= r.sent_ns < end_ns) / window_s
+
+
 def throughput_end(records: list, end_ns: int, cooldown_s: float) -> int:
     """End of the throughput window: the measured window's end when a cooldown keeps the load
     on past it; without a cooldown, the last completion of a measured request (otherwise the
@@ -152,6 +160,7 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
         "latency": {name: describe(v) for name, v in series.items()},
         "throughput": {
             "sent_rps": len(measured) / window_s,
+            "actual_sent_rps": actual_sent_rps(records, start_ns, end_ns),
             "completed_rps": done_in_window / tput_s,
             "output_tokens_per_s": tokens_in_window / tput_s,
             "goodput_rps": good / window_s,
@@ -188,6 +197,7 @@ def pipeline_summary(records: list[PipelineRecord], start_ns: int, end_ns: int,
                     "lag_ms": describe([(r.sent_ns - r.intended_ns) / MS for r in measured])},
         "throughput_window_s": tput_s,
         "throughput": {"sent_rps": len(measured) / window_s,
+                       "actual_sent_rps": actual_sent_rps(records, start_ns, end_ns),
                        "documents_per_h": len(done_in_window) / tput_s * 3600,
                        "pages_per_s": pages / tput_s},
         "requests_per_page": describe(reqs),

@@ -7,9 +7,11 @@ formulas in bench/metrics.py. One JSON object per line; ``kind`` says which work
 
 from __future__ import annotations
 
+import marshal
+import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +50,10 @@ class RequestRecord(BaseModel):
     prompt_tokens: int | None = Field(default=None, description="Exact prompt length from /tokenize.")
     server_prompt_tokens: int | None = Field(default=None, description="usage.prompt_tokens from the server.")
     output_tokens: int | None = Field(default=None, description="usage.completion_tokens from the server.")
+    output_tokens_source: Literal["usage", "tokenizer", "events"] | None = Field(
+        default=None, description="Where output_tokens came from: the server's usage; counted after the run "
+        "with the run's tokenizer (a server that sends no usage); or one per event with text (no usage and no "
+        "tokenizer).")
     max_tokens: int | None = Field(default=None, description="Requested max_tokens.")
     output_text: str | None = Field(default=None, description="Generated text when kept (--keep-output).")
     finish_reason: str | None = None
@@ -91,6 +97,84 @@ class PipelineRecord(BaseModel):
 
 
 AnyRecord = RequestRecord | PipelineRecord
+
+# -- rows: how the engine writes a finished request while the run goes ---------------------------
+# A row is a tuple of plain values in the record's field order (no model object is built in the
+# hot path), marshalled to the run's spool file as soon as the request ends, so nothing of it
+# stays in the client's memory. Uniform event lists are elided: ``event_tokens`` None when every
+# event added one token, ``event_content`` None when every event had content.
+CHAT_FIELDS = tuple(RequestRecord.model_fields)
+PIPELINE_FIELDS = tuple(PipelineRecord.model_fields)
+_I_NS, _I_TOK, _I_CONTENT = (CHAT_FIELDS.index(f) for f in ("event_ns", "event_tokens", "event_content"))
+
+
+def pack_events(ns: list[int], tokens: list[int], content: list[bool]) -> tuple[list[int], list[int] | None,
+                                                                               list[bool] | None]:
+    n = len(ns)
+    return ns, None if tokens.count(1) == n else tokens, None if content.count(True) == n else content
+
+
+def to_row(rec: AnyRecord) -> tuple[Any, ...]:
+    """A record as a row (records the engine makes itself: overload errors, pipeline documents)."""
+    if isinstance(rec, PipelineRecord):
+        return tuple(rec.__dict__.values())
+    values = list(rec.__dict__.values())
+    values[_I_NS], values[_I_TOK], values[_I_CONTENT] = pack_events(rec.event_ns, rec.event_tokens,
+                                                                    rec.event_content)
+    return tuple(values)
+
+
+def from_row(row: tuple[Any, ...]) -> AnyRecord:
+    if row[0] == "pipeline":
+        return PipelineRecord.model_construct(**dict(zip(PIPELINE_FIELDS, row)))
+    values = dict(zip(CHAT_FIELDS, row))
+    n = len(row[_I_NS])
+    if row[_I_TOK] is None:
+        values["event_tokens"] = [1] * n
+    if row[_I_CONTENT] is None:
+        values["event_content"] = [True] * n
+    return RequestRecord.model_construct(**values)
+
+
+_FRAME = struct.Struct("<I")
+
+
+class Spool:
+    """Rows written to a file as the run goes (marshal, length-framed), so a long run's records
+    live on disk rather than in the client's memory. Writes go out in ~1 MB blocks."""
+
+    FLUSH_BYTES = 1 << 20
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh = path.open("wb")
+        self._buf = bytearray()
+        self.rows = 0
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        data = marshal.dumps(row)
+        buf = self._buf
+        buf += _FRAME.pack(len(data))
+        buf += data
+        self.rows += 1
+        if len(buf) >= self.FLUSH_BYTES:
+            self._fh.write(buf)
+            buf.clear()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.write(self._buf)
+            self._buf.clear()
+            self._fh.close()
+
+
+def read_spool(path: Path) -> Iterator[tuple[Any, ...]]:
+    data = memoryview(path.read_bytes())
+    i, size, unpack = 0, len(data), _FRAME.unpack_from
+    while i < size:
+        (n,) = unpack(data, i)
+        yield marshal.loads(data[i + 4:i + 4 + n])
+        i += 4 + n
 
 
 def parse_record(line: bytes | str) -> AnyRecord:

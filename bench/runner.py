@@ -19,6 +19,7 @@ from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.pipeline import PipelineWorkload, outputs_summary, pipeline_checks
+from bench.promptlen import SERVER_TOKENIZE
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.server_view import ServerView
@@ -42,14 +43,19 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     limits = limits or ValidityLimits()
     tok = tokcheck.for_run(scn, tokenizer)  # a bad path fails here, before anything is sent
     prompts = None
+    prompt_source: str | None = None
     own = http is None
     http = http or httpx.Client(timeout=30.0)
     try:
         preflight(scn, target, http)
         if isinstance(scn, ChatScenario):
-            workload: Any = ChatWorkload(target, prepare(scn, target, http, max_model_len),
-                                         keep_output=scn.keep_output)
-            if tok is not None:  # counted now, before the clock starts: never in the send path
+            prepared = prepare(scn, target, http, max_model_len, tokenizer=tok)
+            prompt_source = prepared.prompt_source
+            server_counts = prompt_source == SERVER_TOKENIZE
+            # without /tokenize the run's tokenizer counts the prompts (and outputs without usage)
+            workload: Any = ChatWorkload(target, prepared.requests, keep_output=scn.keep_output,
+                                         keep_text_without_usage=tok is not None)
+            if tok is not None and server_counts:  # counted now, before the clock starts: never in the send path
                 prompts = tokcheck.count_prompts(tok[0], workload.prepared)
         else:
             workload = PipelineWorkload.build(scn, target)
@@ -71,14 +77,42 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     extra = None
     if isinstance(scn, PipelineScenario):
         extra = pipeline_checks(cast(list[PipelineRecord], result.records))  # the workload's own records
+    if isinstance(scn, ChatScenario) and tok is not None:  # answers without usage: counted now, after the run
+        chats = cast(list[RequestRecord], result.records)
+        count_outputs_without_usage(tok[0], chats, keep_text=scn.keep_output)
     summary = summarize(scn, target, result, limits, t_start, server, extra)
     if isinstance(scn, PipelineScenario):
         pipeline_records = cast(list[PipelineRecord], result.records)
         summary["pipeline"] = {**outputs_summary(pipeline_records, workload), **canary}
     summary["server_source"] = view.source
+    if isinstance(scn, ChatScenario):
+        summary["tokens"]["prompt_source"] = prompt_source
+        summary["tokens"]["output_source"] = output_sources(cast(list[RequestRecord], result.records))
     if tok is not None and prompts is not None:  # outputs counted after the run, from the records
         summary["tokenizer_crosscheck"] = tokcheck.crosscheck(tok[0], prompts, result.records, tok[1])
     return RunOutput(result.records, summary, result)
+
+
+def count_outputs_without_usage(tok: tokcheck.ClientTokenizer, records: list[RequestRecord],
+                                keep_text: bool) -> int:
+    """Output tokens of answers that came without ``usage``, counted with the run's tokenizer
+    from their text (``output_tokens_source`` "tokenizer"); the text is dropped again unless the
+    scenario keeps it. Returns how many were counted."""
+    todo = [r for r in records if r.output_tokens_source != "usage" and r.output_text is not None]
+    for r, n in zip(todo, tok.count_texts([r.output_text or "" for r in todo])):
+        r.output_tokens, r.output_tokens_source = n, "tokenizer"
+        if not keep_text:
+            r.output_text = None
+    return len(todo)
+
+
+def output_sources(records: list[RequestRecord]) -> dict[str, int]:
+    """How many answers' output token counts came from where (usage, tokenizer, events)."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.output_tokens_source is not None:
+            out[r.output_tokens_source] = out.get(r.output_tokens_source, 0) + 1
+    return out
 
 
 def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.Client) -> None:
@@ -92,6 +126,10 @@ def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.
         r = http.get(f"{target.base_url}/health", timeout=5.0)
         healthy = r.status_code == 200
         detail = f"/health returned {r.status_code}"
+        if r.status_code in (404, 405):  # no /health (hosted APIs, proxies): the model list says it is up
+            r = http.get(f"{target.base_url}/v1/models", headers=target.headers, timeout=5.0)
+            healthy = r.status_code == 200
+            detail += f" and /v1/models returned {r.status_code}"
     except httpx.HTTPError as exc:
         healthy, detail = False, f"{type(exc).__name__}: {exc}"
     if not healthy:

@@ -68,8 +68,15 @@ class ChatScenario(Strict):
     kind: Literal["chat"]
     name: str
     description: str = ""
-    stream: bool = Field(default=True, description="Stream with continuous usage stats.")
-    prompt_tokens: Dist = Field(description="Prompt length (text part), tokens, made exact via /tokenize.")
+    stream: bool = Field(default=True, description="Stream the answers (SSE).")
+    continuous_usage_stats: bool = Field(
+        default=True,
+        description="Ask for usage on every streamed event (vLLM's stream_options.continuous_usage_stats): exact "
+        "tokens per event, so ITL is per token even when the server merges tokens into one event. Off: usage at the "
+        "end only (what other tools ask for, and what servers without the extension accept); ITL then counts one "
+        "token per event with text.")
+    prompt_tokens: Dist = Field(description="Prompt length (text part), tokens, made exact with the server's "
+                                "/tokenize or, on a server without one, the run's tokenizer.")
     output_tokens: Dist = Field(description="max_tokens of each request, tokens.")
     ignore_eos: bool = Field(
         default=True, description="vLLM's ignore_eos so outputs have exactly max_tokens tokens."
@@ -86,9 +93,10 @@ class ChatScenario(Strict):
     keep_output: bool = Field(default=False, description="Keep generated text in the records.")
     tokenizer: str | None = Field(
         default=None,
-        description="Hugging Face tokenizer directory (or locally cached name) for the client-side "
-        "token-count cross-check (bench/tokcheck.py); a warning only, the server's counts stay "
-        "authoritative. `bench run --tokenizer` overrides it. Outputs are checked with keep_output.",
+        description="Hugging Face tokenizer directory (or locally cached name). On a server with /tokenize: the "
+        "client-side token-count cross-check (bench/tokcheck.py; a warning only, the server's counts stay "
+        "authoritative; outputs are checked with keep_output). On a server without /tokenize: what counts the "
+        "prompts (and outputs, when the server sends no usage). `bench run --tokenizer` overrides it.",
     )
     slo: RequestSLO = Field(default_factory=RequestSLO)
     load: LoadSpec

@@ -1,13 +1,17 @@
 """Server-sent events framing with a timestamp per event's first byte.
 
-The hot path only splits bytes and stamps times; JSON is decoded after the request finished
-(``decode_chat_events``) so parsing never delays the next read and never skews a timestamp.
+The hot path only keeps the body pieces and the stamps of their reads (bench/httpclient.py);
+events are split and decoded once the request finished (``read_stream``), so parsing never
+delays the next read and never skews a timestamp.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
+from operator import add, getitem, neg
 
 import orjson
 
@@ -63,11 +67,14 @@ class ChatStreamResult:
     text: str
     error: str | None = None
     response_id: str | None = None  # the server's id of the response (first event's "id")
+    output_source: str | None = None  # "usage" (the server's count) or "events" (one per event with text)
 
 
-_DIGITS = re.compile(rb"\d+")
+_CT = re.compile(rb'"completion_tokens":(\d+)')
 _PT = re.compile(rb'"prompt_tokens":(\d+)')
 _FINISH = re.compile(rb'"finish_reason":"(\w+)"')
+_EMPTY = b'"content":""'
+_DELTA = b'"delta":{"content":"'
 
 
 def response_id(payload: bytes) -> str | None:
@@ -78,59 +85,135 @@ def response_id(payload: bytes) -> str | None:
     return payload[i + 6:j].decode("utf-8", "replace") if j >= 0 else None
 
 
-def fast_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult | None:
-    """The common case without a JSON parse per event: vLLM-format chunks with continuous usage.
+def read_stream(parts: list[bytes], times: list[int], keep_text: bool = False) -> ChatStreamResult:
+    """A streamed chat answer from its body pieces and their read stamps (bench/httpclient.py):
+    the common shape without a JSON parse (:func:`fast_chat_stream`), anything else, or when the
+    text is kept, through :class:`SSESplitter` and :func:`decode_chat_events`."""
+    res = None if keep_text else fast_chat_stream(parts, times)
+    if res is None:
+        splitter = SSESplitter()
+        for p, t in zip(parts, times):
+            splitter.feed(p, t)
+        res = decode_chat_events(splitter.events)
+    return res
 
-    Reads the running ``completion_tokens`` and whether ``delta.content`` is non-empty with one
-    regex search each (about 10x cheaper than decoding every event); returns None (use
-    :func:`decode_chat_events`) for anything unusual: no usage, an error event, several choices,
-    tool calls or reasoning text. tests/unit/bench checks it against the full decoder.
+
+_TAILS: dict[bytes, list[bytes]] = {}  # what follows '"completion_tokens":' on the k-th token event, per server
+
+
+def _count_tails(after: bytes, n: int) -> list[bytes]:
+    """``b'"completion_tokens":1<after>'``, ``...:2<after>``, ...: a server writes the same bytes
+    after the number on every event, so running counts 1..n are checked with ``endswith``."""
+    tails = _TAILS.get(after)
+    if tails is None or len(tails) < n:
+        if len(_TAILS) > 16:
+            _TAILS.clear()
+        tails = _TAILS[after] = [b'"completion_tokens":%d%s' % (k, after) for k in range(1, max(n, 256) + 1)]
+    return tails
+
+
+def fast_chat_stream(parts: list[bytes], times: list[int]) -> ChatStreamResult | None:
+    """The common stream shape, read with one pass over the body (the split into events) and a
+    few bounded C-level checks per event instead of Python work or a JSON parse per event.
+
+    The shape: one-line ``data: {...}`` events separated by ``\\n\\n``; an optional role event
+    first; token events that all begin with the same bytes up to ``"delta":{"content":"`` (one
+    choice, index 0, plain content: no tool calls, no reasoning text, no error); an optional
+    usage-only event (``"choices":[]``); ``data: [DONE]`` last. With continuous usage the k-th
+    token event must report ``completion_tokens`` k (one token each, checked on its last bytes);
+    without it every token event counts one and the final usage gives the total, a difference
+    going to the last event, as :func:`decode_chat_events` does. Anything else returns None and
+    is decoded event by event; tests/unit/bench checks both agree.
     """
-    ns: list[int] = []
-    toks: list[int] = []
-    content: list[bool] = []
-    last = 0
-    done = False
-    payloads = [p for _, p in events]
-    blob = b"\n".join(payloads)  # substring tests in C (memmem), far cheaper than a regex scan
-    if (b'"tool_calls"' in blob or b'"reasoning' in blob or b'{"error"' in blob
-            or blob.count(b'"index":') != blob.count(b'"index":0')):
+    blob = b"".join(parts)
+    if b"\r" in blob:
         return None
-    digits = _DIGITS.match
-    for t_ns, p in events:
-        if p == b"[DONE]":
-            done = True
-            continue
-        i = p.rfind(b'"completion_tokens":')  # usage closes the event: rfind finds it at once
-        if i < 0:
-            return None
-        m = digits(p, i + 20)
-        if m is None:  # not a plain number right after the key (null, a space): the full decoder's case
-            return None
-        completion = int(m.group())
-        added = completion - last
-        last = completion
-        if added > 0:
-            c = p.find(b'"content":"')
-            if c < 0 and b'"choices":[]' in p:  # usage-only event: credit the previous token event
-                if not toks:
-                    return None
-                toks[-1] += added
-                continue
-            ns.append(t_ns)
-            toks.append(added)
-            content.append(c >= 0 and p[c + 11] != 34)  # 34: '"', an empty string
-    if not payloads:
+    blocks = blob.split(b"\n\n")
+    if blocks.pop() != b"" or len(blocks) < 2 or blocks[-1] != b"data: [DONE]":
         return None
-    pm = _PT.search(payloads[0])
+    # the read stamp of each event's first byte, when every piece ends where an event ends
+    event_ends = list(accumulate(map(add, map(len, blocks), repeat(2))))
+    part_ends = list(accumulate(map(len, parts)))
+    if part_ends == event_ends:  # one event per piece
+        ns = times
+    elif set(part_ends) <= set(event_ends):  # several events in some pieces
+        ns = list(map(times.__getitem__, map(bisect_right, repeat(part_ends), [0, *event_ends[:-1]])))
+    else:
+        return None
+    blocks.pop()  # [DONE]
+    first = 0
+    head = blocks[0]
+    if b'"role":' in head:  # the role event: no token, empty content
+        if not head.startswith(b"data: {") or _EMPTY not in head or b'"delta":{"role":' not in head:
+            return None
+        first = 1
+    last = len(blocks)
+    usage_event = None
+    if last > first and b'"choices":[]' in blocks[-1]:
+        usage_event = blocks[-1]
+        last -= 1
+    tok = blocks[first:last]
+    if not tok:
+        return None
+    k = tok[0].find(_DELTA)
+    if k < 0:
+        return None
+    plen = k + len(_DELTA)
+    prefix = tok[0][:plen]
+    if not prefix.startswith(b"data: {") or list(map(getitem, tok, repeat(slice(0, plen)))).count(prefix) != len(tok):
+        return None  # tool calls, reasoning text, several choices, an error event, a changing id
+    tok_ns = ns[first:last]
+    last_tok = tok[-1]  # the finish reason's event (it may carry no text)
+    n = len(tok)
+    i = tok[0].rfind(b'"completion_tokens":')
+    if i >= 0:  # continuous usage: the k-th token event says k
+        j = i + 20
+        while j < len(tok[0]) and 48 <= tok[0][j] <= 57:
+            j += 1
+        if j == i + 20:
+            return None
+        tails = _count_tails(tok[0][j:], n)[:n]
+        if list(map(getitem, tok, map(slice, map(neg, map(len, tails)), repeat(None)))) != tails:
+            return None
+        output = n
+        toks = [1] * n
+        source = "usage"
+        if usage_event is not None:
+            um = _CT.search(usage_event)
+            if um is None or int(um.group(1)) != n:
+                return None  # the closing usage says otherwise: let the decoder credit it
+    else:  # no per-event usage: an event with text is one token, an empty one none (as the decoder counts)
+        firsts = bytes(map(getitem, tok, repeat(plen)))
+        if 34 in firsts:
+            keep = [c != 34 for c in firsts]
+            tok_ns = [t for t, k_ in zip(tok_ns, keep) if k_]
+            tok = [b for b, k_ in zip(tok, keep) if k_]
+            n = len(tok)
+            if not n:
+                return None
+        toks = [1] * n
+        source = "events"
+        output = n
+        if usage_event is not None:
+            um = _CT.search(usage_event)
+            if um is None:
+                return None
+            output, source = int(um.group(1)), "usage"
+            if output != n:
+                toks[-1] += output - n
+        if b'"completion_tokens"' in head and first:
+            return None  # usage on the role event only: not a shape this path knows
+    firsts = bytes(map(getitem, tok, repeat(plen)))
+    content = [True] * n if 34 not in firsts else [c != 34 for c in firsts]  # 34: '"', an empty string
+    pm = _PT.search(head) or (_PT.search(usage_event) if usage_event is not None else None)
     finish = None
-    for p in reversed(payloads[-3:]):
-        fm = _FINISH.search(p)
+    for b in (last_tok, usage_event):
+        fm = _FINISH.search(b) if b is not None else None
         if fm:
             finish = fm.group(1).decode()
             break
-    return ChatStreamResult(ns, toks, content, int(pm.group(1)) if pm else None, last, finish, "",
-                            error=None if done else "stream_truncated", response_id=response_id(payloads[0]))
+    return ChatStreamResult(tok_ns, toks, content, int(pm.group(1)) if pm else None, output, finish, "",
+                            response_id=response_id(head), output_source=source)
 
 
 def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
@@ -178,6 +261,7 @@ def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
             last_completion = completion
         else:
             added = 1 if text else 0
+            last_completion += added  # what is counted so far: a closing usage adds only the rest
         if added > 0 and obj.get("choices"):
             ns.append(t_ns)
             toks.append(added)
@@ -185,8 +269,9 @@ def decode_chat_events(events: list[tuple[int, bytes]]) -> ChatStreamResult:
         elif added > 0 and toks:  # a usage-only event added tokens: credit the last event
             toks[-1] += added
         parts.append(text)
+    source = "usage" if output is not None else None
     if output is None and toks:
-        output = sum(toks)
+        output, source = sum(toks), "events"
     err = None if saw_done else "stream_truncated"
     return ChatStreamResult(ns, toks, content, prompt, output, finish, "".join(parts), error=err,
-                            response_id=rid)
+                            response_id=rid, output_source=source)

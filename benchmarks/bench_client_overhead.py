@@ -1,6 +1,11 @@
 """Client overhead of load generators, side by side, against the simulator's near-zero-latency
 'instant' profile (64-token streamed chat completions of 32-token prompts).
 
+Every tool here runs one open-loop shape; benchmarks/bench_same_shape.py compares the tools in
+the same closed- and open-loop shapes against a stub server and the simulator, with the server's
+CPU per request and repeats (the comparison to quote), and also measures max rate, rate accuracy
+and token counts.
+
     python benchmarks/bench_client_overhead.py [--tools ours,vllm,guidellm,aiperf,inference-perf]
                                                [--rate 50] [--requests 1000] [--skip-install]
                                                [--only ours|ttft] [--capacity RPS] [--no-pin]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .mineru import KIND_OF_BLOCK, detect_kind, layout_answer, plan_layout, recognition_pieces, request_rng
 from .profile import Profile
-from .textgen import filler_pieces, split_pieces
+from .tokens import RegexTokens, Tokens
 
 
 @dataclass
@@ -27,8 +27,9 @@ class Answer:
 
 
 class Answerer:
-    def __init__(self, profile: Profile, seed: int, plan_log_size: int) -> None:
+    def __init__(self, profile: Profile, seed: int, plan_log_size: int, tokens: Tokens | None = None) -> None:
         self.profile = profile
+        self.tokens = tokens or RegexTokens()  # what one piece (one output token) is
         self.seed = seed
         self.rng = random.Random(seed)  # non-MinerU prompts: drawn in arrival order
         self.plans: deque[dict] = deque(maxlen=plan_log_size)
@@ -52,9 +53,11 @@ class Answerer:
                     "blocks": [b.to_json() for b in blocks],
                     "requests_expected": [KIND_OF_BLOCK.get(b.type, "text") for b in blocks],
                 })
-                pieces = split_pieces(layout_answer(blocks))
+                pieces = self.tokens.split(layout_answer(blocks))
             else:
                 pieces = recognition_pieces(kind, rng, self.profile.mineru)
+                if not isinstance(self.tokens, RegexTokens):  # the same text, as the model's tokens
+                    pieces = self.tokens.split("".join(pieces))
             wanted = len(pieces) + 1
         else:
             self.kind_counts["chat"] += 1
@@ -63,10 +66,10 @@ class Answerer:
         if ignore_eos and max_tokens is not None:  # as vLLM: no EOS, so the cap is reached
             wanted = max(wanted, max_tokens + 1)
         if max_tokens is not None and wanted > max_tokens:
-            pieces = pieces[:max_tokens] if pieces is not None else filler_pieces(rng_chat, max_tokens)
+            pieces = pieces[:max_tokens] if pieces is not None else self.tokens.filler(rng_chat, max_tokens)
             if len(pieces) < max_tokens:
                 pieces += ["."] * (max_tokens - len(pieces))
             return Answer(pieces, "length")
         if pieces is None:
-            pieces = filler_pieces(rng_chat, wanted - 1) if wanted > 1 else []
+            pieces = self.tokens.filler(rng_chat, wanted - 1) if wanted > 1 else []
         return Answer(pieces, "stop")

@@ -27,8 +27,8 @@ from .metrics import EngineMetrics, HttpMetrics, build_registry
 from .profile import Profile
 from .scheduler import Scheduler, SimRequest
 from .schemas import BadImage, ChatRequest, CompletionRequest, TokenizeRequest, decode_image, split_messages
-from .textgen import chat_prompt_tokens, count_tokens
 from .timings import TIMED_PATHS, TIMING_KEY, RequestTiming, TimingLog, stamp_tokens
+from .tokens import load_tokens
 from .validation import RequestChecks, max_tokens_of
 
 log = logging.getLogger("simulator")
@@ -65,7 +65,8 @@ class SimApp:
         self.model = config.model_name
         self.scheduler = Scheduler(self.limits, profile.latency, config.faults.kv_capacity_factor)
         self.faults = FaultInjector(config.faults, config.seed)
-        self.answerer = Answerer(profile, config.seed, config.plan_log_size)
+        self.tokens = load_tokens(config.tokenizer)  # the served model's, or the simulator's regex pieces
+        self.answerer = Answerer(profile, config.seed, config.plan_log_size, self.tokens)
         self.http_metrics = HttpMetrics()
         self.engine = Engine(self.scheduler, None, clock or LoopClock())
         self.engine_metrics = EngineMetrics(self.model, self.limits.max_model_len, self._cache_info(),
@@ -177,9 +178,10 @@ class SimApp:
         req = self.checks.parse(await read_body(receive), TokenizeRequest)
         self.checks.check_model(req.model)
         if req.messages is not None:
-            count = chat_prompt_tokens(split_messages(req.messages).texts)
+            content = split_messages(req.messages)
+            count = self.tokens.chat_prompt(content.roles, content.texts)
         elif req.prompt is not None:
-            count = count_tokens(req.prompt)
+            count = self.tokens.count(req.prompt)
         else:
             raise bad_request("Either 'prompt' or 'messages' is required")
         return await respond(send, 200, wire.tokenize_response(count, self.limits.max_model_len))
@@ -197,7 +199,7 @@ class SimApp:
                 images = [decode_image(url) for url in content.image_urls]
             except BadImage as exc:
                 raise bad_request(str(exc)) from exc
-        prompt = chat_prompt_tokens(content.texts) + sum(
+        prompt = self.tokens.chat_prompt(content.roles, content.texts) + sum(
             image_tokens(i.width, i.height, self.profile.latency) for i in images)
         max_tokens = max_tokens_of(req)
         self.checks.check_length(prompt, max_tokens)
@@ -221,7 +223,7 @@ class SimApp:
             if len(p) != 1:
                 raise bad_request("the simulator serves one prompt per request", "prompt")
             p = p[0]
-        prompt = count_tokens(p) if isinstance(p, str) else len(p)
+        prompt = self.tokens.count(p) if isinstance(p, str) else len(p)
         if prompt == 0:
             raise bad_request("The decoder prompt cannot be empty")
         self.checks.check_length(prompt, req.max_tokens)

@@ -18,6 +18,9 @@ class SimConfig(BaseModel):
     model_name: str = Field(default="tiny", description="served model name (vLLM --served-model-name)")
     model_root: str | None = Field(
         default=None, description="'root' in /v1/models (vLLM: the model path); default /models/<name>")
+    tokenizer: str | None = Field(
+        default=None, description="served model's tokenizer directory (tokenizer.json, tokenizer_config.json): "
+        "count tokens with it in /tokenize, usage and metrics; default: the simulator's own regex pieces")
     max_num_seqs: int | None = Field(default=None, ge=1, description="override the profile's max_num_seqs")
     max_model_len: int | None = Field(default=None, ge=16, description="override the profile's max_model_len (tokens)")
     multimodal: bool = Field(

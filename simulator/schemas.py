@@ -106,10 +106,12 @@ class ChatContent:
     texts: list[str]  # one per message (its text parts joined)
     image_urls: list[str]
     last_user_text: str
+    roles: list[str]  # one per message
 
 
 def split_messages(messages: list[Message]) -> ChatContent:
     texts: list[str] = []
+    roles: list[str] = []
     urls: list[str] = []
     last_user = ""
     for m in messages:
@@ -124,9 +126,10 @@ def split_messages(messages: list[Message]) -> ChatContent:
                     urls.append(p.image_url.url)
             text = "".join(parts)
         texts.append(text)
+        roles.append(m.role)
         if m.role == "user":
             last_user = text
-    return ChatContent(texts, urls, last_user)
+    return ChatContent(texts, urls, last_user, roles)
 
 
 def _summarise(value) -> str:

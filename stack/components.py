@@ -151,6 +151,11 @@ def _sim_server(ctx: BuildContext, server: InferenceServer) -> Component:
         "--max-num-seqs", str(server.max_num_seqs),
         "--max-model-len", str(server.max_model_len),
     ]
+    tiny = ctx.project_root / ".cache" / "models" / "tiny"
+    # Count tokens as the tiny model's vLLM does (the simulator image has no transformers and no
+    # access to the checkout's cache: there it keeps its own estimate).
+    if server.model.source == "tiny" and not containerized(ctx) and (tiny / "tokenizer.json").is_file():
+        argv += ["--tokenizer", str(tiny)]
     url = server_url(ctx.spec, server)
     return Component(
         f"server-{server.name}", "server", argv, HealthCheck("http", f"{url}/health"), url,

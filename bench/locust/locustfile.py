@@ -68,7 +68,7 @@ def _prepare(environment, **_kw) -> None:
                            "(or `bench locust worker` on a worker machine)")
     scn = load_chat_scenario(os.environ["BENCH_SCENARIO"])
     target = from_url(_CFG["base_url"], _CFG["model"], _CFG.get("api_key_env"), _CFG.get("max_model_len"))
-    _STATE["prepared"] = prepare(scn, target)  # exact prompt lengths via /tokenize, context guard
+    _STATE["prepared"] = prepare(scn, target).requests  # exact prompt lengths via /tokenize, context guard
     _STATE["headers"] = target.headers
     _STATE["counter"] = itertools.count()
     _STATE["tag"] = f"{socket.gethostname()}-{os.getpid()}"

@@ -76,10 +76,14 @@ def run(
     count: int | None = typer.Option(None, help="Measured requests."),
     processes: int | None = typer.Option(None, help="Client processes."),
     seed: int | None = typer.Option(None, help="Seed."),
+    normalize: bool | None = typer.Option(
+        None, "--normalize/--no-normalize", help="Open loop: rescale the measured arrivals to exactly the rate "
+        "(default: on with --count, off with --duration)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
     tokenizer: str | None = typer.Option(
-        None, help="Hugging Face tokenizer directory: cross-check the server's token counts client-side "
-        "(a warning only; overrides the scenario's tokenizer)."),
+        None, help="Hugging Face tokenizer directory (or a name in the local cache; overrides the scenario's). "
+        "With /tokenize on the server: a client-side cross-check of its counts (a warning only). Without: what "
+        "counts the prompts, and the outputs of answers without usage."),
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
@@ -88,7 +92,8 @@ def run(
     """Run a scenario; write records.jsonl, summary.json and report.html. Exit 2 if the run is invalid."""
     try:
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
-                                       "count": count, "processes": processes, "seed": seed})
+                                       "count": count, "processes": processes, "seed": seed,
+                                       "normalize": normalize})
         queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                        documents_at)
         target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline")

@@ -24,6 +24,10 @@ def fail(msg: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+OUTPUT_SOURCES = {"usage": "the server's usage", "tokenizer": "the client tokenizer",
+                  "events": "one per event with text (no usage, no tokenizer)"}
+
+
 def print_summary(s: dict[str, Any]) -> None:
     t = Table(title=f"{s['run']['scenario']}: {s['run']['load_label']}, window {s['window_s']:.1f} s")
     for c in ("metric", "n", "mean", "p50", "p90", "p95", "p99", "max"):
@@ -34,6 +38,11 @@ def print_summary(s: dict[str, Any]) -> None:
     out.print(t)
     out.print("requests: " + ", ".join(f"{k}={v}" for k, v in s["requests"].items()))
     out.print("throughput: " + ", ".join(f"{k}={v:.2f}" for k, v in s["throughput"].items()))
+    tokens = s.get("tokens") or {}
+    if tokens.get("prompt_source"):
+        sources = ", ".join(f"{v} from {OUTPUT_SOURCES.get(k, k)}" for k, v in tokens.get("output_source", {}).items())
+        out.print(f"prompt lengths: {tokens['prompt_source']}; output tokens: {sources or 'none'}",
+                  markup=False, highlight=False, soft_wrap=True)
     if s.get("errors_by_reason"):
         out.print(f"errors: {s['errors_by_reason']}")
     if s.get("pipeline"):

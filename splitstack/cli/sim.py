@@ -16,6 +16,7 @@ from simulator.fit import FitError, drive_and_scrape, fit_profile, read_snapshot
 from simulator.profile import ProfileError, load_profile
 from simulator.server import ServeError, setup_logging
 from simulator.server import serve as run
+from simulator.tokens import TokenizerError
 
 app = typer.Typer(help="Inference-server simulator (a vLLM twin that speaks MinerU's VLM protocol).",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -37,6 +38,9 @@ def serve(
     seed: Annotated[int, typer.Option(help="seed of every random draw")] = 0,
     model_name: Annotated[str, typer.Option(help="served model name")] = "tiny",
     model_root: Annotated[str | None, typer.Option(help="'root' reported by /v1/models")] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="served model's tokenizer directory: count tokens with it in /tokenize, usage and metrics "
+             "(default: the simulator's own regex pieces)")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="override the profile's max_num_seqs")] = None,
     max_model_len: Annotated[int | None, typer.Option(help="override the profile's max_model_len")] = None,
     text_only: Annotated[bool, typer.Option(help="reject images like a text-only model")] = False,
@@ -49,11 +53,12 @@ def serve(
     setup_logging()
     try:
         cfg = SimConfig(host=host, port=port, api_key=api_key, profile=profile, seed=seed, model_name=model_name,
-                        model_root=model_root, max_num_seqs=max_num_seqs, max_model_len=max_model_len,
+                        model_root=model_root, tokenizer=tokenizer, max_num_seqs=max_num_seqs,
+                        max_model_len=max_model_len,
                         multimodal=not text_only, faults=parse_fault_args(fault or []),
                         **({} if timings_max_entries is None else {"timings_max_entries": timings_max_entries}))
         run(cfg)
-    except (ProfileError, FaultError) as exc:
+    except (ProfileError, FaultError, TokenizerError) as exc:
         _fail(str(exc))
     except ValidationError as exc:
         _fail("; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors()))

@@ -62,11 +62,14 @@ def _requests(http: httpx.Client, t: Target) -> float:
     return snap.get("vllm:e2e_request_latency_seconds", {}).get("count", 0.0)
 
 
-def test_a_cpu_starved_client_marks_the_run_invalid(instant_target):
+def test_a_cpu_starved_client_marks_the_run_invalid(instant_target, monkeypatch):
     """Threads spinning in pure Python hold the GIL: the client's event loop is starved."""
+    from bench import engine
+
     stop = threading.Event()
     old = sys.getswitchinterval()
-    sys.setswitchinterval(0.02)  # each spinner keeps the GIL 20 ms at a time
+    sys.setswitchinterval(0.02)  # each spinner keeps the GIL 20 ms at a time ...
+    monkeypatch.setattr(engine, "SWITCH_INTERVAL_S", 0.02)  # ... also in the run (the engine lowers it to 0.5 ms)
 
     def spin() -> None:
         x = 0
@@ -113,7 +116,7 @@ def test_closed_loop_and_two_client_processes(instant_target):
 
 
 def test_errors_are_broken_down_by_reason(instant_target):
-    from bench.chat import TokenizeError
+    from bench.promptlen import TokenizeError
 
     bad_key = Target(instant_target.base_url, "tiny", "wrong", 16384)
     out = run_scenario(chat({"rate_rps": 20, "count": 10}), bad_key)  # /tokenize is open, /v1 is not

@@ -32,6 +32,7 @@ def test_sweep_finds_the_max_rate_meeting_the_slo(tmp_path):
             cwd=ROOT, env={**os.environ, "SIM_KEY": "sekret"}, capture_output=True, text=True, timeout=380)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sweep = json.loads((tmp_path / "out" / "summary.json").read_text())["sweep"]
+    assert "bracket_rps" in sweep, f"{sweep['conclusion']}; points: {json.dumps(sweep['points'])}"
     lo, hi = sweep["bracket_rps"]
     assert 2 <= lo < hi <= 16  # 4 slots x ~0.5 s per answer: saturation near 8 req/s
     assert lo <= sweep["max_rate_rps"] <= hi

