@@ -22,21 +22,19 @@ class ExprError(ValueError):
     pass
 
 
-def metric_names(expr: str) -> set[str]:
-    """Names of every vector selector in ``expr``; ExprError if it does not parse."""
+def selectors(expr: str) -> list[promql_parser.VectorSelector]:
+    """Every vector selector in ``expr`` (inside range selectors, calls, operators, aggregations);
+    ExprError if it does not parse."""
     try:
         root = promql_parser.parse(expr)
     except PARSE_ERRORS as e:  # carries the parser's text
         raise ExprError(f"does not parse: {e}") from None
-    names: set[str] = set()
+    out: list[promql_parser.VectorSelector] = []
     stack: list[promql_parser.Expr] = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, promql_parser.VectorSelector):
-            if node.name:
-                names.add(node.name)
-            else:  # {__name__="x"} style
-                names |= {m.value for m in node.matchers.matchers if m.name == "__name__"}
+            out.append(node)
             continue
         if isinstance(node, promql_parser.MatrixSelector):
             stack.append(node.vector_selector)
@@ -46,6 +44,17 @@ def metric_names(expr: str) -> set[str]:
             if child is not None and not isinstance(child, (int, float, str)):
                 stack.append(child)
         stack.extend(getattr(node, "args", None) or [])
+    return out
+
+
+def metric_names(expr: str) -> set[str]:
+    """Names of every vector selector in ``expr``; ExprError if it does not parse."""
+    names: set[str] = set()
+    for node in selectors(expr):
+        if node.name:
+            names.add(node.name)
+        else:  # {__name__="x"} style
+            names |= {m.value for m in node.matchers.matchers if m.name == "__name__"}
     return names
 
 

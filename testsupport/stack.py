@@ -18,12 +18,12 @@ def free_port_run(count: int) -> int:
     """A port P with P .. P+count-1 all free right now (worker i listens on metrics_port + i)."""
     for _ in range(50):
         first = free_port()
-        if first + count < 65535 and all(_free(first + i) for i in range(1, count)):
+        if first + count < 65535 and all(port_free(first + i) for i in range(1, count)):
             return first
     raise RuntimeError(f"no run of {count} free ports found")
 
 
-def _free(port: int) -> bool:
+def port_free(port: int) -> bool:
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))

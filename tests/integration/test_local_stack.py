@@ -18,18 +18,9 @@ from bench.demo import chat_once, wait_for_series
 from stack.components import SetupError
 from stack.launcher import StackError
 from stack.preflight import resolve_api_key
-from testsupport.stack import ROOT, local_stack
+from testsupport.stack import ROOT, local_stack, port_free
 
 pytestmark = pytest.mark.integration
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def test_infrastructure_only_up_status_down(make_stack) -> None:
@@ -42,7 +33,7 @@ def test_infrastructure_only_up_status_down(make_stack) -> None:
     ports = [c["port"] for c in state["components"].values()]
     stack.down()
     assert stack.processes() == []
-    assert all(_port_free(p) for p in ports)
+    assert all(port_free(p) for p in ports)
     assert stack.status() and not any(r["healthy"] for r in stack.status())
 
 
@@ -128,7 +119,7 @@ def test_down_after_supervisord_and_launcher_are_killed(tmp_path) -> None:
         swept = stack.down()
     assert set(alive) <= set(swept)
     assert stack.processes() == []
-    assert all(_port_free(p) for p in ports), "an orphan still listens on a stack port"
+    assert all(port_free(p) for p in ports), "an orphan still listens on a stack port"
 
 
 def test_cli_up_status_down(tmp_path) -> None:

@@ -5,33 +5,14 @@ from __future__ import annotations
 
 import subprocess
 
-import promql_parser
 import pulumi
 import yaml
 
 from contract.spec_loader import load_stack, project_root
 from infra.components.program import build
-from slo.exprcheck import PARSE_ERRORS
+from slo.exprcheck import PARSE_ERRORS, selectors
 
 ROOT = project_root()
-
-
-def _selectors(expr: str) -> list[promql_parser.VectorSelector]:
-    out, stack = [], [promql_parser.parse(expr)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, promql_parser.VectorSelector):
-            out.append(node)
-            continue
-        if isinstance(node, promql_parser.MatrixSelector):
-            stack.append(node.vector_selector)
-            continue
-        for attr in ("expr", "lhs", "rhs", "param"):
-            child = getattr(node, attr, None)
-            if child is not None and not isinstance(child, (int, float, str)):
-                stack.append(child)
-        stack.extend(getattr(node, "args", None) or [])
-    return out
 
 
 def test_prod_rules_are_scoped_and_alertmanager_is_generated(mocks, tmp_path):
@@ -50,7 +31,7 @@ def test_prod_rules_are_scoped_and_alertmanager_is_generated(mocks, tmp_path):
         for group in obj["spec"]["groups"]:
             for rule in group["rules"]:
                 try:
-                    sels = _selectors(rule["expr"])
+                    sels = selectors(rule["expr"])
                 except PARSE_ERRORS as e:  # pragma: no cover - the message names the rule
                     raise AssertionError(f"{obj['metadata']['name']}: {rule['expr']}: {e}") from None
                 for sel in sels:
