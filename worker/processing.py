@@ -30,7 +30,7 @@ from worker.parse_errors import document_failure
 from worker.pdfcheck import check_range, extract_pages, inspect_pdf
 from worker.queue import Delivery, JobQueue
 from worker.sources import fetch
-from worker.store import DirectoryStore
+from worker.store import OutputStore
 from worker.tracing import current_trace
 
 logger = logging.getLogger("worker")
@@ -45,7 +45,7 @@ class JobSteps:
     # Set by worker.runner.Worker.__init__ (declared here for the type checker only).
     s: WorkerSettings
     queue: JobQueue
-    store: DirectoryStore
+    store: OutputStore
     metrics: WorkerMetrics
     breaker: CircuitBreaker
     backend: Backend | None
@@ -202,7 +202,8 @@ class JobSteps:
             raise
         await self._finish_part(job)
         await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
-                             processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"])
+                             processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"],
+                             output=self.store.location(job.job_id))
         if job.part_of is None and committed:
             self._count_done(elapsed, job.submitted_at)
         log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),

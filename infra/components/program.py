@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.cluster_fit import require_cluster_fit, storage_class
+from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
@@ -174,6 +175,7 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
         "server_url": None if mono else naming.server_url(spec, server),
         "server_urls": servers,
         "served_model": server.model.name,
+        "output_store": store_root(spec),
         "prometheus_url": prometheus_url,
         "port_forward": forward,
         "commands": {
