@@ -31,6 +31,7 @@ from infra.components.queue import QueueArgs, QueueComponent
 from infra.components.secrets import (
     SecretsArgs,
     SecretsComponent,
+    output_store_refs,
     queue_ref,
     read_secret_values,
     server_refs,
@@ -209,6 +210,8 @@ def secret_commands(spec: Spec, managed: set[str] | None = None) -> list[str]:
         refs[(r.name, r.key)] = r.env
     elif spec.queue.password is not None:
         refs[(spec.queue.password.name, spec.queue.password.key)] = spec.queue.password.env
+    for ref in output_store_refs(spec):
+        refs.setdefault((ref.name, ref.key), ref.env)
     by_name: dict[str, list[str]] = {}
     for (name, key), env in sorted(refs.items()):
         by_name.setdefault(name, []).append(f'--from-literal={key}="${env}"')

@@ -7,6 +7,7 @@ from functools import cache
 
 from contract.cluster_fit import check_cluster_fit, storage_needs
 from infra.components.network_policies import HTTPS, policies
+from infra.compose import worker_environment
 from infra.plan import build_plan, render_plan
 from infra.render import Capture, capture
 
@@ -37,6 +38,9 @@ def test_no_rwx_volume_and_the_key_pair_only_by_reference() -> None:
                                  "valueFrom": {"secretKeyRef": {"name": "outputs-hmac", "key": "id"}}}
     assert env["OUT_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "outputs-hmac", "key": "secret"}
     assert result.outputs["output_store"] == "s3://doc-outputs/prod/v1"
+    assert any(c.startswith("kubectl -n splitstack create secret generic outputs-hmac "
+                            '--from-literal=id="$OUT_KEY_ID" --from-literal=secret="$OUT_SECRET"')
+               for c in result.outputs["commands"]["create_secrets"]), result.outputs["commands"]
 
 
 def test_no_shared_storage_class_needed_and_workers_reach_https() -> None:
@@ -52,3 +56,9 @@ def test_plan_names_the_bucket_and_no_output_volume() -> None:
     assert ("outputs: bucket s3://doc-outputs/prod/v1/ through https://storage.googleapis.com "
             "(keys from Secret 'outputs-hmac'); no volume; the bucket must exist") in text
     assert "PVC splitstack-outputs" not in text
+
+
+def test_compose_takes_the_key_pair_from_host_variables() -> None:
+    env = worker_environment(derive("dev", S3))
+    assert env["OUT_KEY_ID"] == "${OUT_KEY_ID:?set OUT_KEY_ID in the environment of docker compose}"
+    assert env["OUT_SECRET"] == "${OUT_SECRET:?set OUT_SECRET in the environment of docker compose}"
