@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("worker")
 ATTEMPT_KEY = "attempt"  # in metadata.json: the attempt folder holding the data objects
 PROBE_FOLDER = ".splitstack-probe"
+RETRY_TIMEOUT_S = 30.0
 
 
 class StoreConfigError(Exception):
@@ -88,7 +90,11 @@ def s3_store(spec: OutputStoreSpec, env: dict[str, str]) -> S3Store:
                 "default credential chain")
         config[field] = value
     client = {"allow_http": True} if (spec.endpoint_url or "").startswith("http://") else {}
-    return obstore_store.S3Store(spec.bucket, config=config, client_options=client)
+    # obstore retries for up to 180 s by default; a job whose upload fails is kept and retried
+    # by the worker with its own backoff, so one call gives up sooner.
+    retry = {"max_retries": 4, "retry_timeout": timedelta(seconds=RETRY_TIMEOUT_S)}
+    return obstore_store.S3Store(spec.bucket, config=config, client_options=client,
+                                 retry_config=retry)
 
 
 class ObjectStore:

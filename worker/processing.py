@@ -74,7 +74,7 @@ class JobSteps:
         if d.deliveries > max_attempts:
             await self._dead_letter(d, "poison", await self._poison_reason(d, job, max_attempts))
             return
-        if self.store.exists(job.job_id):  # redelivered after its output was stored
+        if await self._stored(job.job_id):  # redelivered after its output was stored
             await self._finish_part(job)
             await self.queue.ack(d.message_id, job.job_id, "done")
             log(logger, logging.INFO, "output already stored; acked duplicate delivery")
@@ -115,6 +115,17 @@ class JobSteps:
                 if self._stopping.is_set():
                     await self.queue.release(d)
                     return
+
+    async def _stored(self, job_id: str) -> bool:
+        """The job's output is committed. In a bucket this is a request (off the event loop);
+        when the bucket does not answer, the job is parsed again and its commit, create-only,
+        still keeps a committed output as it is."""
+        try:
+            return await asyncio.to_thread(self.store.exists, job_id)
+        except TransientError as exc:
+            log(logger, logging.WARNING, "output store not answering; parsing the job again",
+                error=str(exc))
+            return False
 
     async def _record_abandonment(self, d: Delivery, job: Job) -> None:
         """Keep who held the job before and died (or went silent): the poison evidence."""

@@ -7,6 +7,7 @@ import pytest
 
 from contract.spec_loader import SpecError, load_stack
 from worker.config import settings_from_env
+from worker.errors import TransientError
 from worker.objectstore import ObjectStore, StoreConfigError, open_store
 from worker.store import DirectoryStore
 
@@ -41,3 +42,12 @@ def test_the_worker_opens_the_store_the_spec_names(tmp_path) -> None:
     with pytest.raises(StoreConfigError, match=r"output_store.secret_access_key: the variable "
                        r"OUT_SECRET is empty; set it \(Kubernetes: the Secret 'outputs-hmac' key 'secret'\)"):
         open_store(spec, tmp_path, env={"OUT_KEY_ID": "id"})
+
+
+def test_a_bucket_that_does_not_answer_is_a_transient_error(tmp_path) -> None:
+    """The job is kept and retried (worker/errors.py), never dead-lettered, and one call gives up
+    within obstore's retry budget (nothing listens on port 1)."""
+    spec = load_stack("local", overrides={**S3, **KEYS, "output_store.endpoint_url": "http://127.0.0.1:1"})
+    store = open_store(spec, tmp_path, env={"OUT_KEY_ID": "id", "OUT_SECRET": "secret"})
+    with pytest.raises(TransientError, match=r"output store s3://doc-outputs/prod/v1: .*127.0.0.1:1"):
+        store.exists("job1")
