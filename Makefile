@@ -16,9 +16,9 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: setup apt containers python model images demo lint test test-unit test-integration clean
+.PHONY: setup apt containers python model s3server images demo lint test test-unit test-integration clean
 
-setup: apt containers python model
+setup: apt containers python model s3server
 
 # Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules),
 # Alertmanager 0.25 + amtool (the local stack's Alertmanager; config checks in tests), podman 4.3
@@ -62,6 +62,15 @@ $(STAMP): pyproject.toml
 
 model: python
 	$(PY) -m localvllm.tinymodel --out .cache/models/tiny
+
+# moto's standalone S3 server, the S3-compatible server the object-store tests run on loopback
+# (testsupport/s3server.py). In a virtualenv of its own: moto needs botocore, whose
+# python-dateutil<3 cannot sit beside kubernetes>=37 in the project's virtualenv.
+S3SERVER := .cache/s3server
+s3server: $(S3SERVER)/bin/moto_server
+$(S3SERVER)/bin/moto_server:
+	$(PYTHON) -m venv $(S3SERVER)
+	$(S3SERVER)/bin/pip install -q 'moto[server]==5.2.5'
 
 # The worker, simulator and inference-server images (images/*/Containerfile), tagged as the
 # `local` spec names them; the base image and the wheels are cached (.cache/images).

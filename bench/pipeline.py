@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +40,12 @@ from bench.pdfgen import count_pages, make_pdf
 from bench.records import Phase, PipelineRecord
 from bench.scenario import PipelineScenario
 from bench.target import Target, mask_url
+from contract.outputs import store_root
+from worker.errors import TransientError
 from worker.jobs import Job
+from worker.objectstore import open_store
 from worker.queue import JobQueue
+from worker.store import DirectoryStore, OutputStore
 
 TERMINAL = ("done", "dead_lettered")
 MARKDOWN = "document.md"  # worker/store.py's output file names
@@ -63,13 +67,14 @@ class PipelineWorkload:
     stream: str
     group: str
     dead_letter_stream: str
-    output_dir: str | None
+    output_dir: str | None  # the store's location (a folder, or s3://bucket/prefix), for reports
     job_timeout_s: float
     poll_interval_s: float
     stall_timeout_s: float = 60.0
     worker_clock: bool = True  # end time from the worker's timestamp (one host) or observed
     folder: str = ""  # where this host keeps the documents
     name: str = "pipeline"
+    store: OutputStore | None = field(default=None, repr=False)  # reads outputs; None: records only
 
     @classmethod
     def build(cls, scn: PipelineScenario, target: Target) -> PipelineWorkload:
@@ -100,9 +105,14 @@ class PipelineWorkload:
             src = f"{target.documents_at}/{p.name}" if target.documents_at else str(p.resolve())
             docs.append(Document(str(p.resolve()), n, src))
         out = target.output_dir
+        store: OutputStore | None = DirectoryStore(out) if out else None
+        where = str(out) if out else None
+        if spec.output_store.kind == "s3":  # read through the workers' own store (obstore)
+            store = open_store(spec, Path(tempfile.mkdtemp(prefix="bench-outputs-")))
+            where = store_root(spec)
         return cls(docs, target.queue_url, spec.queue.stream, spec.queue.group, spec.queue.dead_letter_stream,
-                   str(out) if out else None, scn.job_timeout_s, scn.poll_interval_s, scn.stall_timeout_s,
-                   worker_clock=target.deployment is None, folder=str(base))
+                   where, scn.job_timeout_s, scn.poll_interval_s, scn.stall_timeout_s,
+                   worker_clock=target.deployment is None, folder=str(base), store=store)
 
     def describe(self) -> dict[str, Any]:
         return {"queue": mask_url(self.redis_url), "stream": self.stream, "group": self.group,
@@ -248,17 +258,15 @@ class PipelineSender:
             return f"queue state unavailable: {type(exc).__name__}: {exc}"
 
     def _read_output(self, rec: PipelineRecord, job_id: str) -> None:
-        if not self.wl.output_dir:
+        store = self.wl.store
+        if store is None:
             return  # completion from the job record only; the summary says what is not verified
-        folder = Path(self.wl.output_dir) / job_id
         try:
-            meta = json.loads((folder / METADATA).read_text())
+            meta = store.read_metadata(job_id)
             rec.server_requests = meta.get("requests_sent")
-            md = folder / MARKDOWN
-            if md.is_file():
-                rec.output_sha256 = hashlib.sha256(md.read_bytes()).hexdigest()
+            rec.output_sha256 = hashlib.sha256(store.read_file(job_id, MARKDOWN)).hexdigest()
             rec.output_verified = True
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError, TransientError):
             rec.output_verified = False  # marked done, yet no readable output in this store
 
     async def aclose(self) -> None:

@@ -22,6 +22,7 @@ import redis
 from bench.pipeline import METADATA
 from bench.target import TargetError
 from worker.jobs import Job
+from worker.store import OutputStore
 
 UNREADABLE_KINDS = ("not_found", "unreadable", "url_not_allowed", "download_failed", "path_not_allowed")
 
@@ -141,7 +142,7 @@ async def run_canary(queue, client, source: str, pickup_s: float, finish_s: floa
 
 
 def judge_canary(rec: dict[str, Any], source: str, local_folder: str, output_dir: str | None,
-                 documents_at: str | None) -> None:
+                 documents_at: str | None, store: OutputStore | None = None) -> None:
     """Turn a finished canary into a clear error when the run could not measure anything."""
     if rec.get("state") == "dead_lettered":
         kind, reason = rec.get("kind", "unknown"), rec.get("reason", "")
@@ -154,11 +155,9 @@ def judge_canary(rec: dict[str, Any], source: str, local_folder: str, output_dir
                               "--documents-at. Nothing was measured.")
         raise TargetError(f"the canary document was dead-lettered ({kind}: {reason}); fix that before "
                           "measuring (`splitstack dead-letters list`). Nothing was measured.")
-    if output_dir is not None:
-        from pathlib import Path
-
-        if not (Path(output_dir) / rec["job_id"] / METADATA).is_file():
-            raise TargetError(f"--output-dir {output_dir}: the workers finished the canary document (job "
-                              f"{rec['job_id']}) but {output_dir}/{rec['job_id']}/{METADATA} does not exist: that "
-                              "folder is not the workers' output store (mount the store's volume there), or "
-                              "leave --output-dir out to measure from the job records. Nothing was measured.")
+    if store is not None and not store.exists(rec["job_id"]):
+        marker = store.location(rec["job_id"]).rstrip("/") + "/" + METADATA
+        raise TargetError(f"output store {output_dir}: the workers finished the canary document (job "
+                          f"{rec['job_id']}) but {marker} does not exist: that is not the workers' output "
+                          "store (mount the store's volume there, or check output_store in the spec), or "
+                          "leave --output-dir out to measure from the job records. Nothing was measured.")

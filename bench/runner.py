@@ -174,7 +174,8 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
             await ac.aclose()
 
     rec = asyncio.run(canary())
-    queue_checks.judge_canary(rec, doc.source, workload.folder, workload.output_dir, target.documents_at)
+    queue_checks.judge_canary(rec, doc.source, workload.folder, workload.output_dir, target.documents_at,
+                              workload.store)
     facts["canary"] = {"job_id": rec["job_id"], "state": rec.get("state"), "latency_s": rec["latency_s"]}
     return facts
 

@@ -355,10 +355,6 @@ def _security(spec: Spec) -> list[FitProblem]:
             "unset: the in-cluster Redis would accept any client that reaches it (producers in "
             "queue.producer_namespaces, KEDA) without AUTH; give a SecretRef {name, key, env} "
             "whose Secret holds the password")))
-    if spec.output_store.kind != "directory":
-        out.append(FitProblem("output_store.kind", (
-            f"{spec.output_store.kind!r} is not implemented by the worker (it refuses to start, "
-            "docs/worker.md); use 'directory' (a ReadWriteMany volume every worker mounts)")))
     return out
 
 

@@ -11,7 +11,6 @@ from contract.worker_env import (
     ENV_METRICS_PORT,
     ENV_MODEL_SOURCE,
     ENV_OUTPUT_DIR,
-    ENV_OUTPUT_URL,
     ENV_SERVER_URL,
     ENV_SPEC_FILE,
 )
@@ -138,6 +137,8 @@ def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
     env: list[dict] = [
         {"name": ENV_SPEC_FILE, "value": f"{WORKER_SPEC_MOUNT}/{WORKER_SPEC_KEY}"},
         {"name": ENV_METRICS_PORT, "value": str(w.metrics_port)},
+        # kind directory: the shared volume; kind s3: an emptyDir where outputs are staged
+        # before their upload (worker/objectstore.py).
         {"name": ENV_OUTPUT_DIR, "value": OUTPUTS_MOUNT},
         {"name": "MINERU_VERSION", "value": w.mineru_version},
         # As in the local stack (stack/workers.py): glibc arenas per thread let RSS creep.
@@ -152,8 +153,11 @@ def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
         env.append({"name": ENV_SERVER_URL, "value": server_url(spec, server)})
         if server.api_key:
             env.append(secret_env(server.api_key.env, server.api_key))
-    if spec.output_store.kind == "s3":
-        env.append({"name": ENV_OUTPUT_URL, "value": f"s3://{spec.output_store.bucket}"})
+    store = spec.output_store
+    if store.kind == "s3":  # bucket and endpoint come with the spec; the key pair by reference
+        for ref in (store.access_key_id, store.secret_access_key):
+            if ref is not None:
+                env.append(secret_env(ref.env, ref))
     if q.kind == "external":
         env.append(secret_env(q.url_env, EXTERNAL_REDIS_SECRET))
     else:

@@ -8,6 +8,7 @@ that has only the core install.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -342,10 +343,61 @@ class Queue(Strict):
 
 
 class OutputStore(Strict):
+    """Where workers write each job's outputs: a directory every worker mounts (``directory``:
+    locally a folder, in Kubernetes a ReadWriteMany volume) or a bucket through the S3 API
+    (``s3``: AWS S3, Google Cloud Storage's XML API with HMAC keys, or any S3-compatible server;
+    no shared volume). docs/worker.md has the layout and the commit protocol of both."""
+
     kind: Literal["directory", "s3"] = Field(default="directory")
     path: str = Field(default="outputs", description="Directory (relative to the state dir locally).")
-    bucket: str = Field(default="", description="Bucket for kind=s3.")
     size_gib: int = Field(default=50, ge=1, description="PVC size for kind=directory in k8s, GiB.")
+    bucket: str = Field(
+        default="", description="Bucket for kind=s3; it must exist (splitstack does not create it).")
+    prefix: str = Field(
+        default="", description="Key prefix for kind=s3 (no leading or trailing '/'): outputs go "
+        "to s3://<bucket>/<prefix>/<job_id>/.")
+    endpoint_url: str | None = Field(
+        default=None, description="S3 API endpoint for kind=s3; None: AWS S3 in `region`. GCS: "
+        "https://storage.googleapis.com (with HMAC keys); others: the server's URL.")
+    region: str | None = Field(
+        default=None, description="Region for kind=s3 (request signing); None: the SDK's default "
+        "(AWS_REGION / AWS_DEFAULT_REGION), else us-east-1.")
+    access_key_id: SecretRef | None = Field(
+        default=None, description="Access key id for kind=s3 (by reference); None together with "
+        "secret_access_key: the default credential chain (IRSA / web identity, instance metadata, "
+        "AWS_* variables).")
+    secret_access_key: SecretRef | None = Field(
+        default=None, description="Secret access key for kind=s3 (by reference), set with access_key_id.")
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if v.startswith("/") or v.endswith("/") or "//" in v:
+            raise ValueError(f"{v!r}: no leading, trailing or doubled '/'; e.g. 'splitstack/outputs'")
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("https://", "http://")):
+            raise ValueError(f"{v!r}: not an http(s) URL; e.g. https://storage.googleapis.com")
+        return v
+
+    @model_validator(mode="after")
+    def _s3_fields(self) -> OutputStore:
+        if self.kind == "s3":
+            if not self.bucket:
+                raise ValueError("kind 's3' needs output_store.bucket: the bucket the workers "
+                                 "write to (it must exist; splitstack does not create it)")
+            if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]", self.bucket):
+                raise ValueError(f"output_store.bucket {self.bucket!r}: not a bucket name (3-63 "
+                                 "lowercase letters, digits, '.', '-', '_'; starts and ends with a "
+                                 "letter or digit)")
+            if (self.access_key_id is None) != (self.secret_access_key is None):
+                raise ValueError("output_store.access_key_id and output_store.secret_access_key: "
+                                 "set both (an HMAC / access key pair) or neither (the default "
+                                 "credential chain: IRSA, workload identity, instance metadata)")
+        return self
 
 
 class Alertmanager(Strict):

@@ -23,7 +23,6 @@ ENV_DRAIN_TIMEOUT = "SPLITSTACK_WORKER_DRAIN_TIMEOUT_S"  # SIGTERM drain budget,
 ENV_RSS_FRACTION = "SPLITSTACK_WORKER_RSS_LIMIT_FRACTION"  # recycle above this share of the limit
 ENV_ALLOW_TORCH = "SPLITSTACK_WORKER_ALLOW_TORCH"  # "1" lets MinerU import torch (off by default)
 ENV_MODEL_SOURCE = "SPLITSTACK_MODEL_SOURCE"  # monolithic mode: the model the worker loads
-ENV_OUTPUT_URL = "SPLITSTACK_OUTPUT_URL"  # object-store output (s3://bucket)
 # MinerU's own variable for its page-render process pool; the worker sizes it to its CPU budget
 # unless the operator set it.
 ENV_RENDER_PROCESSES = "MINERU_PDF_RENDER_THREADS"

@@ -60,6 +60,9 @@ def worker_environment(spec: Spec) -> dict[str, str]:
     refs[naming.EXTERNAL_REDIS_SECRET.name, naming.EXTERNAL_REDIS_SECRET.key] = spec.queue.url_env
     if spec.queue.password:
         refs[spec.queue.password.name, spec.queue.password.key] = spec.queue.password.env
+    for ref in (spec.output_store.access_key_id, spec.output_store.secret_access_key):
+        if ref is not None:  # kind s3 with a key pair; the volume "outputs" then only stages
+            refs[ref.name, ref.key] = ref.env
     for env in naming.worker_env(spec, spec.deployment_mode is DeploymentMode.monolithic):
         if "value" in env:
             out[env["name"]] = env["value"]

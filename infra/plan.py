@@ -23,6 +23,7 @@ from contract.cluster_fit import (
     storage_needs,
 )
 from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
+from contract.outputs import store_root
 from contract.spec import Spec
 from infra.render import Capture, capture
 
@@ -129,6 +130,13 @@ def _storage_lines(plan: Plan) -> list[str]:
                   else "built into the cloud" if fact else "declared in cluster.*storage_class")
         lines.append(f"  {kind} class {choice.name} ({fact.provisioner if fact else '?'}, {origin})"
                      f": {'; '.join(who)}")
+    store = spec.output_store
+    if store.kind == "s3":
+        creds = (f"keys from Secret {store.access_key_id.name!r}" if store.access_key_id
+                 else "the pod's default credentials (IRSA / workload identity)")
+        lines.append(f"  outputs: bucket {store_root(spec)}/ through "
+                     f"{store.endpoint_url or 'AWS S3'} ({creds}); no volume; the bucket must "
+                     "exist (the program does not create it)")
     if plan.capture is not None:
         for pvc in _objects(plan, "PersistentVolumeClaim"):
             s = pvc["spec"]

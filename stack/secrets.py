@@ -62,6 +62,24 @@ def resolve_api_key(spec: Spec, paths: StackPaths) -> str | None:
     return _read_or_make(path)
 
 
+def output_store_key_files(spec: Spec, paths: StackPaths) -> dict[str, Path]:
+    """``output_store.kind: s3`` with a key pair: {variable: file} of each key, written from the
+    variable its SecretRef names when the launcher has it (else the file from an earlier start,
+    else nothing: the worker then refuses to start, naming the variable)."""
+    store = spec.output_store
+    out: dict[str, Path] = {}
+    for ref in (store.access_key_id, store.secret_access_key) if store.kind == "s3" else ():
+        if ref is None:
+            continue
+        path = paths.secrets / f"output-store-{ref.env}"
+        value = os.environ.get(ref.env)
+        if value and (not path.is_file() or path.read_text().strip() != value):
+            _write_private(path, value)
+        if path.is_file():
+            out[ref.env] = path
+    return out
+
+
 def redis_password_file(paths: StackPaths) -> Path:
     return paths.secrets / REDIS_PASSWORD_FILE
 

@@ -14,7 +14,7 @@ from contract.worker_env import (
     redis_password_env,
 )
 from stack.component import BuildContext, Component, HealthCheck, server_url
-from stack.secrets import api_key_file, queue_url_display, redis_password_file
+from stack.secrets import api_key_file, output_store_key_files, queue_url_display, redis_password_file
 from worker.config import WorkerSettings
 
 # supervisord's SIGTERM-to-SIGKILL time: the worker's own drain time plus its release and exit.
@@ -45,7 +45,8 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
         "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
     }
-    secrets = {redis_password_env(spec): redis_password_file(ctx.paths)}
+    secrets = {redis_password_env(spec): redis_password_file(ctx.paths),
+               **output_store_key_files(spec, ctx.paths)}
     ref, key_file = spec.worker_server.api_key, api_key_file(spec, ctx.paths)
     if ref is not None and ctx.api_key and key_file is not None:
         secrets[ref.env] = key_file

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from contract.inputs import forbidden_dirs, input_roots
+from contract.outputs import local_output_dir
 from contract.spec import DeploymentMode, Spec, Target, WorkerBackend
 from contract.spec_loader import project_root
 from contract.worker_env import (
@@ -34,7 +35,8 @@ class WorkerSettings(BaseModel):
     index: int = Field(ge=0, description="Replica index (local port offset, consumer name).")
     server_url: str = Field(description="Base URL of the inference server.")
     redis_url: str
-    output_dir: Path
+    output_dir: Path = Field(description="Kind directory: the outputs; kind s3: the local "
+                             "folder where outputs are staged before their upload.")
     api_key: str | None = None
     metrics_port: int = Field(ge=0, le=65535, description="0 = pick a free port (tests).")
     consumer: str = Field(description="Consumer name in the group: unique per process.")
@@ -73,10 +75,6 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
             f"deployment_mode {spec.deployment_mode.value!r}: this worker runs MinerU's HTTP-client "
             "backend against a shared server (mode 'split'); the monolithic rollback needs MinerU's "
             "vlm-vllm-engine backend and a GPU in every worker, which this worker does not build")
-    if spec.output_store.kind != "directory":
-        raise ConfigError(
-            f"output_store.kind {spec.output_store.kind!r} is not implemented by the worker; use "
-            "'directory' (a volume every worker mounts, SPLITSTACK_OUTPUT_DIR)")
     local = spec.target is Target.local
     server = spec.worker_server
     server_url = env.get(ENV_SERVER_URL) or (
@@ -90,10 +88,7 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
     if not out:
         if not local:
             raise ConfigError(f"set {ENV_OUTPUT_DIR} to the mounted output volume")
-        state = Path(spec.local.state_dir)
-        if not state.is_absolute():
-            state = project_root() / state
-        out = str(state / "data" / spec.output_store.path)
+        out = str(local_output_dir(spec, project_root()))
     api_key = None
     if server.api_key is not None:
         api_key = env.get(server.api_key.env)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -23,7 +22,7 @@ from redis.exceptions import WatchError
 
 from worker.jobs import Job, PageRange, PartOf
 from worker.queue import Delivery, JobQueue, _flat
-from worker.store import CONTENT_LIST, MARKDOWN, DirectoryStore
+from worker.store import CONTENT_LIST, IMAGES, MARKDOWN, OutputStore
 
 
 def plan_parts(page_count: int, part_pages: int, workers: int = 1) -> list[PageRange]:
@@ -95,27 +94,24 @@ async def parent_record(queue: JobQueue, parent_id: str) -> dict[str, str]:
     return cast(dict[str, str], await queue.r.hgetall(queue.parts_key(parent_id)))
 
 
-def merge_parts(store: DirectoryStore, parent: Job, total: int, staging: Path) -> tuple[str, list, dict]:
+def merge_parts(store: OutputStore, parent: Job, total: int, staging: Path) -> tuple[str, list, dict]:
     """Markdown, content list and summed metadata of the parts, in page order."""
     markdown: list[str] = []
     content: list[Any] = []
     requests = pages = 0
     for i in range(total):
         pid = part_id(parent.job_id, i)
-        folder = store.final_dir(pid)
-        markdown.append((folder / MARKDOWN).read_text())
-        content.extend(json.loads((folder / CONTENT_LIST).read_text()))
+        markdown.append(store.read_file(pid, MARKDOWN).decode())
+        content.extend(json.loads(store.read_file(pid, CONTENT_LIST)))
         meta = store.read_metadata(pid)
         requests += meta.get("requests_sent", 0)
         pages += meta.get("pages", 0)
-        images = folder / "images"
-        if images.is_dir():
-            shutil.copytree(images, staging / "images", dirs_exist_ok=True)
+        store.copy_images(pid, staging / IMAGES)
     return "\n\n".join(m.rstrip("\n") for m in markdown) + "\n", content, {
         "requests_sent": requests, "pages": pages, "parts": total}
 
 
-async def merge_parent(queue: JobQueue, store: DirectoryStore, part: PartOf, backend: str,
+async def merge_parent(queue: JobQueue, store: OutputStore, part: PartOf, backend: str,
                        version: str, model: str, consumer: str) -> tuple[bool, float]:
     """Merge a parent whose parts are all stored; returns (committed by us, seconds since the
     parent's intake). Idempotent: a second merge finds the output and commits nothing."""
@@ -136,5 +132,5 @@ async def merge_parent(queue: JobQueue, store: DirectoryStore, part: PartOf, bac
         store.discard(staging)
         raise
     await queue.set_state(parent.job_id, state="done", pages=agg["pages"], processing_s=round(elapsed, 3),
-                          requests_sent=agg["requests_sent"])
+                          requests_sent=agg["requests_sent"], output=store.location(parent.job_id))
     return committed, elapsed

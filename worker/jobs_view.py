@@ -65,7 +65,7 @@ def list_jobs(r: redis.Redis, spec: Spec, limit: int = 50, ids: list[str] | None
             p.hgetall(f"{q.stream}:job:{job_id}")
         records = p.execute()
     for job_id, rec in zip(ids, records):
-        rows.append({"job_id": job_id, **rec})
+        rows.append({"job_id": job_id, **rec})  # a done job's "output": where its worker stored it
     return rows
 
 

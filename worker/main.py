@@ -26,11 +26,11 @@ from worker.health import serve
 from worker.logs import log, setup_logging
 from worker.metrics import WorkerMetrics
 from worker.mineru_backend import MinerUBackend, configure_mineru_env
+from worker.objectstore import ObjectStore, StoreConfigError, open_store
 from worker.otel import tracer_from_env
 from worker.pagevlm_backend import PageVlmBackend
 from worker.queue import JobQueue
 from worker.runner import Worker
-from worker.store import DirectoryStore
 
 logger = logging.getLogger("worker")
 
@@ -80,11 +80,20 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
                                     socket_timeout=10, socket_connect_timeout=5)
     q = settings.spec.queue
     queue = JobQueue(redis, q.stream, q.group, q.dead_letter_stream, settings.consumer)
-    worker = Worker(settings, queue, DirectoryStore(settings.output_dir), inference, metrics)
+    try:
+        store = open_store(settings.spec, settings.output_dir)
+        if isinstance(store, ObjectStore):
+            await asyncio.to_thread(store.probe)
+    except StoreConfigError as exc:
+        await inference.aclose()
+        await redis.aclose()
+        raise ConfigError(str(exc)) from None
+    worker = Worker(settings, queue, store, inference, metrics)
     host = settings.spec.local.host if settings.spec.target is Target.local else "0.0.0.0"
     server = serve(worker, host, settings.metrics_port)
     log(logger, logging.INFO, "listening", metrics_port=server.server_address[1],
-        server_url=settings.server_url, backend=settings.backend.value, output_dir=str(settings.output_dir))
+        server_url=settings.server_url, backend=settings.backend.value,
+        output_store=store.location("<job_id>"))
 
     async def load() -> None:
         worker.backend = await asyncio.to_thread(build_backend, settings, inference)

@@ -30,7 +30,7 @@ from worker.parse_errors import document_failure
 from worker.pdfcheck import check_range, extract_pages, inspect_pdf
 from worker.queue import Delivery, JobQueue
 from worker.sources import fetch
-from worker.store import DirectoryStore
+from worker.store import OutputStore
 from worker.tracing import current_trace
 
 logger = logging.getLogger("worker")
@@ -45,7 +45,7 @@ class JobSteps:
     # Set by worker.runner.Worker.__init__ (declared here for the type checker only).
     s: WorkerSettings
     queue: JobQueue
-    store: DirectoryStore
+    store: OutputStore
     metrics: WorkerMetrics
     breaker: CircuitBreaker
     backend: Backend | None
@@ -74,7 +74,7 @@ class JobSteps:
         if d.deliveries > max_attempts:
             await self._dead_letter(d, "poison", await self._poison_reason(d, job, max_attempts))
             return
-        if self.store.exists(job.job_id):  # redelivered after its output was stored
+        if await self._stored(job.job_id):  # redelivered after its output was stored
             await self._finish_part(job)
             await self.queue.ack(d.message_id, job.job_id, "done")
             log(logger, logging.INFO, "output already stored; acked duplicate delivery")
@@ -115,6 +115,17 @@ class JobSteps:
                 if self._stopping.is_set():
                     await self.queue.release(d)
                     return
+
+    async def _stored(self, job_id: str) -> bool:
+        """The job's output is committed. In a bucket this is a request (off the event loop);
+        when the bucket does not answer, the job is parsed again and its commit, create-only,
+        still keeps a committed output as it is."""
+        try:
+            return await asyncio.to_thread(self.store.exists, job_id)
+        except TransientError as exc:
+            log(logger, logging.WARNING, "output store not answering; parsing the job again",
+                error=str(exc))
+            return False
 
     async def _record_abandonment(self, d: Delivery, job: Job) -> None:
         """Keep who held the job before and died (or went silent): the poison evidence."""
@@ -202,7 +213,8 @@ class JobSteps:
             raise
         await self._finish_part(job)
         await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
-                             processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"])
+                             processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"],
+                             output=self.store.location(job.job_id))
         if job.part_of is None and committed:
             self._count_done(elapsed, job.submitted_at)
         log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),

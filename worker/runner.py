@@ -30,7 +30,7 @@ from worker.logs import correlation_id_var, job_id_var, log
 from worker.metrics import WorkerMetrics
 from worker.processing import JobSteps
 from worker.queue import Delivery, JobQueue
-from worker.store import DirectoryStore
+from worker.store import OutputStore
 from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
@@ -42,7 +42,7 @@ PRUNE_INTERVAL_S = 60.0  # how often dead consumers are looked for
 
 
 class Worker(JobSteps):
-    def __init__(self, settings: WorkerSettings, queue: JobQueue, store: DirectoryStore,
+    def __init__(self, settings: WorkerSettings, queue: JobQueue, store: OutputStore,
                  inference: InferenceClient, metrics: WorkerMetrics) -> None:
         self.s = settings
         self.queue = queue

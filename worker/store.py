@@ -1,6 +1,10 @@
-"""The output store: one directory per job id, written atomically and idempotently.
+"""The output store: one folder (or key prefix) per job id, written atomically and idempotently.
 
-A job's outputs are written into a hidden staging directory next to the final one and renamed
+Two stores implement :class:`OutputStore`: :class:`DirectoryStore` here (a folder every worker
+mounts) and :class:`worker.objectstore.ObjectStore` (a bucket through the S3 API); the worker
+picks one by ``output_store.kind`` (:func:`worker.objectstore.open_store`).
+
+In a directory, a job's outputs are written into a hidden staging directory next to the final one and renamed
 into place in one ``rename(2)``: readers see all files or none, and a crash leaves only a
 staging directory that the next attempt removes. The first complete output of a job id wins: a
 redelivered job finds it and acks without writing a second, different output.
@@ -13,11 +17,45 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 MARKDOWN = "document.md"
 CONTENT_LIST = "content_list.json"
 METADATA = "metadata.json"
+IMAGES = "images"
+
+
+class OutputStore(Protocol):
+    """What the worker, the fan-in merge and the readers need of an output store.
+
+    Outputs are prepared in a local ``staging`` folder (the backend writes images there) and
+    published by :meth:`commit`; readers see a job's outputs complete or not at all, and the
+    first complete output of a job id wins."""
+
+    def location(self, job_id: str) -> str:
+        """Where ``job_id``'s outputs are, for people: a folder or an ``s3://`` URL."""
+        ...
+
+    def exists(self, job_id: str) -> bool: ...
+
+    def read_metadata(self, job_id: str) -> dict[str, Any]: ...
+
+    def read_file(self, job_id: str, name: str) -> bytes:
+        """``MARKDOWN`` or ``CONTENT_LIST`` of a committed output."""
+        ...
+
+    def copy_images(self, job_id: str, into: Path) -> int:
+        """Copy a committed output's images into the folder ``into``; returns how many."""
+        ...
+
+    def staging(self, job_id: str) -> Path: ...
+
+    def commit(self, job_id: str, staging: Path, markdown: str, content_list: list[Any],
+               metadata: dict[str, Any]) -> bool: ...
+
+    def discard(self, staging: Path) -> None: ...
+
+    def sweep_staging(self, older_than_s: float, now: float) -> int: ...
 
 
 class DirectoryStore:
@@ -28,8 +66,21 @@ class DirectoryStore:
     def final_dir(self, job_id: str) -> Path:
         return self.root / job_id
 
+    def location(self, job_id: str) -> str:
+        return str(self.final_dir(job_id))
+
     def exists(self, job_id: str) -> bool:
         return (self.final_dir(job_id) / METADATA).is_file()
+
+    def read_file(self, job_id: str, name: str) -> bytes:
+        return (self.final_dir(job_id) / name).read_bytes()
+
+    def copy_images(self, job_id: str, into: Path) -> int:
+        images = self.final_dir(job_id) / IMAGES
+        if not images.is_dir():
+            return 0
+        shutil.copytree(images, into, dirs_exist_ok=True)
+        return sum(1 for p in images.rglob("*") if p.is_file())
 
     def staging(self, job_id: str) -> Path:
         path = self.root / f".staging-{job_id}-{uuid.uuid4().hex[:8]}"

@@ -9,11 +9,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming
+from contract.outputs import OUTPUTS_CLAIM, store_root
 from contract.spec import Spec
 from infra.components.base import child, metadata
 from infra.components.inference_server import SKIP_AWAIT
-
-OUTPUTS_CLAIM = "splitstack-outputs"
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,9 @@ class OutputStoreComponent(pulumi.ComponentResource):
         store = args.spec.output_store
         self.claim_name: str | None = None
         if store.kind == "s3":
-            if not store.bucket:
-                raise ValueError(
-                    "output_store.bucket: empty with kind 's3'; name the bucket the workers "
-                    "write to, or use kind 'directory'")
-            self.location = pulumi.Output.from_input(f"s3://{store.bucket}")
+            # No volume: the workers write to the bucket (which must exist: the program does
+            # not create it, see docs/infra.md), staging in an emptyDir of their own.
+            self.location = pulumi.Output.from_input(store_root(args.spec))
         else:
             self.claim_name = OUTPUTS_CLAIM
             # Many workers on many nodes write here: it needs a ReadWriteMany storage class.
@@ -57,5 +54,5 @@ class OutputStoreComponent(pulumi.ComponentResource):
                 opts=child(self, ignore_changes=[] if args.expandable
                            else ["spec.resources.requests.storage"]),
             )
-            self.location = pulumi.Output.from_input(f"pvc://{OUTPUTS_CLAIM}")
+            self.location = pulumi.Output.from_input(store_root(args.spec))
         self.register_outputs({"location": self.location})

@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.cluster_fit import require_cluster_fit, storage_class
+from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
@@ -30,6 +31,7 @@ from infra.components.queue import QueueArgs, QueueComponent
 from infra.components.secrets import (
     SecretsArgs,
     SecretsComponent,
+    output_store_refs,
     queue_ref,
     read_secret_values,
     server_refs,
@@ -174,6 +176,7 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
         "server_url": None if mono else naming.server_url(spec, server),
         "server_urls": servers,
         "served_model": server.model.name,
+        "output_store": store_root(spec),
         "prometheus_url": prometheus_url,
         "port_forward": forward,
         "commands": {
@@ -207,6 +210,8 @@ def secret_commands(spec: Spec, managed: set[str] | None = None) -> list[str]:
         refs[(r.name, r.key)] = r.env
     elif spec.queue.password is not None:
         refs[(spec.queue.password.name, spec.queue.password.key)] = spec.queue.password.env
+    for ref in output_store_refs(spec):
+        refs.setdefault((ref.name, ref.key), ref.env)
     by_name: dict[str, list[str]] = {}
     for (name, key), env in sorted(refs.items()):
         by_name.setdefault(name, []).append(f'--from-literal={key}="${env}"')

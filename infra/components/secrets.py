@@ -44,7 +44,14 @@ def worker_refs(spec: Spec) -> list[SecretRef]:
     api_key (split: it calls the server), as naming.worker_env puts them in its env."""
     server = spec.worker_server
     ref = server.hf_token if spec.deployment_mode is DeploymentMode.monolithic else server.api_key
-    return [r for r in (ref, queue_ref(spec)) if r is not None]
+    return [r for r in (ref, queue_ref(spec), *output_store_refs(spec)) if r is not None]
+
+
+def output_store_refs(spec: Spec) -> list[SecretRef]:
+    """The bucket's key pair (kind s3 with keys; none: the pod's default credentials)."""
+    store = spec.output_store
+    return [r for r in (store.access_key_id, store.secret_access_key)
+            if r is not None and store.kind == "s3"]
 
 
 def queue_ref(spec: Spec) -> SecretRef | None:
@@ -64,6 +71,10 @@ def spec_refs(spec: Spec) -> dict[RefKey, list[str]]:
     ref = queue_ref(spec)
     if ref is not None:
         out.setdefault((ref.name, ref.key), []).append("queue.password")
+    for field_name in ("access_key_id", "secret_access_key"):
+        ref = getattr(spec.output_store, field_name)
+        if ref is not None and spec.output_store.kind == "s3":
+            out.setdefault((ref.name, ref.key), []).append(f"output_store.{field_name}")
     return out
 
 
@@ -88,7 +99,8 @@ def read_secret_values(spec: Spec) -> dict[RefKey, pulumi.Output[str]]:
         if not dot or (name, key) not in refs:
             raise SecretsConfigError(
                 f"{full}: no SecretRef of the spec is Secret {name!r} key {key!r}; the key must "
-                f"be '{NAMESPACE}:<secret name>.<key>' of an api_key, hf_token or queue.password, one of {known}")
+                f"be '{NAMESPACE}:<secret name>.<key>' of an api_key, hf_token, queue.password or "
+                f"output_store key, one of {known}")
         values[(name, key)] = pulumi.Output.secret(pulumi.runtime.get_config(full))
     _check_whole_secrets(refs, values)
     return values

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from contract.outputs import store_root
 from runbooks.context import ActionContext
 from runbooks.model import PlatformError, Refused, Report
 from runbooks.params import ActionParams
@@ -74,7 +75,11 @@ class SlowPdfsParams(ActionParams):
 def slow_pdfs(ctx: ActionContext, p: SlowPdfsParams) -> Report:
     rows: dict[str, dict] = {}
     sources = []
-    if isinstance(ctx.platform, LocalPlatform):  # the output store is on this host
+    if ctx.spec.output_store.kind == "s3":
+        # Not listed: a bucket's every metadata.json costs a request per thousand keys and a GET
+        # each; the worker logs carry the same processing_s and job ids.
+        sources.append(f"outputs in {store_root(ctx.spec)}/<job_id>/ (not listed)")
+    elif isinstance(ctx.platform, LocalPlatform):  # the output store is on this host
         root = Path(ctx.platform.stack.paths.data) / ctx.spec.output_store.path
         for meta in root.glob("*/metadata.json"):
             try:

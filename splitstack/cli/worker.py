@@ -212,10 +212,10 @@ def register_dead_letters(app: typer.Typer) -> None:
 
 
 def _table(rows) -> None:
-    table = Table("job", "state", "pages", "parts", "seconds", "source / reason")
+    table = Table("job", "state", "pages", "parts", "seconds", "source / reason", "output")
     for row in rows:
         parts = f"{row.get('parts_done', 0)}/{row['parts_total']}" if row.get("parts_total") else ""
         detail = row.get("reason") or row.get("source", "")
         table.add_row(row["job_id"], row.get("state", "?"), row.get("pages", ""), parts,
-                      row.get("processing_s", ""), detail[-80:])
+                      row.get("processing_s", ""), detail[-80:], row.get("output", ""))
     console.print(table)

@@ -49,6 +49,3 @@ def test_unsupported_modes_are_refused_with_the_reason() -> None:
     mono = load_stack("local", overrides={"deployment_mode": "monolithic"})
     with pytest.raises(ConfigError, match="deployment_mode 'monolithic'"):
         settings_from_env(mono, 0, env={"SPLITSTACK_API_KEY": "k"})
-    s3 = load_stack("local", overrides={"output_store.kind": "s3", "output_store.bucket": "b"})
-    with pytest.raises(ConfigError, match="output_store.kind 's3' is not implemented"):
-        settings_from_env(s3, 0, env={"SPLITSTACK_API_KEY": "k"})

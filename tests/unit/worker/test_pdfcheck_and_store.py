@@ -77,6 +77,10 @@ def test_store_commit_is_atomic_and_first_output_wins(tmp_path) -> None:
     assert store.read_metadata("job-1") == {"n": 1}
     assert json.loads((store.final_dir("job-1") / "content_list.json").read_text()) == [{"type": "text"}]
     assert not list(tmp_path.glob(".staging-*"))
+    # What the fan-in merge and the readers use, as the object store has it too.
+    assert store.read_file("job-1", "document.md") == b"# one"
+    assert store.location("job-1") == str(tmp_path / "job-1")
+    assert store.copy_images("job-1", tmp_path / "none") == 0
 
 
 def test_sweep_removes_only_old_staging_dirs(tmp_path) -> None:
