@@ -107,10 +107,18 @@ class GCLog:
                             for d, g, t in self.pauses]}
 
 
+def settle_heap() -> None:
+    """Collect, then freeze what exists, before the run's t0 is fixed: a full collection over a
+    large heap (transformers loaded for a client-side tokenizer) takes hundreds of milliseconds,
+    which would otherwise land on the first sends as schedule lag."""
+    gc.collect()
+    gc.freeze()
+
+
 @contextlib.contextmanager
 def quiet_heap(t0_ns: int) -> Iterator[GCLog]:
-    """The measured run's garbage-collection regime (see the module docstring); restored after."""
-    gc.collect()
+    """The measured run's garbage-collection regime (see the module docstring); restored after.
+    :func:`settle_heap` has run before t0; what was made since (the sender) is frozen too."""
     gc.freeze()
     threshold = gc.get_threshold()
     gc.set_threshold(threshold[0], threshold[1], 1 << 30)  # no full collection while the load runs
@@ -305,6 +313,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 def _child(workload: Workload, spec: LoadSpec, process: int, conn: Any, out_dir: str) -> None:
     loop = _new_loop()
     try:
+        settle_heap()
         conn.send(("ready", os.getpid()))
         t0 = conn.recv()
         path = Path(out_dir) / f"p{process}.spool"
@@ -329,6 +338,7 @@ def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,
             loop = _new_loop()
             path = Path(tmp) / "p0.spool"
             try:
+                settle_heap()
                 t0 = time.monotonic_ns() + int(start_delay_s * NS)
                 stats, start_ns, end_ns = loop.run_until_complete(
                     run_in_process(workload, spec, 0, t0, path, progress))

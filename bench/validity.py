@@ -65,8 +65,11 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
         expected = target * summary["window_s"]
         slack = 3 * expected ** 0.5 / expected if expected > 0 else 1.0
         exact = run.load.arrival == "constant" or run.load.normalized
-        floor = limits.achieved_rate_min_ratio if exact else min(limits.achieved_rate_min_ratio, 1 - slack)
-        add("achieved / target rate", round(ratio, 4), f">= {round(floor, 4)}", ratio >= floor,
+        # A window holding few arrivals: one send on either side of an edge moves the rate by
+        # 1/expected, whatever the client did (6 arrivals: 5 of 6 is 0.83).
+        edge = 1 / expected if expected > 0 else 1.0
+        floor = min(limits.achieved_rate_min_ratio, 1 - edge - (0.0 if exact else slack))
+        add("achieved / target rate", round(ratio, 4), f">= {round(floor, 4)}", ratio >= floor - 1e-9,
             f"{achieved:.2f} of {target:g} req/s actually sent in the measured window "
             f"(scheduled: {tput['sent_rps']:.2f} req/s{', normalised to the rate' if run.load.normalized else ''})")
     valid = all(c["passed"] for c in checks)
