@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +39,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.wait import wait_exponential_jitter
 
 from worker.breaker import CircuitBreaker
-from worker.deadlines import DeadlinePolicy
+from worker.deadlines import WINDOW, DeadlinePolicy
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
 from worker.metrics import WorkerMetrics
 from worker.otel import Tracer
@@ -58,8 +60,9 @@ DEFAULT_MAX_MODEL_LEN = 32768
 DEADLINE_RECHECK_S = 0.5  # how often a waiting request's deadline is sized again
 HUNG_FACTOR = 2.0  # overdue: waiting this many times its expected time (measured speed) ...
 HUNG_MIN_S = 1.0  # ... and at least this long
-WATCH_INTERVAL_S = 1.0  # at most one probe for overdue requests per this
-WATCH_TIMEOUT_S = 2.0  # a probe slower than this proves nothing (the server is not clearly back)
+WATCH_INTERVAL_S = 1.0  # at most one probe for overdue requests per this (and one at a time)
+PING_MIN_TIMEOUT_S = 2.0  # a 1-token probe waits at least this long ...
+PING_FACTOR = 2.0  # ... or this many times the median work request, at most its deadline
 
 
 class _Overtaken(Exception):
@@ -135,6 +138,7 @@ class InferenceClient:
         self._overtaken: set[int] = set()  # ids cancelled as lost on the server
         self._last_watch = 0.0  # monotonic time of the last probe for an overdue request
         self._watchers: set[asyncio.Task[None]] = set()
+        self._elapsed: deque[float] = deque(maxlen=WINDOW)  # durations of the last answers
         self._ids = itertools.count()
         metrics.requests_in_flight.set_function(lambda: len(self._started))
         metrics.oldest_request.set_function(self.oldest_request_s)
@@ -183,12 +187,10 @@ class InferenceClient:
         """One 1-token chat completion on the probe's pool: no retries, not counted by the
         breaker or the work metrics. Listing the models proves the HTTP server is up; this
         proves it answers completions (a hung engine still lists its models). Waits at most
-        the deadline such a request gets now (or ``timeout_s``); returns how long it took. Its
-        answer is evidence that the server works: overdue requests sent before it are cut."""
+        :meth:`ping_timeout_s` (or ``timeout_s``); returns how long it took. Its answer is
+        evidence that the server works: overdue requests sent before it are cut."""
         body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-        deadline_s = self.deadlines.deadline_s(body)
-        if timeout_s is not None:
-            deadline_s = min(deadline_s, timeout_s)
+        deadline_s = self.ping_timeout_s(body) if timeout_s is None else timeout_s
         sent_at = time.monotonic()
         t0 = time.perf_counter()
         async with asyncio.timeout(deadline_s):
@@ -196,6 +198,15 @@ class InferenceClient:
         response.raise_for_status()
         self._answered(sent_at)
         return time.perf_counter() - t0
+
+    def ping_timeout_s(self, body: dict[str, Any]) -> float:
+        """How long a 1-token probe may wait: its deadline, but once work requests were answered
+        no more than ``PING_FACTOR`` times their median duration (at least ``PING_MIN_TIMEOUT_S``):
+        a probe to a server that hangs gives up soon, so the next one can see it back."""
+        deadline_s = self.deadlines.deadline_s(body)
+        if not self._elapsed:
+            return deadline_s
+        return min(deadline_s, max(PING_MIN_TIMEOUT_S, PING_FACTOR * statistics.median(self._elapsed)))
 
     # -- requests lost on the server ------------------------------------------------------------
     def _overdue_s(self, body: dict[str, Any]) -> float:
@@ -220,14 +231,14 @@ class InferenceClient:
         if started is None or body is None or self.last_success >= started:
             return
         model = body.get("model")
-        if (not isinstance(model, str) or now - started <= self._overdue_s(body)
+        if (not isinstance(model, str) or now - started <= self._overdue_s(body) or self._watchers
                 or now - self._last_watch < WATCH_INTERVAL_S):
             return
         self._last_watch = now
 
         async def probe() -> None:
             try:
-                await self.ping_completion(model, WATCH_TIMEOUT_S)
+                await self.ping_completion(model)
             except Exception:  # noqa: BLE001, S110 - no answer proves nothing; the deadline still holds
                 pass
 
@@ -322,6 +333,7 @@ class InferenceClient:
             self.last_success = time.monotonic()
             self.timeouts = 0
             self._learn(data, elapsed)
+            self._elapsed.append(elapsed)
             self._answered(sent_at)
             return data
         kind = "http_5xx" if status >= 500 else "http_4xx"

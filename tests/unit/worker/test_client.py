@@ -342,13 +342,15 @@ def test_a_lone_overdue_request_probes_the_server_and_is_retried_once_it_answers
     import worker.client as wc
     monkeypatch.setattr(wc, "HUNG_MIN_S", 0.2)
     monkeypatch.setattr(wc, "WATCH_INTERVAL_S", 0.1)
-    monkeypatch.setattr(wc, "WATCH_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(wc, "PING_MIN_TIMEOUT_S", 0.3)
     seen: list[str] = []
     lost = {"a", "ping"}  # the first probe is lost too: no evidence from it
     c, metrics, _b = _slow_deadline_client(_lossy_server(lost, seen), concurrency=1)
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "id": "a"}
 
     async def scenario() -> float:
+        await c.post_chat({**body, "id": "warm"})  # a probe waits 2x the median answer (>= 0.3 s)
+        seen.clear()
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         assert await c.post_chat(body) == OK
@@ -359,4 +361,19 @@ def test_a_lone_overdue_request_probes_the_server_and_is_retried_once_it_answers
     assert asyncio.run(scenario()) < 2.0
     assert seen[0] == "a" and seen[-1] == "a" and seen.count("ping") >= 2 and seen.count("a") == 2
     assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 1
-    assert c.requests_sent == 2  # the probes are not work requests
+    assert c.requests_sent == 3  # the probes are not work requests
+
+
+def test_a_probe_waits_twice_the_median_answer_not_a_whole_deadline() -> None:
+    from worker.deadlines import DeadlinePolicy
+
+    c, _m, _b = client(lambda r: httpx.Response(200, json=OK))
+    c.deadlines = DeadlinePolicy(floor_s=30.0, slack=1.0, cap_s=600, max_model_len=4096)
+    body = {"model": "m", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+    assert c.ping_timeout_s(body) == pytest.approx(c.deadlines.deadline_s(body))  # nothing measured
+    c._elapsed.extend([0.01, 0.02, 0.03])
+    assert c.ping_timeout_s(body) == 2.0  # at least PING_MIN_TIMEOUT_S
+    c._elapsed.extend([4.0, 5.0, 6.0, 7.0])
+    assert c.ping_timeout_s(body) == 8.0  # 2x the median
+    c._elapsed.extend([100.0] * 10)
+    assert c.ping_timeout_s(body) == pytest.approx(c.deadlines.deadline_s(body))  # at most the deadline
