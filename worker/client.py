@@ -38,6 +38,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
+from contract.metrics import BreakerState
 from worker.breaker import CircuitBreaker
 from worker.deadlines import WINDOW, DeadlinePolicy
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
@@ -297,7 +298,10 @@ class InferenceClient:
                 response = await self._post_within_deadline(body, headers, size, deadline, key)
             except _Overtaken as exc:
                 waited = time.monotonic() - sent_at
-                self._fail(t0, "timeout", f"no answer after {waited:.1f} s while newer requests were answered")
+                # A failure for the breaker only while it is closed: while it recovers, the newer
+                # answer is what counts (a lost trial lets another one try, it does not re-open it).
+                self._fail(t0, "timeout", f"no answer after {waited:.1f} s while newer requests were answered",
+                           breaker=self.breaker.state is BreakerState.closed)
                 self.timeouts += 1
                 raise RetryableResponse(
                     "overtaken", f"request to {self.base_url} got no answer in {waited:.1f} s while a "
@@ -396,8 +400,11 @@ class InferenceClient:
             if isinstance(prompt, int) and isinstance(completion, int):
                 self.deadlines.observe(prompt, completion, elapsed)
 
-    def _fail(self, t0: float, kind: str, what: str) -> None:
+    def _fail(self, t0: float, kind: str, what: str, breaker: bool = True) -> None:
         self.last_failure = what
         self.metrics.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)
         self.metrics.failures.labels(CHAT_PATH, kind).inc()
-        self.breaker.record_failure()
+        if breaker:
+            self.breaker.record_failure()
+        else:
+            self.breaker.release_trial()

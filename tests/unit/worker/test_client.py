@@ -377,3 +377,25 @@ def test_a_probe_waits_twice_the_median_answer_not_a_whole_deadline() -> None:
     assert c.ping_timeout_s(body) == 8.0  # 2x the median
     c._elapsed.extend([100.0] * 10)
     assert c.ping_timeout_s(body) == pytest.approx(c.deadlines.deadline_s(body))  # at most the deadline
+
+
+def test_a_lost_trial_does_not_reopen_a_recovering_breaker(monkeypatch) -> None:
+    """The breaker is half-open and its trial request is lost on the server; the probe's answer
+    cuts it: another trial goes at once (it answers, the breaker closes), no re-opening."""
+    import worker.client as wc
+    monkeypatch.setattr(wc, "HUNG_MIN_S", 0.2)
+    monkeypatch.setattr(wc, "WATCH_INTERVAL_S", 0.1)
+    seen: list[str] = []
+    c, metrics, breaker = _slow_deadline_client(_lossy_server({"a"}, seen), concurrency=1)
+    breaker._set(BreakerState.half_open)
+    states: list[BreakerState] = []
+    breaker.subscribe(states.append)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "id": "a"}
+
+    async def scenario() -> None:
+        assert await c.post_chat(body) == OK
+        await c.aclose()
+
+    asyncio.run(scenario())
+    assert seen == ["a", "ping", "a"] and states == [BreakerState.closed]
+    assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 1
