@@ -325,6 +325,9 @@ def worker_kill(rig: ChaosRig, fault_s: float, count: int) -> Outcome:
     rig.wait_worker_ready(0, pid)  # supervisord starts it again: its own start time, apart
     start_s = time.monotonic() - t0
     end = time.time()
+    # The run goes on: on a loaded machine the other worker can finish the whole first batch
+    # before the restarted one is ready, and recovery would have nothing to count.
+    ids += rig.submit(rig.make_docs(name + " after", count))
     rows = rig.wait_ended(ids, 120)
     out = rig.outcome(name, ids, rows, end, 0, start_s, "worker restart")
     alive = [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]

@@ -13,6 +13,14 @@ Every request has a deadline sized from its tokens and the server's measured spe
 counted by the breaker, and the cancelled request gives its connection back. The readiness probe
 (``list_models``) has a client and connection pool of its own, so requests stuck in the work
 pool can never make it fail (it would then blame a healthy server).
+
+A request is not left to hang for its whole deadline once the server has shown it works again:
+when a request sent *after* it is answered (a work request or a 1-token completion probe), and it
+has waited more than ``HUNG_FACTOR`` times what it should take at the measured speed (at least
+``HUNG_MIN_S``), it is taken as lost on the server: cancelled (its connection released), counted
+as a timeout by the breaker and retried at once with the deadline it had. A request past that
+point with no newer answer sends such a probe itself (on the probe pool, at most one per
+``WATCH_INTERVAL_S``), so a worker with a single request outstanding recovers too.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +39,9 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.wait import wait_exponential_jitter
 
 from contract import metrics as catalog
+from contract.metrics import BreakerState
 from worker.breaker import CircuitBreaker
-from worker.deadlines import DeadlinePolicy
+from worker.deadlines import WINDOW, DeadlinePolicy
 from worker.errors import CircuitOpenError, ServerAnswerError, TransientError
 from worker.metrics import WorkerMetrics
 from worker.otel import Tracer
@@ -46,9 +57,18 @@ MODELS_PATH = "/v1/models"
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 BREAKER_STATUS = RETRYABLE_STATUS | {401, 403}
 MAX_RETRY_AFTER_S = 30.0
-PROBE_CONNECTIONS = 2
+PROBE_CONNECTIONS = 4  # readiness (list, 1-token completion) and the overdue-request probes
 DEFAULT_MAX_MODEL_LEN = 32768
 DEADLINE_RECHECK_S = 0.5  # how often a waiting request's deadline is sized again
+HUNG_FACTOR = 2.0  # overdue: waiting this many times its expected time (measured speed) ...
+HUNG_MIN_S = 1.0  # ... and at least this long
+WATCH_INTERVAL_S = 1.0  # at most one probe for overdue requests per this (and one at a time)
+PING_MIN_TIMEOUT_S = 2.0  # a 1-token probe waits at least this long ...
+PING_FACTOR = 2.0  # ... or this many times the median work request, at most its deadline
+
+
+class _Overtaken(Exception):
+    """The request was cancelled: the server answered a newer one while this one was overdue."""
 
 
 class RetryableResponse(TransientError):
@@ -115,11 +135,20 @@ class InferenceClient:
         self.timeouts = 0  # requests that ran past their deadline (consecutive; 0 after an answer)
         self.last_failure = "none"  # the last failed request, in words (for /readyz)
         self._started: dict[int, float] = {}  # in-flight requests: id -> monotonic start
+        self._bodies: dict[int, dict[str, Any]] = {}  # in-flight requests: id -> body
+        self._tasks: dict[int, asyncio.Future[httpx.Response]] = {}  # id -> its HTTP exchange
+        self._overtaken: set[int] = set()  # ids cancelled as lost on the server
+        self._last_watch = 0.0  # monotonic time of the last probe for an overdue request
+        self._watchers: set[asyncio.Task[None]] = set()
+        self._elapsed: deque[float] = deque(maxlen=WINDOW)  # durations of the last answers
         self._ids = itertools.count()
         metrics.requests_in_flight.set_function(lambda: len(self._started))
         metrics.oldest_request.set_function(self.oldest_request_s)
 
     async def aclose(self) -> None:
+        for task in list(self._watchers):
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
         await self._http.aclose()
         await self._probe.aclose()
 
@@ -132,6 +161,7 @@ class InferenceClient:
     async def post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a chat completion with retries; returns the parsed JSON answer."""
         first_sent = time.monotonic()
+        overtaken = 0  # attempts cut as lost on the server: their retry keeps the same deadline
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(RetryableResponse),
             stop=stop_after_attempt(self.max_retries + 1),
@@ -140,7 +170,12 @@ class InferenceClient:
             reraise=True,
         ):
             with attempt:
-                return await self._attempt(body, attempt.retry_state.attempt_number, first_sent)
+                try:
+                    return await self._attempt(body, attempt.retry_state.attempt_number - overtaken,
+                                               first_sent)
+                except RetryableResponse as exc:
+                    overtaken += exc.kind == "overtaken"
+                    raise
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def list_models(self, timeout_s: float = 2.0) -> list[str]:
@@ -150,24 +185,76 @@ class InferenceClient:
         response.raise_for_status()
         return [m.get("id", "") for m in response.json().get("data", [])]
 
-    async def ping_completion(self, model: str) -> float:
+    async def ping_completion(self, model: str, timeout_s: float | None = None) -> float:
         """One 1-token chat completion on the probe's pool: no retries, not counted by the
         breaker or the work metrics. Listing the models proves the HTTP server is up; this
         proves it answers completions (a hung engine still lists its models). Waits at most
-        the deadline such a request gets now; returns how long it took."""
+        :meth:`ping_timeout_s` (or ``timeout_s``); returns how long it took. Its answer is
+        evidence that the server works: overdue requests sent before it are cut."""
         body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-        deadline_s = self.deadlines.deadline_s(body)
+        deadline_s = self.ping_timeout_s(body) if timeout_s is None else timeout_s
+        sent_at = time.monotonic()
         t0 = time.perf_counter()
         async with asyncio.timeout(deadline_s):
             response = await self._probe.post(CHAT_PATH, json=body, timeout=deadline_s)
         response.raise_for_status()
+        self._answered(sent_at)
         return time.perf_counter() - t0
+
+    def ping_timeout_s(self, body: dict[str, Any]) -> float:
+        """How long a 1-token probe may wait: its deadline, but once work requests were answered
+        no more than ``PING_FACTOR`` times their median duration (at least ``PING_MIN_TIMEOUT_S``):
+        a probe to a server that hangs gives up soon, so the next one can see it back."""
+        deadline_s = self.deadlines.deadline_s(body)
+        if not self._elapsed:
+            return deadline_s
+        return min(deadline_s, max(PING_MIN_TIMEOUT_S, PING_FACTOR * statistics.median(self._elapsed)))
+
+    # -- requests lost on the server ------------------------------------------------------------
+    def _overdue_s(self, body: dict[str, Any]) -> float:
+        return max(HUNG_MIN_S, HUNG_FACTOR * self.deadlines.expected_s(body))
+
+    def _answered(self, sent_at: float) -> None:
+        """A request sent at ``sent_at`` (monotonic) was answered: the server works. Every
+        request sent before it that is overdue is lost there: cancel it (it is retried)."""
+        now = time.monotonic()
+        for key, started in list(self._started.items()):
+            body = self._bodies.get(key)
+            task = self._tasks.get(key)
+            if (started < sent_at and body is not None and task is not None and not task.done()
+                    and key not in self._overtaken and now - started > self._overdue_s(body)):
+                self._overtaken.add(key)
+                task.cancel()
+
+    def _watch(self, key: int, now: float) -> None:
+        """Called while request ``key`` waits: once it is overdue and nothing sent after it was
+        answered, ask the server for a 1-token completion (its answer cuts the request)."""
+        started, body = self._started.get(key), self._bodies.get(key)
+        if started is None or body is None or self.last_success >= started:
+            return
+        model = body.get("model")
+        if (not isinstance(model, str) or now - started <= self._overdue_s(body) or self._watchers
+                or now - self._last_watch < WATCH_INTERVAL_S):
+            return
+        self._last_watch = now
+
+        async def probe() -> None:
+            try:
+                await self.ping_completion(model)
+            except Exception:  # noqa: BLE001, S110 - no answer proves nothing; the deadline still holds
+                pass
+
+        task = asyncio.ensure_future(probe())
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
 
     # -- one attempt ------------------------------------------------------------------------------
     def _wait_for(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, RetryableResponse) and exc.retry_after_s is not None:
             return exc.retry_after_s
+        if isinstance(exc, RetryableResponse) and exc.kind == "overtaken":
+            return 0.0  # the server works: retry at once
         return self._wait(state)
 
     async def _attempt(self, body: dict[str, Any], number: int = 1, first_sent: float = 0.0) -> dict[str, Any]:
@@ -205,10 +292,21 @@ class InferenceClient:
             m.deadline.set(deadline_s)
             key = next(self._ids)
             t0 = time.perf_counter()
-            self._started[key] = time.monotonic()
+            sent_at = self._started[key] = time.monotonic()
+            self._bodies[key] = body
             deadline = [deadline_s]
             try:
-                response = await self._post_within_deadline(body, headers, size, deadline)
+                response = await self._post_within_deadline(body, headers, size, deadline, key)
+            except _Overtaken as exc:
+                waited = time.monotonic() - sent_at
+                # A failure for the breaker only while it is closed: while it recovers, the newer
+                # answer is what counts (a lost trial lets another one try, it does not re-open it).
+                self._fail(t0, "timeout", f"no answer after {waited:.1f} s while newer requests were answered",
+                           breaker=self.breaker.state is BreakerState.closed)
+                self.timeouts += 1
+                raise RetryableResponse(
+                    "overtaken", f"request to {self.base_url} got no answer in {waited:.1f} s while a "
+                    f"request sent after it was answered: lost on the server, sent again") from exc
             except (TimeoutError, httpx.TimeoutException) as exc:
                 deadline_s = deadline[0]
                 self._fail(t0, "timeout", f"no answer within the deadline of {deadline_s:.1f} s")
@@ -224,6 +322,8 @@ class InferenceClient:
                 raise
             finally:
                 self._started.pop(key, None)
+                self._bodies.pop(key, None)
+                self._overtaken.discard(key)
             elapsed = time.perf_counter() - t0
             m.request_duration.labels(CHAT_PATH).observe(elapsed)
         status = response.status_code
@@ -238,6 +338,8 @@ class InferenceClient:
             self.last_success = time.monotonic()
             self.timeouts = 0
             self._learn(data, elapsed)
+            self._elapsed.append(elapsed)
+            self._answered(sent_at)
             return data
         kind = "http_5xx" if status >= 500 else "http_4xx"
         m.failures.labels(CHAT_PATH, kind).inc()
@@ -259,18 +361,21 @@ class InferenceClient:
         raise ServerAnswerError(status, detail)
 
     async def _post_within_deadline(self, body: dict[str, Any], headers: dict[str, str],
-                                    size: Callable[[], float], deadline: list[float]) -> httpx.Response:
+                                    size: Callable[[], float], deadline: list[float],
+                                    key: int = -1) -> httpx.Response:
         """POST, bounded by the request's deadline (the whole exchange: httpx's read timeout is
         per read). The deadline is sized again every ``DEADLINE_RECHECK_S`` from what the worker
         has learned meanwhile: a request sent on the prior speed (no answer measured yet, a
         deadline of a minute or more) gets the measured one as soon as other answers come in,
         so a server that hangs on a fresh worker is still detected within seconds.
         ``deadline[0]`` is left holding the last deadline applied. Cancelling the request
-        closes its connection, so the pool gets it back."""
+        closes its connection, so the pool gets it back. Raises :class:`_Overtaken` when
+        :meth:`_answered` cancelled it; while it is overdue, :meth:`_watch` may probe."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         timeout = httpx.Timeout(self.deadlines.cap_s, connect=min(self.connect_timeout_s, deadline[0]))
         task = asyncio.ensure_future(self._http.post(CHAT_PATH, json=body, headers=headers, timeout=timeout))
+        self._tasks[key] = task
         try:
             while True:
                 remaining = start + deadline[0] - loop.time()
@@ -278,9 +383,13 @@ class InferenceClient:
                     raise TimeoutError(f"no answer within {deadline[0]:.1f} s")
                 done, _ = await asyncio.wait({task}, timeout=min(remaining, DEADLINE_RECHECK_S))
                 if done:
+                    if task.cancelled() and key in self._overtaken:
+                        raise _Overtaken()
                     return task.result()
                 deadline[0] = size()
+                self._watch(key, time.monotonic())
         finally:
+            self._tasks.pop(key, None)
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -292,8 +401,11 @@ class InferenceClient:
             if isinstance(prompt, int) and isinstance(completion, int):
                 self.deadlines.observe(prompt, completion, elapsed)
 
-    def _fail(self, t0: float, kind: str, what: str) -> None:
+    def _fail(self, t0: float, kind: str, what: str, breaker: bool = True) -> None:
         self.last_failure = what
         self.metrics.request_duration.labels(CHAT_PATH).observe(time.perf_counter() - t0)
         self.metrics.failures.labels(CHAT_PATH, kind).inc()
-        self.breaker.record_failure()
+        if breaker:
+            self.breaker.record_failure()
+        else:
+            self.breaker.release_trial()

@@ -118,11 +118,15 @@ class DeadlinePolicy:
         return min(learned, room)
 
     # -- the deadline -------------------------------------------------------------------------------
+    def expected_s(self, body: dict[str, Any]) -> float:
+        """What the request takes at the measured speed (p90) with its whole output budget: the
+        deadline without its floor and slack."""
+        prompt = prompt_tokens(body)
+        return self.seconds_per_token * (prompt / PREFILL_SPEEDUP + self.output_budget(body, prompt))
+
     def deadline_s(self, body: dict[str, Any], attempt: int = 1) -> float:
         """Seconds the request may take in all (connection, queueing, prefill, decoding)."""
-        prompt = prompt_tokens(body)
-        work = prompt / PREFILL_SPEEDUP + self.output_budget(body, prompt)
-        base = self.floor_s + self.slack * self.seconds_per_token * work
+        base = self.floor_s + self.slack * self.expected_s(body)
         return min(self.cap_s, base * 2 ** max(0, attempt - 1))
 
     def describe(self) -> str:

@@ -219,7 +219,7 @@ def test_a_retry_gets_twice_the_time_only_while_the_server_answers_others() -> N
         async def post(*_a, size, deadline, **_k):
             seen.append(size())
             raise TimeoutError
-        c._post_within_deadline = lambda b, h, size, deadline: post(size=size, deadline=deadline)
+        c._post_within_deadline = lambda b, h, size, deadline, *_: post(size=size, deadline=deadline)
         with pytest.raises(TransientError):
             await c._send(body, {}, 2, first_sent)
 
@@ -260,3 +260,142 @@ def test_the_completion_ping_sees_a_hung_engine_that_still_lists_its_models() ->
     asyncio.run(scenario())
     assert seen[0] == {"model": "m", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
     assert breaker.state is BreakerState.closed and c.requests_sent == 0  # neither the breaker nor the work
+
+
+def _lossy_server(lost: set[str], seen: list[str], delay_s: dict[str, float] | None = None):
+    """A server that never answers the first attempt of the requests whose "id" is in ``lost``
+    (they are lost on it), and answers everything else (after ``delay_s[id]`` if given)."""
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        rid = body.get("id", "ping" if body["messages"][0]["content"] == "ping" else "?")
+        seen.append(rid)
+        if rid in lost:
+            lost.discard(rid)
+            await asyncio.Event().wait()  # no answer, ever
+        await asyncio.sleep((delay_s or {}).get(rid, 0.0))
+        return httpx.Response(200, json=OK)
+    return handler
+
+
+def _slow_deadline_client(handler, concurrency: int) -> tuple[InferenceClient, WorkerMetrics, CircuitBreaker]:
+    """Deadlines of 30 s: anything cut sooner was cut by the overtaken rule."""
+    from worker.deadlines import DeadlinePolicy
+
+    metrics, breaker = WorkerMetrics(), CircuitBreaker(5, 30.0)
+    c = InferenceClient("http://server:8000", api_key="k", breaker=breaker, metrics=metrics,
+                        concurrency=concurrency, request_timeout_s=600, max_retries=2,
+                        backoff_initial_s=5.0, backoff_max_s=5.0, transport=httpx.MockTransport(handler),
+                        deadlines=DeadlinePolicy(floor_s=30.0, slack=1.0, cap_s=600, max_model_len=4096))
+    return c, metrics, breaker
+
+
+def test_an_overdue_request_is_cut_and_retried_at_once_when_a_newer_one_is_answered(monkeypatch) -> None:
+    """The server lost request A (it hung while A was sent, then recovered). Request B, sent
+    after A, is answered while A is overdue: A is cancelled, counted as a timeout and sent
+    again at once (no backoff) with the deadline it had, long before its 30 s deadline."""
+    import worker.client as wc
+    monkeypatch.setattr(wc, "HUNG_MIN_S", 0.2)
+    monkeypatch.setattr(wc, "WATCH_INTERVAL_S", 3600.0)  # only B's answer is evidence here
+    seen: list[str] = []
+    c, metrics, breaker = _slow_deadline_client(_lossy_server({"a"}, seen), concurrency=2)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1}
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        a = asyncio.ensure_future(c.post_chat({**body, "id": "a"}))
+        await asyncio.sleep(0.3)  # A is overdue now (0.2 s)
+        await c.post_chat({**body, "id": "b"})
+        assert await a == OK
+        return loop.time() - t0
+
+    assert asyncio.run(scenario()) < 1.0  # neither A's 30 s deadline nor the 5 s backoff
+    assert seen == ["a", "b", "a"]
+    assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 1
+    assert sample(metrics, "mineru_vllm_client_deadline_seconds") == pytest.approx(30.0, abs=0.1)  # not doubled
+    assert breaker.state is BreakerState.closed and c.timeouts == 0
+    assert c.oldest_request_s() == 0.0 and "newer requests were answered" in c.last_failure
+
+
+def test_a_request_not_yet_overdue_is_left_alone_by_newer_answers() -> None:
+    """A newer answer says nothing about a request that has not waited past its due time
+    (HUNG_MIN_S, 1 s here): A keeps its exchange and gets its own, slower answer."""
+    seen: list[str] = []
+    c, metrics, _b = _slow_deadline_client(_lossy_server(set(), seen, {"a": 0.4}), concurrency=2)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1}
+
+    async def scenario() -> None:
+        a = asyncio.ensure_future(c.post_chat({**body, "id": "a"}))
+        await asyncio.sleep(0.05)
+        await c.post_chat({**body, "id": "b"})
+        assert await a == OK
+
+    asyncio.run(scenario())
+    assert seen == ["a", "b"]
+    assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 0
+
+
+def test_a_lone_overdue_request_probes_the_server_and_is_retried_once_it_answers(monkeypatch) -> None:
+    """With nothing else in flight, an overdue request asks for a 1-token completion on the
+    probe pool; its answer proves the server back, so the request is cut and sent again. While
+    the probes get no answer either (the server still hangs), the request keeps waiting."""
+    import worker.client as wc
+    monkeypatch.setattr(wc, "HUNG_MIN_S", 0.2)
+    monkeypatch.setattr(wc, "WATCH_INTERVAL_S", 0.1)
+    monkeypatch.setattr(wc, "PING_MIN_TIMEOUT_S", 0.3)
+    seen: list[str] = []
+    lost = {"a", "ping"}  # the first probe is lost too: no evidence from it
+    c, metrics, _b = _slow_deadline_client(_lossy_server(lost, seen), concurrency=1)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "id": "a"}
+
+    async def scenario() -> float:
+        await c.post_chat({**body, "id": "warm"})  # a probe waits 2x the median answer (>= 0.3 s)
+        seen.clear()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        assert await c.post_chat(body) == OK
+        took = loop.time() - t0
+        await c.aclose()
+        return took
+
+    assert asyncio.run(scenario()) < 2.0
+    assert seen[0] == "a" and seen[-1] == "a" and seen.count("ping") >= 2 and seen.count("a") == 2
+    assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 1
+    assert c.requests_sent == 3  # the probes are not work requests
+
+
+def test_a_probe_waits_twice_the_median_answer_not_a_whole_deadline() -> None:
+    from worker.deadlines import DeadlinePolicy
+
+    c, _m, _b = client(lambda r: httpx.Response(200, json=OK))
+    c.deadlines = DeadlinePolicy(floor_s=30.0, slack=1.0, cap_s=600, max_model_len=4096)
+    body = {"model": "m", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+    assert c.ping_timeout_s(body) == pytest.approx(c.deadlines.deadline_s(body))  # nothing measured
+    c._elapsed.extend([0.01, 0.02, 0.03])
+    assert c.ping_timeout_s(body) == 2.0  # at least PING_MIN_TIMEOUT_S
+    c._elapsed.extend([4.0, 5.0, 6.0, 7.0])
+    assert c.ping_timeout_s(body) == 8.0  # 2x the median
+    c._elapsed.extend([100.0] * 10)
+    assert c.ping_timeout_s(body) == pytest.approx(c.deadlines.deadline_s(body))  # at most the deadline
+
+
+def test_a_lost_trial_does_not_reopen_a_recovering_breaker(monkeypatch) -> None:
+    """The breaker is half-open and its trial request is lost on the server; the probe's answer
+    cuts it: another trial goes at once (it answers, the breaker closes), no re-opening."""
+    import worker.client as wc
+    monkeypatch.setattr(wc, "HUNG_MIN_S", 0.2)
+    monkeypatch.setattr(wc, "WATCH_INTERVAL_S", 0.1)
+    seen: list[str] = []
+    c, metrics, breaker = _slow_deadline_client(_lossy_server({"a"}, seen), concurrency=1)
+    breaker._set(BreakerState.half_open)
+    states: list[BreakerState] = []
+    breaker.subscribe(states.append)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, "id": "a"}
+
+    async def scenario() -> None:
+        assert await c.post_chat(body) == OK
+        await c.aclose()
+
+    asyncio.run(scenario())
+    assert seen == ["a", "ping", "a"] and states == [BreakerState.closed]
+    assert sample(metrics, "mineru_vllm_client_failures_total", endpoint=CHAT_PATH, kind="timeout") == 1
