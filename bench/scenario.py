@@ -193,6 +193,9 @@ def read_yaml(path: Path, what: str) -> object:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None:
+            problem += f"; {context} on line {start.line + 1}"
         raise ScenarioError(f"{what} {path}:{where}: not valid YAML ({problem}); fix the file "
                             "(indentation, a missing ':' or an unclosed quote or bracket)") from None
     except (OSError, UnicodeDecodeError) as exc:
