@@ -5,9 +5,10 @@ test) may have been started on the same ports since. So a port that answers prov
 proof used here: the stack's supervisord (its pid file, in the stack's own state dir) is alive,
 and the process listening on each port the state file names carries this stack's id
 (``SPLITSTACK_STACK_ID``, a hash of the state dir that supervisord puts in every child's
-environment; children inherit it) or sits in a process group this stack's supervisord spawned.
-Another stack has another state dir, so another id; a process of another user shows no owner at
-all. Either way the port is not this stack's.
+environment; children inherit it), sits in a process group this stack's supervisord spawned, or
+(container runtime) runs in a container labelled with this stack's id. Another stack has another
+state dir, so another id; a process of another user shows no owner at all. Either way the port is
+not this stack's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,28 @@ def listeners(port: int) -> set[int | None]:
     cannot see, i.e. another user's process)."""
     return {c.pid for c in psutil.net_connections(kind="tcp")
             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port}
+
+
+def container_pids(stack_id: str) -> set[int]:
+    """PIDs of the processes in running podman containers labelled with ``stack_id`` (each
+    container's main process and its descendants); empty without podman."""
+    import shutil
+
+    from stack.podman import LABEL_STACK, podman
+
+    if shutil.which("podman") is None:
+        return set()
+    out = podman(["ps", "--filter", f"label={LABEL_STACK}={stack_id}", "--format", "{{.Pid}}"], check=False).stdout
+    found: set[int] = set()
+    for word in out.split():
+        if not word.isdigit() or int(word) == 0:
+            continue
+        found.add(int(word))
+        try:
+            found |= {c.pid for c in psutil.Process(int(word)).children(recursive=True)}
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 def _describe(pid: int | None) -> str:
@@ -77,6 +100,8 @@ def verify_running(local: LocalStack, state: dict[str, Any] | None = None) -> di
             continue
         if ours is None:
             ours = {p.pid for p in local.processes()}
+        if any(p is None or p not in ours for p in pids) and state.get("runtime") == "podman":
+            ours |= container_pids(paths.stack_id)  # a container's processes do not inherit the tag
         foreign = sorted((p for p in pids if p is None or p not in ours), key=lambda p: p or 0)
         if foreign:
             raise StackIdentityError(
