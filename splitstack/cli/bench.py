@@ -231,7 +231,10 @@ def sweep(
         last["res"] = res
         return res.summary
 
-    result = search(run_at, spec, log=lambda m: console.print(m))
+    try:
+        result = search(run_at, spec, log=lambda m: console.print(m))
+    except (ValueError, RuntimeError) as exc:  # a bad scenario or a refused target (checked before each point)
+        raise fail(str(exc)) from None
     res = last["res"]
     paths = write_run(new_run_dir(out_dir, "sweep"), res.records, res.summary, sweep=result)
     out.print(result["conclusion"])

@@ -65,6 +65,8 @@ def test_malformed_yaml_names_the_file_and_the_line(tmp_path):
      "line 4, column 4: not valid YAML"),
     (lambda p: ["gate", "--gate", str(p / "bad.yaml"), "--url", "http://127.0.0.1:9", "--model", "m"],
      "gate file"),
+    (lambda p: ["sweep", "chat-smoke", "--max", "100", "--url", "http://127.0.0.1:9", "--model", "m"],
+     "is not healthy (ConnectError"),
     (lambda p: ["report", str(p / "empty")], "no summary.json"),
     (lambda p: ["report", str(p / "missing")], "no such file or folder"),
     (lambda p: ["report", str(p / "junk")], "not a bench summary"),
