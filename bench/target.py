@@ -19,8 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from contract.spec_loader import SpecError, load_stack, parse_spec, project_root
 from stack.identity import StackIdentityError, verify_running
 from stack.launcher import LocalStack
-from stack.preflight import resolve_api_key
-from stack.secrets import queue_url
+from stack.secrets import queue_url, running_api_key
 
 
 class TargetError(ValueError):
@@ -241,7 +240,7 @@ def from_local(local) -> Target:  # local: stack.launcher.LocalStack
         raise TargetError(f"stack {spec.stack!r} state has no component server-{server.name}; "
                           f"components: {sorted(comps)}")
     return Target(base_url=srv["url"].rstrip("/"), model=server.model.name,
-                  api_key=resolve_api_key(spec, local.paths), max_model_len=server.max_model_len,
+                  api_key=running_api_key(spec, local.paths), max_model_len=server.max_model_len,
                   prometheus_url=comps.get("prometheus", {}).get("url"),
                   queue_url=queue_url(spec, local.paths) if "queue" in comps else None,
                   stack=spec.stack, components=comps,

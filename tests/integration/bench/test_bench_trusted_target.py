@@ -50,6 +50,7 @@ def _bench(project: Path, *args: str, env: dict[str, str] | None = None) -> subp
 
 def _refused(r: subprocess.CompletedProcess, *needles: str) -> None:
     text = r.stdout + r.stderr
+    print(f"exit {r.returncode}: {' '.join(text.split())}")  # the proof table of the report (pytest -s)
     assert r.returncode == 2, text
     assert "Traceback" not in text, text
     assert "Nothing was sent" in text, text
@@ -106,4 +107,6 @@ def test_a_stopped_stack_is_refused_and_nothing_reaches_the_stack_on_its_ports(t
     r = _bench(b.project_root, "run", "chat-smoke", "--stack", "ci", "--out", str(out / "env"),
                env={"SPLITSTACK_API_KEY": "not-the-key"})
     _refused(r, "refused the API key from $SPLITSTACK_API_KEY (401)")
+    key_file = b.paths.secrets / "api-key"
+    assert key_file.read_text().strip() != "not-the-key"  # the bench read the stack's key, never wrote it
     assert not any((out / d).exists() for d in ("wrong", "none", "env"))
