@@ -40,7 +40,7 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
                  http: httpx.Client | None = None, max_model_len: int | None = None,
                  tokenizer: str | None = None) -> RunOutput:
     """``tokenizer``: the ``--tokenizer`` flag (overrides the scenario's) for the cross-check."""
-    limits = limits or ValidityLimits()
+    limits = limits or scn.validity
     tok = tokcheck.for_run(scn, tokenizer)  # a bad path fails here, before anything is sent
     prompts = None
     prompt_source: str | None = None
@@ -136,6 +136,34 @@ def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.
         where = f"stack {target.stack!r}" if target.stack else target.base_url
         raise TargetError(f"the inference server of {where} at {target.base_url} is not healthy ({detail}); "
                           "start it (`splitstack up`) or check `splitstack status`. Nothing was sent.")
+    check_auth(target, http)
+
+
+def check_auth(target: Target, http: httpx.Client) -> None:
+    """One authenticated request before any load (``GET /v1/models`` with the run's key): a key the
+    server refuses would turn the whole run into 401s, so 401/403 stop it here, naming the
+    variable the key comes from. Other answers (404 from a proxy without a model list, 5xx) are
+    left to the run: health was checked above."""
+    url = f"{target.base_url}/v1/models"
+    try:
+        r = http.get(url, headers=target.headers, timeout=5.0)
+    except httpx.HTTPError:
+        return
+    if r.status_code not in (401, 403):
+        return
+    var = target.api_key_env
+    if target.api_key:
+        what = (f"refused the API key from ${var}" if var else "refused the API key") + f" ({r.status_code})"
+        fix = (f"set {var} to the server's key" if var else "pass the server's key with --api-key-env VAR")
+        if target.stack:
+            fix += (f" (or unset it: stack {target.stack!r} keeps the key it was started with in its state "
+                    "dir's secrets)")
+    else:
+        what = f"needs an API key ({r.status_code} without one)"
+        fix = (f"export {var} with the server's key" if var else
+               "export the key in a variable and pass --api-key-env VAR")
+    raise TargetError(f"GET {url} {what}: every request of the run would fail the same way; {fix}. "
+                      "Nothing was sent.")
 
 
 def pipeline_preflight(workload, target: Target) -> dict[str, Any]:

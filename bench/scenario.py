@@ -11,6 +11,7 @@ import yaml
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from bench.load import LoadSpec
+from bench.validity import ValidityLimits
 from contract.models import StrictMutable, error_lines, format_loc
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -99,6 +100,10 @@ class ChatScenario(Strict):
         "prompts (and outputs, when the server sends no usage). `bench run --tokenizer` overrides it.",
     )
     slo: RequestSLO = Field(default_factory=RequestSLO)
+    validity: ValidityLimits = Field(
+        default_factory=ValidityLimits,
+        description="When the run counts as a measurement (bench/validity.py); a gate file's own validity "
+        "limits replace these.")
     load: LoadSpec
 
 
@@ -126,6 +131,10 @@ class PipelineScenario(Strict):
         default=60.0, gt=0,
         description="The run is stalled (and invalid) when no outstanding document changes state (picked "
         "up, part done, done) for this long, s; keep it above the longest single-document processing time.")
+    validity: ValidityLimits = Field(
+        default_factory=ValidityLimits,
+        description="When the run counts as a measurement (bench/validity.py); a gate file's own validity "
+        "limits replace these.")
     load: LoadSpec
 
 
@@ -160,7 +169,7 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
         known = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
         raise ScenarioError(f"scenario {name_or_path!r}: no such file and no bundled scenario of "
                             f"that name (bundled: {', '.join(known)})")
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path, "scenario")
     if overrides and isinstance(data, dict):
         load = dict(data.get("load") or {})
         for key, value in overrides.items():
@@ -174,6 +183,23 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
             load[key] = value
         data["load"] = load
     return parse_scenario(data, str(path))
+
+
+def read_yaml(path: Path, what: str) -> object:
+    """A YAML file's document; a file that is not YAML names itself, the line and the problem."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None:
+            problem += f"; {context} on line {start.line + 1}"
+        raise ScenarioError(f"{what} {path}:{where}: not valid YAML ({problem}); fix the file "
+                            "(indentation, a missing ':' or an unclosed quote or bracket)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{what} {path}: cannot be read ({exc})") from None
 
 
 def load_chat_scenario(name_or_path: str) -> ChatScenario:

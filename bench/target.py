@@ -17,9 +17,9 @@ from typing import Any, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from contract.spec_loader import SpecError, load_stack, parse_spec, project_root
+from stack.identity import StackIdentityError, verify_running
 from stack.launcher import LocalStack
-from stack.preflight import resolve_api_key
-from stack.secrets import queue_url
+from stack.secrets import queue_url, running_api_key
 
 
 class TargetError(ValueError):
@@ -59,6 +59,7 @@ class Target:
     spec: Any = None  # contract.spec.Spec (local: with the overrides it was started with)
     deployment: str | None = None  # a deployed stack reached through its queue (--queue-url)
     documents_at: str | None = None  # where the workers read the bench's PDFs (path or URL prefix)
+    api_key_env: str | None = None  # the variable the key came from (or would): what an auth error names
 
     def stack_spec(self):
         if self.spec is not None:
@@ -122,7 +123,8 @@ def from_url(url: str, model: str, api_key_env: str | None = None,
     key = os.environ.get(api_key_env) if api_key_env else None
     if api_key_env and not key:
         raise TargetError(f"--api-key-env {api_key_env}: that environment variable is not set")
-    return Target(base_url=url.rstrip("/"), model=model, api_key=key, max_model_len=max_model_len)
+    return Target(base_url=url.rstrip("/"), model=model, api_key=key, max_model_len=max_model_len,
+                  api_key_env=api_key_env)
 
 
 def from_stack(stack: str, root: Path | None = None, queue: QueueOptions | None = None,
@@ -217,28 +219,30 @@ def from_deployed(spec, queue: QueueOptions, url: str | None = None, model: str 
                   prometheus_url=queue.prometheus_url.rstrip("/") if queue.prometheus_url else None,
                   queue_url=queue_url_for(spec, queue, env), stack=None,
                   output_dir=Path(out).resolve() if out else None, spec=spec, deployment=spec.stack,
-                  documents_at=queue.documents_at.rstrip("/") if queue.documents_at else None)
+                  documents_at=queue.documents_at.rstrip("/") if queue.documents_at else None,
+                  api_key_env=key_env)
 
 
 def from_local(local) -> Target:  # local: stack.launcher.LocalStack
-    """A running local stack: URLs from its state file, the API key the stack generated."""
+    """A running local stack: URLs from its state file, the API key the stack generated. The stack
+    must run as its state file says (stack/identity.py): a state file left by `splitstack down` or
+    a crash, or a port held by another stack, is refused before anything is sent."""
 
     spec = local.spec
     server = spec.worker_server
-    state = local.read_state()
-    if state is None:
-        raise TargetError(f"stack {spec.stack!r} is not running (no {local.paths.state_file}); start it "
-                          f"with `splitstack up --stack {spec.stack}`, or point the bench at a queue "
-                          "started some other way with --queue-url")
+    try:
+        state = verify_running(local)
+    except StackIdentityError as exc:
+        raise TargetError(str(exc)) from None
     comps = state.get("components", {})
     srv = comps.get(f"server-{server.name}")
     if srv is None:
         raise TargetError(f"stack {spec.stack!r} state has no component server-{server.name}; "
                           f"components: {sorted(comps)}")
     return Target(base_url=srv["url"].rstrip("/"), model=server.model.name,
-                  api_key=resolve_api_key(spec, local.paths), max_model_len=server.max_model_len,
+                  api_key=running_api_key(spec, local.paths), max_model_len=server.max_model_len,
                   prometheus_url=comps.get("prometheus", {}).get("url"),
                   queue_url=queue_url(spec, local.paths) if "queue" in comps else None,
                   stack=spec.stack, components=comps,
                   state_dir=local.paths.root, output_dir=local.paths.data / spec.output_store.path,
-                  spec=spec)
+                  spec=spec, api_key_env=server.api_key.env if server.api_key else None)

@@ -1,5 +1,7 @@
-"""Was the client the bottleneck? A run that fails any check is marked invalid, and gates
-return exit code 2 for it: its latencies describe the load generator, not the server."""
+"""Is the run a measurement? A run that fails any check is marked invalid, and `bench run` and
+`bench gate` return exit code 2 for it: either its latencies describe the load generator, not the
+server (lag, client CPU, in-flight cap, achieved rate), or the server mostly answered with errors
+(error share above the limit, nothing succeeded): a run of 401s or 503s measures no serving."""
 
 from __future__ import annotations
 
@@ -27,6 +29,11 @@ class ValidityLimits(BaseModel):
         default=0.95, gt=0, le=1.0, description="Open loop: measured sends / target must reach this."
     )
     min_measured: int = Field(default=1, ge=1, description="Fewest measured requests for a valid run.")
+    error_rate_max: float = Field(
+        default=0.05, ge=0, le=1.0,
+        description="Largest share of measured requests that may fail (HTTP errors, timeouts, failed "
+        "documents) in a valid run; a run with no successful request is invalid whatever this says. "
+        "Set it to 1.0 for a scenario that injects faults on purpose.")
 
 
 def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> dict[str, Any]:
@@ -55,6 +62,17 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
     sent = summary["requests"]["sent"]
     add("measured requests", sent, f">= {limits.min_measured}", sent >= limits.min_measured,
         "enough samples" if sent >= limits.min_measured else "too few requests in the measured window")
+    ok = summary["requests"].get("ok", 0)
+    add("successful requests", ok, ">= 1", ok >= 1,
+        "some requests succeeded" if ok >= 1 else
+        f"none of {sent} measured requests succeeded ({_reasons(summary)}): the run measured no serving")
+    share = summary["requests"].get("error_rate")
+    add("error share", None if share is None else round(share, 4), f"<= {limits.error_rate_max}",
+        share is not None and share <= limits.error_rate_max,
+        "errors within the limit" if share is not None and share <= limits.error_rate_max else
+        "no measured requests" if share is None else
+        f"{summary['requests'].get('errors', 0)} of {sent} measured requests failed ({_reasons(summary)}); "
+        "the limit is validity.error_rate_max of the scenario or gate")
     if run.load.mode == "open" and run.load.arrival != "trace" and run.load.ramp_from_rps is None:
         target = run.load.rate_rps or 0.0
         tput = summary["throughput"]
@@ -74,3 +92,10 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
             f"(scheduled: {tput['sent_rps']:.2f} req/s{', normalised to the rate' if run.load.normalized else ''})")
     valid = all(c["passed"] for c in checks)
     return {"valid": valid, "checks": checks, "limits": limits.model_dump()}
+
+
+def _reasons(summary: dict[str, Any], top: int = 3) -> str:
+    """The commonest error reasons, e.g. ``http_401 x86``."""
+    by = summary.get("errors_by_reason") or {}
+    items = sorted(((k, v) for k, v in by.items() if isinstance(v, int)), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{k} x{v}" for k, v in items) or "no reason recorded"

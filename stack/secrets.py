@@ -62,6 +62,23 @@ def resolve_api_key(spec: Spec, paths: StackPaths) -> str | None:
     return _read_or_make(path)
 
 
+def running_api_key(spec: Spec, paths: StackPaths) -> str | None:
+    """The API key a client of a RUNNING stack sends: its env var when set, else the key the stack
+    was started with. Unlike :func:`resolve_api_key` it never writes the key file, so a client
+    with a wrong key in its environment cannot change the key of the stack it reads."""
+    ref = spec.worker_server.api_key
+    path = api_key_file(spec, paths)
+    if ref is None or path is None:
+        return None
+    value = os.environ.get(ref.env)
+    if value:
+        return value
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def output_store_key_files(spec: Spec, paths: StackPaths) -> dict[str, Path]:
     """``output_store.kind: s3`` with a key pair: {variable: file} of each key, written from the
     variable its SecretRef names when the launcher has it (else the file from an earlier start,

@@ -18,7 +18,7 @@ from bench.gating.spec import GateFile, load_gate_file
 from bench.gating.verdict import evaluate, verdict
 from bench.progress import live_progress
 from bench.records import AnyRecord, read_jsonl
-from bench.report.writer import load_summary, new_run_dir, write_run
+from bench.report.writer import load_summary, new_run_dir, records_path, write_run
 from bench.runner import run_scenario
 from bench.scenario import ChatScenario, PipelineScenario, load_scenario
 from bench.target import QueueOptions, Target, resolve
@@ -46,7 +46,7 @@ def load_gate(gate_file: str) -> tuple[GateFile, ChatScenario | PipelineScenario
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[AnyRecord]]:
     """A run folder's summary and records (a clear FileNotFoundError when it is not a run)."""
     summary = load_summary(run_dir)
-    return summary, list(read_jsonl(run_dir / "records.jsonl"))
+    return summary, list(read_jsonl(records_path(run_dir)))
 
 
 def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None = "local",
@@ -60,7 +60,8 @@ def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None 
     target = target or resolve(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline")
     show = console is not None and sys.stderr.isatty()
     with live_progress(scn.load, console or Console(stderr=True), enabled=show) as progress:
-        res = run_scenario(scn, target, limits=gf.validity, progress=progress)
+        res = run_scenario(scn, target, progress=progress,
+                           limits=gf.validity if "validity" in gf.model_fields_set else scn.validity)
     base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
     with httpx.Client(timeout=30.0) as http:
         results = evaluate(gf.gates, GateContext(res.summary, res.records, target, http, base_sum, base_rec))

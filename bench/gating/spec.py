@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.gating.models import AnyGate
+from bench.scenario import read_yaml
 from bench.validity import ValidityLimits
 from contract.models import error_lines
 
@@ -38,7 +38,7 @@ def load_gate_file(name_or_path: str) -> GateFile:
         known = sorted(p.stem for p in GATE_DIR.glob("*.yaml"))
         raise GateFileError(f"gate file {name_or_path!r} not found (bundled: {', '.join(known)})")
     try:
-        return GateFile.model_validate(yaml.safe_load(path.read_text()))
+        return GateFile.model_validate(read_yaml(path, "gate file"))
     except ValidationError as exc:
         lines = [f"{path}: {line}" for line in error_lines(exc)]
         raise GateFileError("invalid gate file:\n  " + "\n  ".join(lines)) from None

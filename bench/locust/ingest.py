@@ -93,7 +93,7 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
     manifest = read_manifest(records_dir)
     if manifest is not None:
         extra.append(collection_check(manifest))
-    summary = summarize(scn, target, result, limits or ValidityLimits(), t0 / NS, server, extra)
+    summary = summarize(scn, target, result, limits or scn.validity, t0 / NS, server, extra)
     summary["run"]["client"]["tool"] = "locust"
     summary["run"]["client"]["locust"] = manifest  # mode and per-worker counts (None: collected by hand)
     return recs, summary

@@ -22,8 +22,13 @@ from contract.extras import check
 
 def chat_scenario_and_target(scenario: str, stack: str | None, url: str | None, model: str | None,
                              api_key_env: str | None) -> tuple[ChatScenario, Target]:
+    from bench.runner import preflight
+
     check("locust", "bench", "`bench locust`")
-    return load_chat_scenario(scenario), resolve(stack, url, model, api_key_env)
+    scn, target = load_chat_scenario(scenario), resolve(stack, url, model, api_key_env)
+    with httpx.Client(timeout=10.0) as http:
+        preflight(scn, target, http)  # a server that is down or refuses the key: refused before Locust starts
+    return scn, target
 
 
 def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[dict[str, Any] | None, str]:

@@ -44,9 +44,31 @@ def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
     return paths
 
 
+class RunFolderError(ValueError):
+    """A path given as a run folder that is not one (missing, or not written by the bench)."""
+
+
+_RUN_HINT = "pass a run folder written by `bench run` or `bench gate` (it holds summary.json and records.jsonl)"
+
+
 def load_summary(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise RunFolderError(f"{path}: no such file or folder; {_RUN_HINT}")
     p = path / "summary.json" if path.is_dir() else path
     try:
-        return json.loads(p.read_text())
+        data = json.loads(p.read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no summary.json; pass a run folder written by `bench run`") from None
+        raise RunFolderError(f"{path}: no summary.json; {_RUN_HINT}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunFolderError(f"{p}: not a bench summary ({type(exc).__name__}: {exc}); {_RUN_HINT}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("requests"), dict):
+        raise RunFolderError(f"{p}: not a bench summary (no 'requests' section); {_RUN_HINT}")
+    return data
+
+
+def records_path(run_dir: Path) -> Path:
+    """The run folder's records.jsonl; RunFolderError when the folder has none."""
+    path = run_dir / "records.jsonl"
+    if not path.is_file():
+        raise RunFolderError(f"{run_dir}: no records.jsonl; {_RUN_HINT}")
+    return path

@@ -19,7 +19,7 @@ from bench.gating.spec import GATE_DIR
 from bench.progress import live_progress
 from bench.records import read_jsonl
 from bench.report.html import render
-from bench.report.writer import load_summary, new_run_dir, write_run
+from bench.report.writer import load_summary, new_run_dir, records_path, write_run
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
@@ -89,7 +89,16 @@ def run(
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
     documents_at: str | None = DOCS_AT,
 ) -> None:
-    """Run a scenario; write records.jsonl, summary.json and report.html. Exit 2 if the run is invalid."""
+    """Run a scenario; write records.jsonl, summary.json and report.html.
+
+    Exit codes: 0 a valid run; 2 an invalid run (the validity checks of its summary failed: the
+    client could not keep up, more errors than the scenario's validity.error_rate_max allows (5 %
+    by default), or nothing succeeded; the run folder is still written), bad input, or a target
+    that cannot be trusted (a stopped stack or one whose ports another stack holds, a server that
+    is down or refuses the API key: refused before anything is sent, no run folder).
+
+    Example: bench run chat-smoke --stack local --duration 30
+    """
     try:
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
                                        "count": count, "processes": processes, "seed": seed,
@@ -120,7 +129,11 @@ def gate(
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
     documents_at: str | None = DOCS_AT,
 ) -> None:
-    """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated)."""
+    """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
+    input, or a target that cannot be trusted (as `bench run`).
+
+    Example: bench gate --gate chat-local --stack local
+    """
     queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                    documents_at)
     try:
@@ -218,7 +231,10 @@ def sweep(
         last["res"] = res
         return res.summary
 
-    result = search(run_at, spec, log=lambda m: console.print(m))
+    try:
+        result = search(run_at, spec, log=lambda m: console.print(m))
+    except (ValueError, RuntimeError) as exc:  # a bad scenario or a refused target (checked before each point)
+        raise fail(str(exc)) from None
     res = last["res"]
     paths = write_run(new_run_dir(out_dir, "sweep"), res.records, res.summary, sweep=result)
     out.print(result["conclusion"])
@@ -226,10 +242,17 @@ def sweep(
 
 
 @app.command()
-def report(run_dir: Path = typer.Argument(...)) -> None:
-    """Re-render report.html of a run folder from its files."""
-    s = load_summary(run_dir)
-    (run_dir / "report.html").write_text(render(s, list(read_jsonl(run_dir / "records.jsonl"))))
+def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json).")) -> None:
+    """Re-render report.html of a run folder from its files. Exit 2 when the folder is not a run."""
+    try:
+        s = load_summary(run_dir)
+        html = render(s, list(read_jsonl(records_path(run_dir))))
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    except (KeyError, TypeError) as exc:  # a summary.json of another shape (edited by hand, another version)
+        raise fail(f"{run_dir}: summary.json lacks what the report needs ({type(exc).__name__}: {exc}); "
+                   "re-run the scenario with this version of the bench") from None
+    (run_dir / "report.html").write_text(html)
     out.print(f"report: {run_dir / 'report.html'}")
 
 

@@ -115,14 +115,22 @@ def test_closed_loop_and_two_client_processes(instant_target):
     assert all(abs((b - a) - 25_000_000) < 1000 for a, b in zip(sends, sends[1:]))
 
 
-def test_errors_are_broken_down_by_reason(instant_target):
+def test_errors_are_broken_down_by_reason(instant_target, monkeypatch):
+    from bench import runner
     from bench.promptlen import TokenizeError
+    from bench.target import TargetError
 
-    bad_key = Target(instant_target.base_url, "tiny", "wrong", 16384)
+    bad_key = Target(instant_target.base_url, "tiny", "wrong", 16384, api_key_env="SIM_KEY")
+    with pytest.raises(TargetError, match=r"refused the API key from \$SIM_KEY \(401\).*Nothing was sent"):
+        run_scenario(chat({"rate_rps": 20, "count": 10}), bad_key)  # the key is checked before any load
+    monkeypatch.setattr(runner, "check_auth", lambda target, http: None)  # past the check: what a run records
     out = run_scenario(chat({"rate_rps": 20, "count": 10}), bad_key)  # /tokenize is open, /v1 is not
     s = out.summary
     assert s["errors_by_reason"] == {"http_401": 10} and s["requests"]["error_rate"] == 1.0
     assert all(r.error_detail for r in out.records)
+    failed = {c["check"] for c in s["validity"]["checks"] if not c["passed"]}
+    assert not s["validity"]["valid"] and {"successful requests", "error share"} <= failed
+    monkeypatch.undo()
     wrong_model = Target(instant_target.base_url, "other", instant_target.api_key, 16384)
     with pytest.raises(TokenizeError, match="returned 404"):
         run_scenario(chat({"rate_rps": 5, "count": 3}), wrong_model)

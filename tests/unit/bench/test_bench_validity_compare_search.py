@@ -57,7 +57,7 @@ def test_cli_compare_and_check_exit_codes(tmp_path, run_factory):
     assert r.exit_code == 1 and "NO-GO" in r.output
     assert "NO-GO" in (w / "report.html").read_text().upper()
     r = runner.invoke(app, ["check", str(tmp_path / "missing"), "--gate", str(gate)])
-    assert r.exit_code == 2 and "no summary.json" in r.output
+    assert r.exit_code == 2 and "no such file or folder" in r.output
 
 
 def test_search_brackets_and_interpolates():
