@@ -15,13 +15,16 @@ from testsupport.stack import local_stack
 # its own event loop lags; accuracy and schedule-lag bounds): `make test` runs them alone, after the
 # rest of the integration suite has run two files at a time (pytest-xdist).
 SERIAL = ("tests/integration/bench/", "tests/integration/sim/test_sim_timings_process.py")
+# Bench tests that judge refusals and queue checks, not timing: they run beside the others.
+NOT_SERIAL = ("tests/integration/bench/test_bench_trusted_target.py",
+              "tests/integration/bench/test_bench_queue_checks.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(str(config.rootpath))
     for item in items:
         where = Path(str(item.path)).relative_to(root).as_posix()
-        if where.startswith(SERIAL):
+        if where.startswith(SERIAL) and not where.startswith(NOT_SERIAL):
             item.add_marker(pytest.mark.serial)
 
 
