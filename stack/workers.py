@@ -28,6 +28,13 @@ def write_resolved_spec(spec: Spec, path: Path) -> Path:
     return path
 
 
+def _with_absolute_state_dir(spec: Spec, ctx: BuildContext) -> Spec:
+    """The spec with the state folder as an absolute path: the worker resolves its input roots,
+    the secrets folder it must refuse and its outputs to the same folders wherever it runs (in a
+    container the project root is another folder; the state folder is mounted at its own path)."""
+    return spec.model_copy(update={"local": spec.local.model_copy(update={"state_dir": str(ctx.paths.root)})})
+
+
 def worker_component(ctx: BuildContext, i: int) -> Component:
     spec = ctx.spec
     port = spec.worker_pool.metrics_port + i
@@ -41,7 +48,8 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         ENV_METRICS_PORT: str(port),
         # The spec exactly as the launcher resolved it (CLI overrides such as ports included):
         # the worker must not re-read a Pulumi file that says something else.
-        ENV_SPEC_FILE: str(write_resolved_spec(spec, ctx.paths.config / "worker-spec.json")),
+        ENV_SPEC_FILE: str(write_resolved_spec(_with_absolute_state_dir(spec, ctx),
+                                               ctx.paths.config / "worker-spec.json")),
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
         "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
     }

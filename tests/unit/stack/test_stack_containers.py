@@ -113,3 +113,25 @@ def test_images_are_built_from_the_packaged_files_only() -> None:
     assert Path("worker/main.py") in files and Path("pyproject.toml") in files
     assert not [f for f in files if f.parts[0] in ("tests", "testsupport", "benchmarks", "images")]
     assert len(source_digest(ROOT)) == 16
+
+
+def test_a_containerised_worker_finds_the_same_input_roots_and_secrets_folder(tmp_path) -> None:
+    """The worker reads the spec the launcher wrote; inside an image its project root is another
+    folder, so the state folder must be absolute there: the bench's PDFs under it are allowed and
+    the secrets folder under it is still refused."""
+    import json
+
+    from contract.inputs import forbidden_dirs, input_roots, path_refusal
+    from contract.spec import Spec
+    from contract.worker_env import ENV_SPEC_FILE
+
+    spec = load_stack("local", ROOT, overrides={"inference_servers.0.engine": "sim", "local.state_dir": ".state"})
+    paths = StackPaths.at(spec.local.state_dir, tmp_path)  # relative, as in Pulumi.local.yaml
+    paths.make()
+    ctx = BuildContext(spec, paths, tmp_path, SECRET)
+    c = worker_component(ctx, 0)
+    spec = Spec.model_validate(json.loads(Path(c.env[ENV_SPEC_FILE]).read_text()))
+    image_root = Path("/usr/lib/python3/dist-packages")  # any other folder
+    roots, forbidden = input_roots(spec, image_root), forbidden_dirs(spec, image_root)
+    assert path_refusal(str(ctx.paths.root / "bench" / "doc.pdf"), roots, forbidden) is None
+    assert "secrets folder" in (path_refusal(str(ctx.paths.secrets / "key"), roots, forbidden) or "")
