@@ -66,6 +66,10 @@ def test_server_killed_mid_batch_breakers_follow_its_recovery_nothing_lost(make_
     # /v1/models, not after their 1-hour recovery_timeout_s.
     final = drill.wait_for("every document done", finished, timeout_s=60)
     assert time.monotonic() - restarted_at < 30
+    # diagnose reads Prometheus: judge it once a scrape has seen the documents finish (until then
+    # its last sample still shows them delivered and not acked, and none finished).
+    drill.wait_for("Prometheus sees every document finished", lambda: (ctx.prometheus.scalar(
+        'sum(mineru_pdfs_processed_total{job="workers"})') or 0) >= len(ids), timeout_s=30)
     closed = invoke(ctx, "diagnose", {"thresholds": {"rate_window": "30s"}})
     assert closed.case not in ("breaker-stuck-open", "pipeline-stalled"), closed.render()
     assert invoke(ctx, "restart-workers", {}).outcome == "noop"
