@@ -43,6 +43,16 @@ def api_key_file(spec: Spec, paths: StackPaths) -> Path | None:
     return None if ref is None else paths.secrets / ref.key
 
 
+def _key_env_and_file(spec: Spec, paths: StackPaths) -> tuple[str | None, Path] | None:
+    """The worker server's key from its environment variable (None when unset) and the stack's key
+    file; None when the server takes no key."""
+    ref = spec.worker_server.api_key
+    path = api_key_file(spec, paths)
+    if ref is None or path is None:
+        return None
+    return os.environ.get(ref.env) or None, path
+
+
 def resolve_api_key(spec: Spec, paths: StackPaths) -> str | None:
     """The worker server's API key: from its env var, else one generated for this stack.
 
@@ -50,11 +60,10 @@ def resolve_api_key(spec: Spec, paths: StackPaths) -> str | None:
     stack find it, and so programs get it from the file (never from their command line); the
     spec only ever holds the reference.
     """
-    ref = spec.worker_server.api_key
-    path = api_key_file(spec, paths)
-    if ref is None or path is None:
+    found = _key_env_and_file(spec, paths)
+    if found is None:
         return None
-    value = os.environ.get(ref.env)
+    value, path = found
     if value:
         if not path.is_file() or path.read_text().strip() != value:
             _write_private(path, value)
@@ -66,11 +75,10 @@ def running_api_key(spec: Spec, paths: StackPaths) -> str | None:
     """The API key a client of a RUNNING stack sends: its env var when set, else the key the stack
     was started with. Unlike :func:`resolve_api_key` it never writes the key file, so a client
     with a wrong key in its environment cannot change the key of the stack it reads."""
-    ref = spec.worker_server.api_key
-    path = api_key_file(spec, paths)
-    if ref is None or path is None:
+    found = _key_env_and_file(spec, paths)
+    if found is None:
         return None
-    value = os.environ.get(ref.env)
+    value, path = found
     if value:
         return value
     try:
