@@ -20,6 +20,7 @@ import orjson
 
 from bench.target import Target
 from bench.tokcheck import ClientTokenizer, TokenizerCheckError, load_tokenizer
+from contract.extras import require
 
 # Statuses meaning "no such endpoint here": 404, or 405 from servers that route POST /<anything>.
 NO_ENDPOINT = (404, 405, 501)
@@ -111,11 +112,8 @@ def served_max_model_len(target: Target, client: httpx.Client) -> int | None:
 
 def _in_hf_cache(name: str) -> bool:
     """Whether the local Hugging Face cache holds a repository of that name."""
-    try:
-        from huggingface_hub.constants import HF_HUB_CACHE
-    except ImportError:
-        return False
-    return (Path(HF_HUB_CACHE) / f"models--{name.replace('/', '--')}").is_dir()
+    constants = require("huggingface_hub.constants", "vllm", "counting prompts with the served model's tokenizer")
+    return (Path(constants.HF_HUB_CACHE) / f"models--{name.replace('/', '--')}").is_dir()
 
 
 def choose(target: Target, client: httpx.Client, local: tuple[ClientTokenizer, str] | None) -> PromptSource:

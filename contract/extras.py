@@ -26,7 +26,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
                         "obstore"}),
     "bench": frozenset({"locust", "gevent", "reportlab"}),
     "runbooks": frozenset({"kubernetes"}),
-    "vllm": frozenset({"vllm", "torch", "transformers", "tokenizers", "safetensors"}),
+    "vllm": frozenset({"vllm", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub"}),
     "otel": frozenset({"opentelemetry"}),
     "dev": frozenset({"kubernetes_validate", "jsonschema"}),
 }

@@ -32,6 +32,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
 
+from contract.extras import MissingExtra, require
+
 from .textgen import chat_prompt_tokens, count_tokens, filler_pieces, split_pieces
 
 CHAT_CACHE_SIZE = 4096
@@ -77,14 +79,13 @@ class ModelTokens:
         if not (d / "tokenizer.json").is_file():
             raise TokenizerError(f"--tokenizer {str(directory)!r}: no tokenizer.json in that directory; {fix}")
         try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise TokenizerError(f"--tokenizer needs the tokenizers library ({exc}); pip install tokenizers, "
-                                 "or drop --tokenizer") from None
+            tokenizer_cls = require("tokenizers", "vllm", "--tokenizer").Tokenizer
+        except MissingExtra as exc:
+            raise TokenizerError(f"{exc}; or drop --tokenizer") from None
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         self.name = str(directory)
-        self.tok = _backend(d) or Tokenizer.from_file(str(d / "tokenizer.json"))
+        self.tok = _backend(d) or tokenizer_cls.from_file(str(d / "tokenizer.json"))
         cfg_path = d / "tokenizer_config.json"
         cfg: dict[str, Any] = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
         template = cfg.get("chat_template")
