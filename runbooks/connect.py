@@ -68,3 +68,19 @@ def build_context(stack: str, apply: bool = False, spec_overrides: dict[str, Any
         default_audit = default_audit_path(spec)
     return ActionContext(spec=spec, platform=platform, audit=AuditLog(audit_log or default_audit, time.time),
                          apply=apply, prometheus=Signals(prometheus_url) if prometheus_url else None)
+
+
+def stack_prometheus_url(stack: str, spec_overrides: dict[str, Any] | None = None) -> str:
+    """The Prometheus of a stack: a local stack's own (the port it runs with); a stack on
+    Kubernetes has none reachable from here, so the message says how to reach it."""
+    root = project_root()
+    try:
+        spec = load_stack(stack, root, overrides=with_presets(spec_overrides or {}))
+    except SpecError as exc:
+        raise Refused(str(exc)) from exc
+    if spec.target is not Target.local:
+        raise Refused(f"stack {stack!r} runs on Kubernetes: its Prometheus is not reachable from here by "
+                      "itself; port-forward it (e.g. `kubectl -n monitoring port-forward "
+                      "svc/prometheus-operated 9090`) and pass --prometheus-url http://127.0.0.1:9090")
+    spec = running_spec(LocalStack(spec, root), with_presets(spec_overrides or {})) or spec
+    return f"http://{spec.local.host}:{spec.observability.prometheus_port}"

@@ -37,7 +37,7 @@ logger = logging.getLogger("worker")
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """``--set a.b=value`` flags; values are YAML scalars (5, 2.5, true, text)."""
-    return parse_assignments(pairs, "--set", "worker_pool.circuit_breaker.recovery_timeout_s=5")
+    return parse_assignments(pairs, "--spec-override", "worker_pool.circuit_breaker.recovery_timeout_s=5")
 
 
 def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backend:

@@ -57,17 +57,18 @@ def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None 
     its gates and write the run folder. ``console`` shows live progress when it is a terminal.
     Raises ValueError/RuntimeError for inputs or targets that cannot be run (exit 2 territory)."""
     gf, scn = load_gate(gate_file)
+    run_dir = new_run_dir(out_dir, f"gate-{gf.name}")  # a bad --out or baseline is refused before any load
+    base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
     target = target or resolve(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline")
     show = console is not None and sys.stderr.isatty()
     with live_progress(scn.load, console or Console(stderr=True), enabled=show) as progress:
         res = run_scenario(scn, target, progress=progress,
                            limits=gf.validity if "validity" in gf.model_fields_set else scn.validity)
-    base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
     with httpx.Client(timeout=30.0) as http:
         results = evaluate(gf.gates, GateContext(res.summary, res.records, target, http, base_sum, base_rec))
     g = _verdict(res.summary, results)
     g["gate_file"] = gf.name
-    paths = write_run(new_run_dir(out_dir, f"gate-{gf.name}"), res.records, res.summary, gates=g)
+    paths = write_run(run_dir, res.records, res.summary, gates=g)
     return GateRun(res.summary, g, paths)
 
 

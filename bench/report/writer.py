@@ -9,13 +9,30 @@ from typing import Any
 
 from bench.records import AnyRecord, write_jsonl
 from bench.report.html import render
+from contract.spec_loader import project_root
 
-RUNS_DIR = Path(".state/bench")  # default home of run folders, relative to where the bench runs
+
+def runs_dir() -> Path:
+    """Where run folders go by default: ``<project root>/.state/bench``, beside the local stacks'
+    state (the same folder wherever the bench is started from)."""
+    return project_root() / ".state" / "bench"
 
 
 def new_run_dir(out_dir: Path | None, name: str) -> Path:
-    """``out_dir`` when given, else a new folder ``.state/bench/<UTC time>-<name>``."""
-    return out_dir or RUNS_DIR / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
+    """``out_dir`` when given (refused if it already holds a run: a run folder is never
+    overwritten), else a new folder ``<runs_dir>/<UTC time>-<name>`` (``-2``, ``-3``... when two
+    runs start in the same second)."""
+    if out_dir is not None:
+        if (out_dir / "summary.json").exists():
+            raise ValueError(f"--out {out_dir}: already holds a run; pass a new folder (or leave --out out: "
+                             f"each run gets its own under {runs_dir()})")
+        return out_dir
+    base = runs_dir() / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
 
 
 def _jsonable(obj: Any) -> Any:

@@ -23,7 +23,8 @@ from runbooks.platforms.base import WORKERS
 
 class RestartComponentParams(ActionParams):
     component: str = Field(description="What to restart: queue, prometheus, server-<name>, workers "
-                           "(all, one at a time) or worker-<i> (names as `splitstack status` lists them).")
+                           "(all, one at a time) or worker-<i> (names as `splitstack status` lists them).",
+                           json_schema_extra={"cli_example": "server-vlm"})
     reason: str = Field(default="", description="Why, for the audit log.")
 
 

@@ -64,8 +64,8 @@ def tune(ctx: ActionContext, p: TuneParams) -> Report:
 
 
 class ScaleParams(ActionParams):
-    component: str = Field(description="server-<name> or workers.")
-    replicas: int = Field(ge=0, description="Replicas wanted.")
+    component: str = Field(description="server-<name> or workers.", json_schema_extra={"cli_example": "workers"})
+    replicas: int = Field(ge=0, description="Replicas wanted.", json_schema_extra={"cli_example": "4"})
 
 
 def scale(ctx: ActionContext, p: ScaleParams) -> Report:

@@ -20,7 +20,8 @@ VERSION_KEYS = ("image_tag", "sim_profile", "extra_args")
 class UpgradeServerParams(ServerParams):
     to: dict[str, object] = Field(description="New version settings: image_tag (k8s), sim_profile "
                                   "or extra_args (the local simulator), e.g. {'image_tag': 'v0.33.0'}.",
-                                  json_schema_extra={"cli_example": "image_tag=v0.33.0"})
+                                  json_schema_extra={"cli_flag": "set", "cli_key": "SETTING",
+                                                     "cli_example": "image_tag=v0.33.0"})
     prompt: str = Field(default="Test", description="Content of the test chat completion.")
 
     @field_validator("to")

@@ -83,7 +83,8 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
 
 
 class PatchWorkersParams(ActionParams):
-    image_tag: str = Field(description="The patched worker image tag, e.g. 0.1.1-cve-2026-1234.")
+    image_tag: str = Field(description="The patched worker image tag, e.g. 0.1.1-cve-2026-1234.",
+                           json_schema_extra={"cli_example": "0.1.1-cve-2026-1234"})
 
 
 def patch_workers(ctx: ActionContext, p: PatchWorkersParams) -> Report:

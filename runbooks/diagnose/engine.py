@@ -67,7 +67,8 @@ class DiagnoseParams(ActionParams):
                                        json_schema_extra={"cli_flag": "threshold", "cli_key": "NAME",
                                                           "cli_example": "queue_waiting_max=5"})
     log_lines: int = Field(default=300, ge=10, le=100_000, description="Log lines scanned per component.")
-    gpu: bool = Field(default=True, description="Read this machine's GPUs through NVML.")
+    gpu: bool = Field(default=True, description="Read this machine's GPUs through NVML.",
+                      json_schema_extra={"cli_flag": "nvml"})
 
 
 def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:

@@ -26,9 +26,10 @@ from bench.search import SearchSpec, search
 from bench.target import QueueOptions, mask_url, resolve
 from splitstack.cli.bench_locust import locust_app
 from splitstack.cli.bench_output import console, fail, out, print_gates, print_summary
+from splitstack.cli.options import OptionalStack, add_version, epilog
 
-app = typer.Typer(help="Load tests, go/no-go gates, comparisons and reports for splitstack.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+add_version(app, "bench", "Load tests, go/no-go gates, comparisons and reports for splitstack.")
 app.add_typer(locust_app, name="locust")
 
 
@@ -40,8 +41,8 @@ QUEUE_URL_ENV = typer.Option(None, "--queue-url-env", help="Env var holding the 
 STREAM = typer.Option(None, "--stream", help="Job stream (default: the stack spec's queue.stream).")
 GROUP = typer.Option(None, "--group", help="Workers' consumer group (default: queue.group).")
 DLQ = typer.Option(None, "--dead-letter-stream", help="Dead-letter stream (default: queue.dead_letter_stream).")
-OUTPUT_DIR = typer.Option(None, "--output-dir", help="The workers' output store as mounted here: outputs "
-                          "verified; without it completion comes from the job records in Redis.")
+OUTPUT_DIR = typer.Option(None, "--outputs-at", help="Where the workers' output store is mounted here: "
+                          "outputs verified; without it completion comes from the job records in Redis.")
 PROM_URL = typer.Option(None, "--prometheus-url", help="Prometheus scraping the server: the server-metric "
                         "diff when its /metrics is not reachable from here.")
 DOCS_AT = typer.Option(None, "--documents-at", help="Where the workers read the bench's PDFs: a path every "
@@ -62,17 +63,25 @@ def _run(scn, target, tokenizer=None):
         return run_scenario(scn, target, progress=cb, tokenizer=tokenizer)
 
 
-@app.command()
+RUN_EXITS = ("0 a valid run; 2 an invalid run (run folder written), bad input or a target that cannot be "
+             "trusted (nothing sent, no run folder)")
+GATE_EXITS = "0 go; 1 no-go; 2 an invalid run, a required gate not evaluated, bad input or an untrusted target"
+
+
+@app.command(epilog=epilog("bench run chat-smoke --stack local --duration-s 30",
+                           "bench run chat-smoke --url http://vllm.example:8000 --model my-model "
+                           "--api-key-env VLLM_API_KEY --rate 5 --count 200",
+                           "bench run pipeline-smoke --stack local --concurrency 4", exits=RUN_EXITS))
 def run(
     scenario: str = typer.Argument(..., help="Scenario name (bench/scenarios) or YAML path."),
-    stack: str | None = typer.Option(None, help="Target a running splitstack stack (default local)."),
+    stack: OptionalStack = None,
     url: str | None = typer.Option(None, help="Target any OpenAI-compatible server instead."),
     model: str | None = typer.Option(None, help="Served model name (with --url)."),
     api_key_env: str | None = typer.Option(None, help="Env var holding the API key (with --url)."),
     max_model_len: int | None = typer.Option(None, help="Context window for the guard (with --url)."),
     rate_rps: float | None = typer.Option(None, "--rate", help="Open loop at this rate, req/s."),
     concurrency: int | None = typer.Option(None, help="Closed loop with this many users."),
-    duration_s: float | None = typer.Option(None, "--duration", help="Measured window, s."),
+    duration_s: float | None = typer.Option(None, "--duration-s", help="Measured window, seconds."),
     count: int | None = typer.Option(None, help="Measured requests."),
     processes: int | None = typer.Option(None, help="Client processes."),
     seed: int | None = typer.Option(None, help="Seed."),
@@ -97,9 +106,9 @@ def run(
     that cannot be trusted (a stopped stack or one whose ports another stack holds, a server that
     is down or refuses the API key: refused before anything is sent, no run folder).
 
-    Example: bench run chat-smoke --stack local --duration 30
     """
     try:
+        run_dir = new_run_dir(out_dir, Path(scenario).stem)
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
                                        "count": count, "processes": processes, "seed": seed,
                                        "normalize": normalize})
@@ -109,16 +118,18 @@ def run(
         res = _run(scn, target, tokenizer=tokenizer)
     except (ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from None
-    paths = write_run(new_run_dir(out_dir, scn.name), res.records, res.summary)
+    paths = write_run(run_dir, res.records, res.summary)
     print_summary(res.summary)
     out.print(f"report: {paths['report']}")
     raise typer.Exit(0 if res.summary["validity"]["valid"] else 2)
 
 
-@app.command()
+@app.command(epilog=epilog("bench gate --gate chat-local --stack local",
+                           "bench gate --gate chat-local --stack local --baseline .state/bench/BASELINE_RUN",
+                           exits=GATE_EXITS))
 def gate(
     gate_file: str = typer.Option(..., "--gate", help="Gate file (bench/gates/NAME.yaml or a path)."),
-    stack: str | None = typer.Option("local", help="Running stack to test."),
+    stack: OptionalStack = None,
     url: str | None = typer.Option(None, help="Or any OpenAI-compatible server."),
     model: str | None = typer.Option(None),
     api_key_env: str | None = typer.Option(None),
@@ -131,8 +142,6 @@ def gate(
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
     input, or a target that cannot be trusted (as `bench run`).
-
-    Example: bench gate --gate chat-local --stack local
     """
     queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                    documents_at)
@@ -151,7 +160,7 @@ def print_gate_run(summary: dict, gates: dict, paths: dict[str, Path]) -> None:
     out.print(f"report: {paths['report']}")
 
 
-@app.command()
+@app.command(epilog=epilog("bench check .state/bench/RUN --gate chat-local", exits=GATE_EXITS))
 def check(
     run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json)."),
     gate_file: str = typer.Option(..., "--gate"),
@@ -166,12 +175,14 @@ def check(
     raise typer.Exit(result.exit_code)
 
 
-@app.command()
+@app.command(epilog=epilog("bench compare .state/bench/BASELINE .state/bench/CANDIDATE",
+                           "bench compare BASELINE CANDIDATE --out comparison.json",
+                           exits="0 nothing significantly worse; 1 something is; 2 bad input (not run folders)"))
 def compare(
     baseline: Path = typer.Argument(..., help="Baseline run folder."),
     candidate: Path = typer.Argument(..., help="Candidate run folder."),
     resamples: int = typer.Option(2000, help="Bootstrap resamples."),
-    json_out: Path | None = typer.Option(None, "--json", help="Write the comparison as JSON."),
+    json_out: Path | None = typer.Option(None, "--out", help="Also write the comparison as JSON to this file."),
 ) -> None:
     """Bootstrap CIs of candidate vs baseline; exit 1 if anything is significantly worse."""
     try:
@@ -198,7 +209,8 @@ def compare(
     raise typer.Exit(1 if any(r.get("call") == "worse" for r in res["rows"]) else 0)
 
 
-@app.command()
+@app.command(epilog=epilog("bench sweep chat-smoke --max 500 --metric ttft_ms --percentile 95 --stack local",
+                           exits="0 the sweep finished; 2 bad input or an untrusted target"))
 def sweep(
     scenario: str = typer.Argument(...),
     max_value: float = typer.Option(..., "--max", help="SLO threshold for the metric (its unit)."),
@@ -209,8 +221,8 @@ def sweep(
     max_rps: float = typer.Option(1000.0),
     repeats: int = typer.Option(3),
     bisect_steps: int = typer.Option(3),
-    duration_s: float | None = typer.Option(None, "--duration", help="Measured seconds per point."),
-    stack: str | None = typer.Option("local"),
+    duration_s: float | None = typer.Option(None, "--duration-s", help="Measured seconds per point."),
+    stack: OptionalStack = None,
     url: str | None = typer.Option(None),
     model: str | None = typer.Option(None),
     api_key_env: str | None = typer.Option(None),
@@ -218,6 +230,7 @@ def sweep(
 ) -> None:
     """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
     try:
+        run_dir = new_run_dir(out_dir, "sweep")
         target = resolve(stack, url, model, api_key_env)
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -236,12 +249,12 @@ def sweep(
     except (ValueError, RuntimeError) as exc:  # a bad scenario or a refused target (checked before each point)
         raise fail(str(exc)) from None
     res = last["res"]
-    paths = write_run(new_run_dir(out_dir, "sweep"), res.records, res.summary, sweep=result)
+    paths = write_run(run_dir, res.records, res.summary, sweep=result)
     out.print(result["conclusion"])
     out.print(f"report: {paths['report']}")
 
 
-@app.command()
+@app.command(epilog=epilog("bench report .state/bench/RUN", exits="0 written; 2 not a run folder"))
 def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json).")) -> None:
     """Re-render report.html of a run folder from its files. Exit 2 when the folder is not a run."""
     try:
@@ -256,7 +269,7 @@ def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl +
     out.print(f"report: {run_dir / 'report.html'}")
 
 
-@app.command()
+@app.command(epilog=epilog("bench scenarios", exits="0 listed"))
 def scenarios() -> None:
     """List bundled scenarios and gate files."""
     for p in sorted(SCENARIO_DIR.glob("*.yaml")):

@@ -14,19 +14,21 @@ from bench.locust.launch import RunPaths, locust_env, run_distributed, run_headl
 from bench.locust.procs import LocustRunError, free_port, raise_on_sigterm
 from bench.locust.session import chat_scenario_and_target, finish_run, watch_server
 from bench.locust.settings import DEFAULT_MASTER_PORT, LocustSettings, default
-from bench.report.writer import write_run
+from bench.report.writer import new_run_dir, write_run
 from bench.scenario import ScenarioError, load_chat_scenario
 from bench.target import Target
 from contract.extras import MissingExtra
 from splitstack.cli.bench_output import console as err
 from splitstack.cli.bench_output import fail, out, print_summary
+from splitstack.cli.options import epilog
 
 locust_app = typer.Typer(help="Load from many machines with Locust; results feed the same reports and gates.",
                          no_args_is_help=True)
 
 # options shared by the commands (typer needs them spelled per command; defaults come from settings.py)
 _SCENARIO = typer.Argument(..., help="A chat scenario (name or path).")
-_STACK = typer.Option("local", help="Target stack (its spec and state give URL, model and key).")
+_STACK = typer.Option(None, "--stack", "-s", help="Target stack (its spec and state give URL, model and key; "
+                      "default local, unless --url).")
 _URL = typer.Option(None, help="Server URL instead of a stack (needs --model).")
 _MODEL = typer.Option(None, help="Served model name (with --url).")
 _KEY_ENV = typer.Option(None, help="Environment variable holding the server's API key (with --url).")
@@ -36,6 +38,18 @@ def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
     try:
         return chat_scenario_and_target(scenario, stack, url, model, api_key_env)
     except (ValueError, MissingExtra) as exc:
+        raise fail(str(exc)) from None
+
+
+def _run_dir(out_dir: Path | None, name: str, load: bool = True) -> Path:
+    """A new run folder (``--out`` when given, refused if it already holds a run; for a command
+    that runs load, also if it holds Locust's records of another)."""
+    if load and out_dir is not None and RunPaths(out_dir).records.exists():
+        raise fail(f"--out {out_dir}: already holds Locust records of another run; pass a new folder (or leave "
+                   "--out out: each run gets its own under .state/bench)")
+    try:
+        return new_run_dir(out_dir, name)
+    except ValueError as exc:
         raise fail(str(exc)) from None
 
 
@@ -69,42 +83,48 @@ def _guarded(fn, paths) -> int:
         raise typer.Exit(130) from None
 
 
-@locust_app.command("run")
+@locust_app.command("run", epilog=epilog(
+    "bench locust run chat-smoke --stack local --users 32 --duration-s 60",
+    "bench locust run chat-smoke --url http://127.0.0.1:8000 --model tiny --processes 2 --rate 40",
+    exits="0 a valid run; 2 an invalid run, bad input or an untrusted target; 130 interrupted (Ctrl-C)"))
 def run(
     scenario: str = _SCENARIO,
-    workers: int = typer.Option(0, min=0, help="0: one headless process; N: a master and N worker processes "
-                                "on this machine (Locust's distributed mode over loopback)."),
+    processes: int = typer.Option(0, min=0, help="Locust processes: 0, one headless process; N, a master and N "
+                                  "worker processes on this machine (Locust's distributed mode over loopback)."),
     users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
     spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
-    run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
+    run_time_s: int = typer.Option(default("run_time_s"), "--duration-s", help="Seconds of load."),
     rate_rps: float | None = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
     warmup_s: float = typer.Option(default("warmup_s"), help="Excluded from metrics at the start."),
     cooldown_s: float = typer.Option(default("cooldown_s"), help="Excluded from metrics at the end."),
     expect_workers_max_wait_s: int = typer.Option(default("expect_workers_max_wait_s"),
-                                                  help="With --workers: fail if they are not all connected by then."),
+                                                  help="With --processes: fail if they are not all connected by then."),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
     stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
     api_key_env: str | None = _KEY_ENV,
-    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
+    out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
 ) -> None:
     """Run Locust with the bench's locustfile on this machine; then ingest its records."""
+    out_dir = _run_dir(out_dir, f"locust-{Path(scenario).stem}")
     scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
     env = locust_env(scenario, target, api_key_env, s, paths.records)
-    if workers == 0:
+    if processes == 0:
         server = watch_server(target, lambda: _guarded(
             lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths))
     else:
         port = free_port()
         server = watch_server(target, lambda: _guarded(
-            lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=workers,
-                                    local_workers=workers, bind_host="127.0.0.1", port=port), paths))
+            lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=processes,
+                                    local_workers=processes, bind_host="127.0.0.1", port=port), paths))
     _finish(paths, scn, target, s, rate_rps, *server)
 
 
-@locust_app.command("master")
+@locust_app.command("master", epilog=epilog(
+    "bench locust master chat-smoke --expect-workers 4 --url http://vllm:8000 --model my-model",
+    exits="0 a valid run; 2 an invalid run, bad input or workers that never connected; 130 interrupted"))
 def master(
     scenario: str = _SCENARIO,
     expect_workers: int = typer.Option(..., min=1, help="Workers (on any machines) to wait for before starting."),
@@ -112,7 +132,7 @@ def master(
     bind_port: int = typer.Option(DEFAULT_MASTER_PORT, help="TCP port workers connect to (--master-port)."),
     users: int = typer.Option(default("users"), help="Locust users (concurrency), over all workers."),
     spawn_rate: float = typer.Option(default("spawn_rate"), help="Users started per second."),
-    run_time_s: int = typer.Option(default("run_time_s"), "--run-time", help="Seconds of load."),
+    run_time_s: int = typer.Option(default("run_time_s"), "--duration-s", help="Seconds of load."),
     rate_rps: float | None = typer.Option(None, "--rate", help="Total constant throughput (else closed loop)."),
     warmup_s: float = typer.Option(default("warmup_s")),
     cooldown_s: float = typer.Option(default("cooldown_s")),
@@ -121,10 +141,11 @@ def master(
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
     stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
     api_key_env: str | None = _KEY_ENV,
-    out_dir: Path = typer.Option(Path(".state/bench/locust"), "--out"),
+    out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
 ) -> None:
     """Headless master for workers on other machines (`bench locust worker --master-host THIS_HOST`);
     their records are shipped here and ingested into one report."""
+    out_dir = _run_dir(out_dir, f"locust-master-{Path(scenario).stem}")
     scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
@@ -139,7 +160,9 @@ def master(
     _finish(paths, scn, target, s, rate_rps, *server)
 
 
-@locust_app.command("worker")
+@locust_app.command("worker", epilog=epilog(
+    "bench locust worker chat-smoke --master-host 10.0.0.5 --url http://vllm:8000 --model my-model",
+    exits="0 finished; 2 the master did not answer or bad input; 130 interrupted"))
 def worker(
     scenario: str = _SCENARIO,
     master_host: str = typer.Option(..., help="Host of `bench locust master`."),
@@ -148,10 +171,12 @@ def worker(
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), help="End of run: time for in-flight requests."),
     stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
     api_key_env: str | None = _KEY_ENV,
-    out_dir: Path = typer.Option(Path(".state/bench/locust-worker"), "--out", help="Worker log folder."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Worker log folder (default: a new one under "
+                                        ".state/bench)."),
 ) -> None:
     """A worker of a remote `bench locust master`: sends the scenario's requests and ships every
     per-request record to the master. Load settings (users, rate, run time) come from the master."""
+    out_dir = _run_dir(out_dir, f"locust-worker-{Path(scenario).stem}", load=False)
     _, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(connect_timeout_s=connect_timeout_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
@@ -162,7 +187,9 @@ def worker(
     raise typer.Exit(0 if rc in (0, 1) else 2)
 
 
-@locust_app.command("ingest")
+@locust_app.command("ingest", epilog=epilog(
+    "bench locust ingest RUN/locust-records --scenario chat-smoke --users 32 --out RUN-report",
+    exits="0 written; 2 bad input"))
 def ingest_cmd(
     records_dir: Path = typer.Argument(..., help="The master's (or headless process's) locust-records folder."),
     scenario: str = typer.Option(..., help="The chat scenario the users ran."),
@@ -173,13 +200,14 @@ def ingest_cmd(
     model: str = typer.Option("", help="Served model name (for the report)."),
     rate_rps: float | None = typer.Option(None, "--rate", help="The run's --rate, if it had one."),
     log: Path | None = typer.Option(None, help="Locust's output, to check its CPU warnings."),
-    out_dir: Path = typer.Option(..., "--out"),
+    out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
 ) -> None:
     """Build records.jsonl, summary.json and report.html from a Locust records folder."""
     try:
         scn = load_chat_scenario(scenario)
     except ScenarioError as exc:
         raise fail(str(exc)) from None
+    out_dir = _run_dir(out_dir, "locust-ingest", load=False)
     recs, summary = ingest(records_dir, scn, Target(url, model), users, warmup_s, cooldown_s,
                            log.read_text() if log else "", rate_rps=rate_rps)
     paths = write_run(out_dir, recs, summary)

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from contract.spec_loader import SpecError, load_stack, project_root
+from splitstack.cli.options import epilog
 from stack.component import SetupError
 from stack.images import BaseKind, Built, ImageName, build_images
 from stack.podman import PodmanError
@@ -29,7 +30,9 @@ def _check_base(value: str, option: str) -> None:
     raise typer.Exit(2)
 
 
-@app.command("build")
+@app.command("build", epilog=epilog("splitstack images build",
+                                    "splitstack images build --base debootstrap --only worker",
+                                    exits="0 built; 1 a build failed; 2 bad input"))
 def build(
     stack: Annotated[str, typer.Option("--stack", "-s", help="Stack whose spec names the images and tags.")] = "local",
     base: Annotated[str, typer.Option(help="Base of the worker and simulator images: 'public' "

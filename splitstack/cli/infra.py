@@ -16,11 +16,10 @@ from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from infra.compose import HEADER, ComposeError, compose_document, validate_compose, write_compose
 from infra.policy.rules import check_all
+from splitstack.cli.options import Stack, epilog
 
 app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
                   no_args_is_help=True)
-
-Stack = Annotated[str, typer.Option(help="Stack name: reads Pulumi.<stack>.yaml.")]
 
 
 def _load(stack: str):
@@ -44,7 +43,9 @@ def _pulumi_module(stack: str, module: str, command: str):
         raise _refuse(stack, exc) from None
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack infra render --stack dev --out rendered --validate",
+                           exits="0 written and every rule passed; 1 a policy rule or schema failed (files written); "
+                           "2 bad input or a stack that does not fit its cluster"))
 def render(
     stack: Stack = "dev",
     out: Annotated[Path, typer.Option(help="Folder for one YAML file per object.")] = Path(
@@ -78,7 +79,8 @@ def render(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack infra plan --stack prod",
+                           exits="0 it fits; 2 it does not fit its cluster, or bad input"))
 def plan(stack: Stack = "dev") -> None:
     """What `pulumi up` would create (nodes by zone, GPUs, pods per node, storage, operators,
     images, cloud resources), or why the stack does not fit its cluster (exit 2)."""
@@ -94,7 +96,7 @@ def plan(stack: Stack = "dev") -> None:
         raise typer.Exit(2)
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack infra compose --stack dev --out deploy/compose.yaml"))
 def compose(
     stack: Stack = "dev",
     out: Annotated[Path | None, typer.Option(

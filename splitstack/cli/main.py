@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,8 +14,9 @@ from rich.table import Table
 
 from bench.demo import DEMO_WORKERS, run_demo
 from contract.cluster_fit import ClusterFitError, check_cluster_fit
+from contract.models import parse_assignments
 from contract.spec import Engine, LocalRuntime
-from contract.spec_loader import SpecError, available_stacks, load_stack, project_root
+from contract.spec_loader import SpecError, available_stacks, load_file, load_stack, project_root, stack_file
 from contract.spec_schema import SCHEMA_PATH, render_schema
 from splitstack.cli import bench as bench_cli
 from splitstack.cli import images as images_cli
@@ -24,19 +26,20 @@ from splitstack.cli import runbook_actions
 from splitstack.cli import sim as sim_cli
 from splitstack.cli import slo as slo_cli
 from splitstack.cli import worker as worker_cli
-from splitstack.cli.options import Output
+from splitstack.cli.options import Output, SpecOverride, Stack, add_version, epilog
 from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
 from stack.podman import PodmanError
 from stack.presets import engine_overrides
 
-app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
+app = typer.Typer(no_args_is_help=True)
+add_version(app, "splitstack", "Provision, run and operate the split-container pipeline.")
 spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
 app.add_typer(spec_app, name="spec")
 console = Console()
 err = Console(stderr=True)
 
-StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi.<stack>.yaml.")]
+StackOpt = Stack
 
 
 RuntimeOpt = Annotated[LocalRuntime | None, typer.Option(
@@ -44,8 +47,14 @@ RuntimeOpt = Annotated[LocalRuntime | None, typer.Option(
          "(`make images`). Overrides local.runtime.")]
 
 
-def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime | None = None) -> dict:
-    out: dict = engine_overrides(engine) if engine is not None else {}
+def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime | None = None,
+               spec_override: list[str] | None = None) -> dict:
+    try:
+        out: dict = parse_assignments(spec_override or [], "--spec-override", "queue.port=16400")
+    except ValueError as exc:
+        err.print(f"[red]{exc}[/red]", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+    out.update(engine_overrides(engine) if engine is not None else {})
     if workers is not None:
         out["worker_pool.replicas"] = workers
     if runtime is not None:
@@ -54,9 +63,9 @@ def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime
 
 
 def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
-           runtime: LocalRuntime | None = None) -> LocalStack:
+           runtime: LocalRuntime | None = None, spec_override: list[str] | None = None) -> LocalStack:
     try:
-        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime))
+        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime, spec_override))
     except SpecError as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
@@ -67,15 +76,17 @@ def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
     return LocalStack(spec, project_root())
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack up --stack local --engine sim --workers 2",
+                           exits="0 healthy; 1 a component failed to start (nothing is left running); 2 bad input"))
 def up(
     stack: StackOpt = "local",
     engine: Annotated[Engine | None, typer.Option(help="Override the engine of the first server.")] = None,
     workers: Annotated[int | None, typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
     runtime: RuntimeOpt = None,
+    spec_override: SpecOverride = None,
 ) -> None:
     """Start the local stack (health-gated); on failure nothing is left running."""
-    local = _local(stack, engine, workers, runtime)
+    local = _local(stack, engine, workers, runtime, spec_override)
     t0 = time.monotonic()
     try:
         state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
@@ -88,7 +99,7 @@ def up(
     del state
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack down --stack local"))
 def down(stack: StackOpt = "local") -> None:
     """Stop everything the local stack started (also after a crash of the launcher)."""
     local = _local(stack)
@@ -113,14 +124,16 @@ def _print_status(local: LocalStack) -> bool:
     return all(r["healthy"] for r in rows)
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack status --stack local",
+                           exits="0 every component healthy; 1 one is not (or the stack is not running); 2 bad input"))
 def status(stack: StackOpt = "local") -> None:
     """Each component's process state, health and URL; exit 1 if any is unhealthy."""
     if not _print_status(_local(stack)):
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack restart workers --reason 'stuck after deploy'",
+                           exits="0 restarted and healthy; 1 failed (rolled back where it could); 2 refused"))
 def restart(
     component: Annotated[str, typer.Argument(help="queue, prometheus, server-<name>, workers, worker-<i>.")],
     stack: StackOpt = "local",
@@ -132,12 +145,12 @@ def restart(
                         None, None, None, Output.text)
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack logs worker-0 --lines 100", "splitstack logs server-vlm --follow"))
 def logs(
     component: Annotated[str | None, typer.Argument(help="Component; omit to list them.")] = None,
     stack: StackOpt = "local",
-    lines: Annotated[int, typer.Option("-n", help="Lines to show.")] = 50,
-    follow: Annotated[bool, typer.Option("-f", help="Follow the log.")] = False,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines to show.")] = 50,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow the log.")] = False,
 ) -> None:
     """Show a component's log."""
     local = _local(stack)
@@ -154,7 +167,8 @@ def logs(
     raise typer.Exit(subprocess.call(cmd))
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack demo", "splitstack demo --engine vllm --runtime podman",
+                           exits="the gate's: 0 go, 1 no-go, 2 invalid run or the stack failed to start"))
 def demo(
     stack: StackOpt = "local",
     engine: Annotated[Engine, typer.Option(
@@ -176,7 +190,7 @@ def demo(
     raise typer.Exit(result.exit_code)
 
 
-@spec_app.command("show")
+@spec_app.command("show", epilog=epilog("splitstack spec show --stack dev"))
 def spec_show(stack: StackOpt = "local") -> None:
     """Print the resolved spec (defaults filled in) as JSON."""
     try:
@@ -187,14 +201,29 @@ def spec_show(stack: StackOpt = "local") -> None:
     console.print_json(spec.model_dump_json())
 
 
-@spec_app.command("validate")
-def spec_validate(stacks: Annotated[list[str] | None, typer.Argument()] = None) -> None:
-    """Validate stacks (all Pulumi.<stack>.yaml files when none is named): the spec's own rules,
-    then, for target kubernetes, whether it fits its cluster (contract/cluster_fit.py)."""
-    failed = False
-    for name in stacks or available_stacks():
+@spec_app.command("validate", epilog=epilog("splitstack spec validate", "splitstack spec validate --stack dev",
+                                                  "splitstack spec validate ./my-stack.yaml",
+                                                  exits="0 every stack valid; 1 one is not (each problem named); "
+                                                  "2 a stack or file that does not exist"))
+def spec_validate(
+    targets: Annotated[list[str] | None, typer.Argument(
+        metavar="[STACK|FILE]...", help="Stack names or spec files (a path ending in .yaml/.yml); "
+        "default: every Pulumi.<stack>.yaml here.")] = None,
+    stack: Annotated[list[str] | None, typer.Option(
+        "--stack", "-s", help="Stack name (repeatable); same as naming it as an argument.")] = None,
+) -> None:
+    """Validate stacks or spec files: the spec's own rules, then, for target kubernetes, whether
+    it fits its cluster (contract/cluster_fit.py)."""
+    failed = missing = False
+    for name in [*(stack or []), *(targets or [])] or available_stacks():
         try:
-            problems = check_cluster_fit(load_stack(name))
+            spec = _load_target(name)
+        except FileNotFoundError as exc:
+            missing = True
+            err.print(str(exc), style="red", markup=False)
+            continue
+        try:
+            problems = check_cluster_fit(spec)
         except SpecError as exc:
             failed = True
             err.print(str(exc), style="red", markup=False)
@@ -204,11 +233,26 @@ def spec_validate(stacks: Annotated[list[str] | None, typer.Argument()] = None) 
             err.print(str(ClusterFitError(name, problems)), style="red", markup=False)
         else:
             console.print(f"[green]ok[/green] {name}")
-    if failed:
-        raise typer.Exit(1)
+    if missing or failed:
+        raise typer.Exit(2 if missing else 1)
 
 
-@spec_app.command("schema")
+def _load_target(name: str):
+    """A stack name (Pulumi.<name>.yaml in the project) or the path of a spec file."""
+    path = Path(name)
+    known = ", ".join(available_stacks())
+    if path.suffix not in (".yaml", ".yml") and "/" not in name:
+        if not stack_file(name).is_file():
+            raise FileNotFoundError(f"{name}: no stack of that name ({stack_file(name).name} is missing); "
+                                    f"known stacks: {known}; or pass a spec file's path")
+        return load_stack(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"{name}: no such file; pass a spec file or a stack name ({known})")
+    stem = path.name.removesuffix(path.suffix)
+    return load_file(path, stem.removeprefix("Pulumi.") if stem.startswith("Pulumi.") else stem)
+
+
+@spec_app.command("schema", epilog=epilog("splitstack spec schema --write"))
 def spec_schema(
     write: Annotated[bool, typer.Option(help=f"Write {SCHEMA_PATH.name} instead of printing.")] = False,
 ) -> None:

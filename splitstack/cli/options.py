@@ -1,12 +1,22 @@
-"""Options that mean the same thing in every command line, declared once.
+"""Options that mean the same thing in every command line, declared once, and the help text
+every command ends with (examples, exit codes).
 
-The same flag name for the same thing everywhere: ``--stack``, ``--prometheus-url``,
-``--spec-override KEY=VALUE``, ``--output text|json``, ``--apply``.
+One grammar (docs/cli.md lists it):
+- ``--stack/-s NAME``: the stack (its spec is Pulumi.<NAME>.yaml; a local stack's state too).
+- ``--url URL``: a server that is not a stack's; ``--prometheus-url URL``: a Prometheus.
+- ``--spec-override KEY=VALUE``: read the spec with this field changed (as the local stack was
+  started with); ``--set KEY=VALUE``: the change an action makes. Both repeatable.
+- ``--output text|json``: what is printed; ``--out PATH``: the file or folder written.
+- A bare number of seconds is a flag ending in ``-s`` (``--duration-s``, ``--timeout-s``); a
+  Prometheus window takes its unit in the value (``--window 30d``).
+- ``--apply``: act (without it, only the plan is printed).
 """
 
-from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from enum import Enum
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +29,8 @@ class Output(str, Enum):
 
 
 Stack = Annotated[str, typer.Option("--stack", "-s", help="Stack name: its spec is Pulumi.<stack>.yaml.")]
+OptionalStack = Annotated[str | None, typer.Option(
+    "--stack", "-s", help="Stack name: its spec is Pulumi.<stack>.yaml (default local, unless --url).")]
 Apply = Annotated[bool, typer.Option("--apply", help="Act; without it only the plan is printed.")]
 SpecOverride = Annotated[list[str] | None, typer.Option(
     "--spec-override", help="KEY=VALUE dotted spec override, as the local stack was started with "
@@ -31,3 +43,43 @@ AuditLog = Annotated[Path | None, typer.Option(
     "--audit-log", help="Audit JSONL; default: <state_dir>/audit.jsonl (local) or "
     "~/.local/state/splitstack/audit-<stack>.jsonl.")]
 OutputOpt = Annotated[Output, typer.Option("--output", help="text or json.")]
+
+# Exit codes most commands share; a command with other codes states its own.
+EXIT_DONE = "0 done; 2 bad input (the message names the input and the fix; nothing was changed)"
+
+
+def epilog(*examples: str, exits: str = EXIT_DONE) -> str:
+    """The end of a command's help: its examples and its exit codes.
+
+    Typer's help joins single newlines, so each example is its own paragraph.
+    """
+    lines = [f"Example: {e}" for e in examples]
+    return "\n\n".join([*lines, f"Exit codes: {exits}."])
+
+
+def installed_version() -> str:
+    try:
+        return package_version("splitstack")
+    except PackageNotFoundError:  # a checkout run with PYTHONPATH, never installed
+        return "0+unknown (not installed; run `make setup`)"
+
+
+def version_callback(prog: str) -> Callable[[bool], None]:
+    """A ``--version`` option's callback: prints ``PROG VERSION`` and exits 0."""
+
+    def show(value: bool) -> None:
+        if value:
+            typer.echo(f"{prog} {installed_version()}")
+            raise typer.Exit(0)
+
+    return show
+
+
+def add_version(app: typer.Typer, prog: str, help_text: str, extra: Iterable[str] = ()) -> None:
+    """Give ``app`` a root callback with ``--version`` (its help becomes the app's)."""
+
+    @app.callback(help=help_text, epilog="\n\n".join(extra) or None)
+    def root(version: Annotated[bool, typer.Option(
+            "--version", is_eager=True, callback=version_callback(prog),
+            help="Print the version and exit.")] = False) -> None:
+        del version

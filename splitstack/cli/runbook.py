@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -20,18 +19,14 @@ from runbooks.gpu.export import serve, write_textfile
 from runbooks.gpu.probe import probe
 from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
 from runbooks.gpu.xid import parse_kernel_log
+from splitstack.cli.options import Output, add_version, epilog
 from splitstack.cli.runbook_actions import register as register_actions
 
-app = typer.Typer(name="runbook", help="On-call runbook actions for splitstack.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(name="runbook", no_args_is_help=True, add_completion=False)
+add_version(app, "runbook", "On-call runbook actions for splitstack.")
 capacity_app = typer.Typer(help="Capacity planning: model fit on a GPU, growth forecast.",
                            no_args_is_help=True)
 app.add_typer(capacity_app, name="capacity-plan")
-
-
-class Output(str, Enum):
-    text = "text"
-    json = "json"
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -39,7 +34,10 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-@capacity_app.command("fit")
+@capacity_app.command("fit", epilog=epilog(
+    "runbook capacity-plan fit --model qwen2.5-7b-instruct --gpu nvidia-l4-24gb",
+    "runbook capacity-plan fit --model-config ./config.json --gpu-memory-gib 80 --output json",
+    exits="0 it fits; 1 it does not; 2 bad input (an unknown model or GPU gets the nearest names)"))
 def capacity_fit(
     model: Annotated[str | None, typer.Option(help="Catalog model name or HF repo id.")] = None,
     model_config: Annotated[Path | None, typer.Option(
@@ -73,7 +71,7 @@ def capacity_fit(
     raise typer.Exit(0 if report.fits else 1)
 
 
-@capacity_app.command("matrix")
+@capacity_app.command("matrix", epilog=epilog("runbook capacity-plan matrix --max-model-len 16384"))
 def capacity_matrix(
     gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.")] = 0.9,
     max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 8192,
@@ -84,7 +82,9 @@ def capacity_matrix(
                             max_model_len=max_model_len))
 
 
-@capacity_app.command("forecast")
+@capacity_app.command("forecast", epilog=epilog(
+    "runbook capacity-plan forecast --bench-summary .state/bench/RUN/summary.json",
+    "runbook capacity-plan forecast --avg-pdfs-per-day 50000 --quarterly-growth 0.2 --output json"))
 def capacity_forecast(
     bench_summary: Annotated[Path | None, typer.Option(
         help="Bench summary JSON: per-server PDFs/h from pdfs_per_hour (or pages_per_s).")] = None,
@@ -117,7 +117,9 @@ def capacity_forecast(
     typer.echo(render_table(plans))
 
 
-@app.command("gpu-probe")
+@app.command("gpu-probe", epilog=epilog("runbook gpu-probe --output json",
+                                        "runbook gpu-probe --textfile /var/lib/node_exporter/gpu.prom",
+                                        exits="0 read (or no GPU, unless --require-gpu); 1 no GPU with --require-gpu"))
 def gpu_probe(
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
     textfile: Annotated[Path | None, typer.Option(
@@ -160,17 +162,18 @@ def _serve(port: int, addr: str, xid_watch_s: float) -> None:
         server.shutdown()
 
 
-@app.command("wait-for-gpu-memory")
+@app.command("wait-for-gpu-memory", epilog=epilog("runbook wait-for-gpu-memory --min-free-mib 70000 --timeout-s 600",
+                                                  exits="0 ready; 1 timeout; 2 no GPU or bad input"))
 def wait_for_gpu_memory_cmd(
     min_free_mib: Annotated[float, typer.Option(help="Free memory wanted per GPU, MiB.")],
-    gpu: Annotated[int | None, typer.Option(help="GPU index; default all.")] = None,
-    timeout_s: Annotated[float, typer.Option(help="Give up after this long.")] = 300.0,
+    gpu_index: Annotated[int | None, typer.Option(help="GPU index; default all.")] = None,
+    timeout_s: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 300.0,
     interval_s: Annotated[float, typer.Option(help="Seconds between reads.")] = 5.0,
 ) -> None:
     """Wait until GPU memory is free (read-only). Exit 0 ready, 1 timeout, 2 no GPU/bad input."""
 
     try:
-        params = WaitParams(min_free_mib=min_free_mib, gpu_index=gpu, timeout_s=timeout_s,
+        params = WaitParams(min_free_mib=min_free_mib, gpu_index=gpu_index, timeout_s=timeout_s,
                             interval_s=interval_s)
     except ValueError as exc:
         _fail(str(exc))

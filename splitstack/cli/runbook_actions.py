@@ -28,7 +28,17 @@ from runbooks.audit import AuditLog as AuditLogFile
 from runbooks.connect import build_context
 from runbooks.model import PlatformError, Refused, Report
 from runbooks.registry import ACTIONS, ActionDef, invoke
-from splitstack.cli.options import Apply, AuditLog, KubeContext, Output, OutputOpt, PrometheusUrl, SpecOverride, Stack
+from splitstack.cli.options import (
+    Apply,
+    AuditLog,
+    KubeContext,
+    Output,
+    OutputOpt,
+    PrometheusUrl,
+    SpecOverride,
+    Stack,
+    epilog,
+)
 
 EXIT = {"planned": 0, "applied": 0, "noop": 0, "report": 0, "failed": 1, "rolled_back": 1, "refused": 2}
 
@@ -144,16 +154,33 @@ def action_command(action: ActionDef) -> Callable[..., None]:
     return command
 
 
+ACTION_EXITS = ("0 planned, applied, nothing to do or reported; 1 failed or rolled back; 2 refused (bad input, "
+                "a target that is not the spec's, a precondition not met; nothing changed)")
+
+
+def action_epilog(action: ActionDef) -> str:
+    """Examples for a generated action command: the dry run (with the required options, spelled
+    from their fields' cli_example) and, for an action that changes something, the same with --apply."""
+    required = []
+    for name, field in action.params.model_fields.items():
+        if field.is_required():
+            value = _cli(field, "cli_example", "VALUE")
+            required.append(f"--{_flag(name, field)} {value if ' ' not in value else repr(value)}")
+    base = " ".join([f"runbook {action.name}", *required, "--stack local"])
+    examples = [base, f"{base} --apply"] if action.mutating else [base, f"{base} --output json"]
+    return epilog(*examples, exits=ACTION_EXITS)
+
+
 def register(app: typer.Typer) -> None:
     """Add a command per action, plus `actions` and `audit-log`, to the `runbook` app."""
 
-    @app.command("actions")
+    @app.command("actions", epilog=epilog("runbook actions", exits="0 listed"))
     def list_actions() -> None:
         """Every action and the situation it handles."""
         for a in ACTIONS.values():
             typer.echo(f"{a.name:18} {'changes' if a.mutating else 'read-only':9} {a.case}")
 
-    @app.command("audit-log")
+    @app.command("audit-log", epilog=epilog("runbook audit-log --last 5 --action restart-server"))
     def audit_log_cmd(last: Annotated[int, typer.Option(help="How many records.")] = 20,
                       action: Annotated[str | None, typer.Option(help="Only this action.")] = None,
                       stack: Stack = "local", spec_override: SpecOverride = None,
@@ -175,4 +202,4 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"no records in {path}")
 
     for action in ACTIONS.values():
-        app.command(action.name)(action_command(action))
+        app.command(action.name, epilog=action_epilog(action))(action_command(action))

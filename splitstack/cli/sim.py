@@ -17,6 +17,7 @@ from simulator.profile import ProfileError, load_profile
 from simulator.server import ServeError, setup_logging
 from simulator.server import serve as run
 from simulator.tokens import TokenizerError
+from splitstack.cli.options import epilog
 
 app = typer.Typer(help="Inference-server simulator (a vLLM twin that speaks MinerU's VLM protocol).",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -27,7 +28,9 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack sim serve --port 8000 --profile mineru25-h200",
+                           "splitstack sim serve --profile instant --fault error_rate=0.1",
+                           exits="0 stopped; 2 bad input (profile, fault, tokenizer, port)"))
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 8000,
@@ -68,7 +71,9 @@ def serve(
         _fail(str(exc))
 
 
-@app.command()
+@app.command(epilog=epilog("splitstack sim fit vllm-metrics.txt --name my-gpu --out my-gpu.yaml",
+                           "splitstack sim fit before.txt after.txt --name my-gpu",
+                           exits="0 written; 2 bad input or an unreachable server"))
 def fit(
     source: Annotated[list[str], typer.Argument(help="metrics snapshots: files or http(s)://.../metrics URLs, in "
                                                      "time order (two or more give load-dependent coefficients)")],

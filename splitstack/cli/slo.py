@@ -13,7 +13,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from contract.models import parse_assignments
 from dashboards.generate import DASHBOARD_DIR, render_dashboards
+from runbooks.connect import stack_prometheus_url
+from runbooks.model import Refused
 from slo import promql
 from slo.budget import Status
 from slo.openslo import OpenSLOError, export_openslo, import_openslo
@@ -23,9 +26,10 @@ from slo.report import evaluate_prometheus, evaluate_records, parse_duration_s, 
 from slo.rule_tests import ScenarioError
 from slo.spec import OBJECTIVES_PATH, SLOSpec, SpecError, load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
+from splitstack.cli.options import OptionalStack, SpecOverride, add_version, epilog
 
-app = typer.Typer(help="SLOs: show the spec, generate alert rules and dashboards, report error budgets.",
-                  no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
+add_version(app, "slo", "SLOs: show the spec, generate alert rules and dashboards, report error budgets.")
 openslo_app = typer.Typer(help="Export / import OpenSLO v1 documents.", no_args_is_help=True)
 app.add_typer(openslo_app, name="openslo")
 
@@ -47,7 +51,7 @@ def _spec(path: Path):
         raise _fail(str(e)) from None
 
 
-@app.command()
+@app.command(epilog=epilog("slo show", "slo show --spec my-objectives.yaml"))
 def show(spec: SpecOpt = OBJECTIVES_PATH) -> None:
     """Print every SLO with its target, window and SLI as PromQL (5-minute error ratio)."""
 
@@ -60,7 +64,8 @@ def show(spec: SpecOpt = OBJECTIVES_PATH) -> None:
                       highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(epilog=epilog("slo rules", "slo rules --check",
+                           exits="0 written (or up to date with --check); 1 stale (--check); 2 bad input"))
 def rules(spec: SpecOpt = OBJECTIVES_PATH,
           out: Annotated[Path | None, typer.Option(help="output folder (default alerts/generated)")] = None,
           check: Annotated[bool, typer.Option(
@@ -83,6 +88,17 @@ def rules(spec: SpecOpt = OBJECTIVES_PATH,
     console.print(f"{len(files)} files in {target}, {len(changed)} changed")
 
 
+def _prometheus(stack: str | None, prometheus_url: str | None, spec_override: list[str] | None) -> str:
+    """--prometheus-url, else the stack's own Prometheus (--stack, default local)."""
+    if prometheus_url:
+        return prometheus_url
+    try:
+        return stack_prometheus_url(stack or "local", parse_assignments(spec_override or [], "--spec-override",
+                                                                       "observability.prometheus_port=19090"))
+    except (Refused, ValueError) as e:
+        raise _fail(str(e)) from None
+
+
 def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, window: str | None,
               current: str, step: str):
 
@@ -98,7 +114,8 @@ def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, win
             return s, evaluate_records(s, load_records(records), current_s), f"records:{records}"
         except RecordError as e:
             raise _fail(str(e)) from None
-    src = PrometheusSource(prometheus or "http://127.0.0.1:9090", s.jobs, step=step)
+    assert prometheus is not None  # _prometheus() resolved it
+    src = PrometheusSource(prometheus, s.jobs, step=step)
     try:
         src.check()
         return s, evaluate_prometheus(s, src, window, current), f"prometheus:{src.url}"
@@ -106,32 +123,43 @@ def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, win
         raise _fail(str(e)) from None
 
 
-PromOpt = Annotated[str | None, typer.Option("--prometheus", help="Prometheus URL (default http://127.0.0.1:9090)")]
+PromOpt = Annotated[str | None, typer.Option(
+    "--prometheus-url", help="Prometheus base URL (default: the --stack's own Prometheus)")]
 RecOpt = Annotated[Path | None, typer.Option("--records", help="bench records JSONL instead of Prometheus")]
 WinOpt = Annotated[str | None, typer.Option(
-    "--window", help="attainment window, e.g. 1h (default: each SLO's window_d)")]
-CurOpt = Annotated[str, typer.Option("--current", help="window of the current burn rate")]
-StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-based SLIs")]
+    "--window", help="attainment window with its unit, e.g. 1h or 30d (default: each SLO's window_d)")]
+CurOpt = Annotated[str, typer.Option("--current", help="window of the current burn rate, with its unit (e.g. 1h)")]
+StepOpt = Annotated[str, typer.Option("--step", help="subquery step for time-based SLIs, with its unit (e.g. 1m)")]
+SLO_EXITS = ("0 ok; 1 an error budget is exhausted; 2 bad input or an unreachable Prometheus; "
+             "3 some SLO has no or too little data")
 
 
-@app.command()
-def report(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
+@app.command(epilog=epilog("slo report --stack local --window 1h",
+                           "slo report --prometheus-url http://127.0.0.1:9090 --out slo-report.json",
+                           "slo report --records .state/bench/RUN/records.jsonl",
+                           exits="0 reported; 2 bad input or an unreachable Prometheus"))
+def report(spec: SpecOpt = OBJECTIVES_PATH, stack: OptionalStack = None, prometheus_url: PromOpt = None,
+           spec_override: SpecOverride = None, records: RecOpt = None,
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m",
            json_out: Annotated[Path | None, typer.Option(
-               "--json", help="also write the report as JSON")] = None) -> None:
+               "--out", help="also write the report as JSON to this file")] = None) -> None:
     """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
 
+    prometheus = None if records is not None else _prometheus(stack, prometheus_url, spec_override)
     s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
     render_table(s, evals, console, f"SLO report ({source})")
     if json_out:
         write_json(evals, json_out, source)
 
 
-@app.command()
-def status(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records: RecOpt = None,
+@app.command(epilog=epilog("slo status --stack local",
+                           "slo status --prometheus-url http://prometheus:9090 --window 30d", exits=SLO_EXITS))
+def status(spec: SpecOpt = OBJECTIVES_PATH, stack: OptionalStack = None, prometheus_url: PromOpt = None,
+           spec_override: SpecOverride = None, records: RecOpt = None,
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m") -> None:
     """Like report; exits 1 when any error budget is exhausted, 3 when an SLO has no data."""
 
+    prometheus = None if records is not None else _prometheus(stack, prometheus_url, spec_override)
     s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
     render_table(s, evals, console, f"SLO status ({source})")
     exhausted = [e.slo for e in evals if e.status is Status.exhausted]
@@ -142,7 +170,8 @@ def status(spec: SpecOpt = OBJECTIVES_PATH, prometheus: PromOpt = None, records:
         raise _fail(f"no or too little data for: {', '.join(missing)}", 3)
 
 
-@app.command()
+@app.command(epilog=epilog("slo dashboards", "slo dashboards --check",
+                           exits="0 written (or up to date with --check); 1 stale (--check); 2 bad input"))
 def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
                out: Annotated[Path | None, typer.Option(help="output folder (default dashboards/generated)")] = None,
                check: Annotated[bool, typer.Option(
@@ -161,7 +190,8 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
     console.print(f"{len(files)} dashboards in {target}, {len(changed)} changed")
 
 
-@app.command()
+@app.command(epilog=epilog("slo schema --check",
+                           exits="0 written (or up to date with --check); 1 stale (--check)"))
 def schema(check: Annotated[bool, typer.Option(
         "--check", help="exit 1 if slo/objectives.schema.json is stale")] = False) -> None:
     """Write the JSON schema of objectives.yaml (for editors and CI validation)."""
@@ -177,7 +207,7 @@ def schema(check: Annotated[bool, typer.Option(
     console.print(f"wrote {path}")
 
 
-@openslo_app.command("export")
+@openslo_app.command("export", epilog=epilog("slo openslo export --out openslo.yaml"))
 def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
                    out: Annotated[Path | None, typer.Option(help="write here instead of stdout")] = None) -> None:
     """Export the spec as OpenSLO v1 documents (multi-document YAML)."""
@@ -189,7 +219,7 @@ def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
         typer.echo(text, nl=False)
 
 
-@openslo_app.command("import")
+@openslo_app.command("import", epilog=epilog("slo openslo import openslo.yaml --out objectives.yaml"))
 def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (one or more documents)")],
                    out: Annotated[Path | None, typer.Option(
                        help="write the SLO spec here instead of stdout")] = None) -> None:

@@ -18,6 +18,7 @@ from rich.table import Table
 from bench.target import mask_url
 from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
+from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, epilog
 from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
@@ -25,7 +26,7 @@ from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, red
 
 console = Console()
 err = Console(stderr=True)
-StackOpt = Annotated[str, typer.Option("--stack", "-s", help="Stack name: Pulumi.<stack>.yaml.")]
+StackOpt = Stack
 TERMINAL = {"done", "dead_lettered"}
 
 
@@ -60,11 +61,12 @@ def _pages(value: str | None):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("worker")
+    @app.command("worker", epilog=epilog("splitstack worker --stack local --index 1",
+                                             exits="the worker's: 0 stopped cleanly; 2 bad spec or setting"))
     def worker_cmd(
         stack: StackOpt = "local",
         index: Annotated[int, typer.Option(help="Replica index (local port offset).")] = 0,
-        set_: Annotated[list[str], typer.Option("--set", help="Override a spec field: KEY=VALUE.")] = [],  # noqa: B006
+        spec_override: SpecOverride = None,
     ) -> None:
         """Run one MinerU worker in the foreground (what `splitstack up --workers N` starts)."""
 
@@ -74,11 +76,15 @@ def register(app: typer.Typer) -> None:
             err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(2) from None
         args = ["--stack", stack, "--index", str(index)]
-        for pair in set_:
-            args += ["--set", pair]
+        for pair in spec_override or []:
+            args += ["--spec-override", pair]
         raise typer.Exit(process.main(args))
 
-    @app.command("submit")
+    @app.command("submit", epilog=epilog("splitstack submit ./pdfs/report.pdf --wait",
+                                             "splitstack submit ./pdfs/*.pdf --pages 1-10 --output json",
+                                             exits="0 submitted (with --wait: every job done); 1 the queue is "
+                                             "unreachable, a job was dead-lettered or --wait timed out; 2 bad input "
+                                             "(nothing submitted)"))
     def submit_cmd(
         files: Annotated[list[Path], typer.Argument(help="PDF files inside the workers' input roots "
                                                          "(worker_pool.input_roots).")],
@@ -88,10 +94,18 @@ def register(app: typer.Typer) -> None:
         correlation_id: Annotated[str | None, typer.Option(help="Your id, echoed in logs and metadata.")] = None,
         wait: Annotated[bool, typer.Option(help="Wait until every job is done or dead-lettered.")] = False,
         timeout_s: Annotated[float, typer.Option(help="Longest --wait, seconds.")] = 600.0,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line: job_id, file "
-                                                              "(and with --wait, the final records).")] = False,
+        output: Annotated[Output, typer.Option("--output", help="text, or json: one JSON object per line "
+                                               "(job_id, file; with --wait, the final records).")] = Output.text,
     ) -> None:
-        """Enqueue PDFs for the worker pool; prints one job id per file (tab-separated from the file)."""
+        """Enqueue PDFs for the worker pool; prints one job id per file (tab-separated from the file).
+
+        With --wait, a table of the final records: each job's output (a folder, or s3://bucket/prefix/job/
+        for an object store) and, for a dead letter, its full reason. Each job's output folder holds
+        <name>.md (the markdown), <name>_content_list.json and metadata.json; with the simulator as the
+        engine the markdown is synthetic text (the simulator answers with generated tokens, not a
+        reading of the page): docs/worker.md says more.
+        """
+        as_json = output is Output.json
 
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
@@ -125,13 +139,16 @@ def register(app: typer.Typer) -> None:
         err.print(f"[red]not finished after {timeout_s:.0f} s; `splitstack jobs` shows progress[/red]")
         raise typer.Exit(1)
 
-    @app.command("jobs")
+    @app.command("jobs", epilog=epilog("splitstack jobs --limit 10", "splitstack jobs --output json",
+                                           exits="0 listed; 1 the queue is unreachable; 2 bad input"))
     def jobs_cmd(
         stack: StackOpt = "local",
         limit: Annotated[int, typer.Option(help="Most recent N jobs.")] = 30,
-        as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+        output: OutputOpt = Output.text,
     ) -> None:
-        """Jobs and their state: queued, running, fanned_out (parts done/total), done, dead_lettered."""
+        """Jobs and their state: queued, running, fanned_out (parts done/total), done, dead_lettered;
+        each done job's output and each dead letter's full reason."""
+        as_json = output is Output.json
 
         spec = _spec(stack)
         rows = list_jobs(_connect(spec), spec, limit)
@@ -147,14 +164,16 @@ def register_dead_letters(app: typer.Typer) -> None:
     dlq = typer.Typer(no_args_is_help=True, help="The dead-letter stream: list, inspect, re-drive.")
     app.add_typer(dlq, name="dead-letters")
 
-    @dlq.command("list")
+    @dlq.command("list", epilog=epilog("splitstack dead-letters list --kind poison",
+                                           exits="0 listed; 1 the queue is unreachable; 2 bad input"))
     def dlq_list(
         stack: StackOpt = "local",
         kind: Annotated[str | None, typer.Option(help="Only this kind (parse_failed, poison, ...).")] = None,
         limit: Annotated[int, typer.Option(help="Newest N.")] = 50,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+        output: Annotated[Output, typer.Option("--output", help="text, or json: one object per line.")] = Output.text,
     ) -> None:
         """Dead letters, newest first: entry id, job id, kind, reason."""
+        as_json = output is Output.json
         spec = _spec(stack)
         letters = list_dead(_connect(spec), spec, limit, kind)
         if as_json:
@@ -169,7 +188,8 @@ def register_dead_letters(app: typer.Typer) -> None:
         console.print(table)
         console.print(f"{len(letters)} dead letter(s)" + (f" of kind {kind}" if kind else ""))
 
-    @dlq.command("show")
+    @dlq.command("show", epilog=epilog("splitstack dead-letters show JOB_ID",
+                                           exits="0 shown; 1 the queue is unreachable; 2 no such dead letter"))
     def dlq_show(
         key: Annotated[str, typer.Argument(help="Entry id or job id.")],
         stack: StackOpt = "local",
@@ -183,15 +203,19 @@ def register_dead_letters(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         typer.echo(json.dumps({**d.as_dict(), "job": json.loads(d.job) if d.job else None}, indent=1))
 
-    @dlq.command("redrive")
+    @dlq.command("redrive", epilog=epilog("splitstack dead-letters redrive --kind parse_failed",
+                                              "splitstack dead-letters redrive JOB_ID --output json",
+                                              exits="0 re-driven; 1 the queue is unreachable; 2 nothing named "
+                                              "or no such dead letter"))
     def dlq_redrive(
         keys: Annotated[list[str] | None, typer.Argument(help="Entry ids or job ids.")] = None,
         stack: StackOpt = "local",
         kind: Annotated[str | None, typer.Option(help="Every dead letter of this kind.")] = None,
         all_: Annotated[bool, typer.Option("--all", help="Every dead letter.")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+        output: Annotated[Output, typer.Option("--output", help="text, or json: one object per line.")] = Output.text,
     ) -> None:
         """Put dead-lettered jobs back on the queue (same job id); their dead letters are removed."""
+        as_json = output is Output.json
         if not keys and not kind and not all_:
             typer.echo("name what to re-drive: entry/job ids, --kind KIND or --all", err=True)
             raise typer.Exit(2)
@@ -213,9 +237,11 @@ def register_dead_letters(app: typer.Typer) -> None:
 
 def _table(rows) -> None:
     table = Table("job", "state", "pages", "parts", "seconds", "source / reason", "output")
+    for column in (5, 6):  # a dead letter's whole reason and the whole output path, folded, never cut
+        table.columns[column].overflow = "fold"
     for row in rows:
         parts = f"{row.get('parts_done', 0)}/{row['parts_total']}" if row.get("parts_total") else ""
         detail = row.get("reason") or row.get("source", "")
         table.add_row(row["job_id"], row.get("state", "?"), row.get("pages", ""), parts,
-                      row.get("processing_s", ""), detail[-80:], row.get("output", ""))
+                      row.get("processing_s", ""), escape(str(detail)), escape(str(row.get("output", ""))))
     console.print(table)

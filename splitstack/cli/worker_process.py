@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m splitstack.cli.worker_process", description=__doc__)
     parser.add_argument("--stack", default="local", help="Pulumi.<stack>.yaml to read")
     parser.add_argument("--index", type=int, default=0, help="replica index (port offset)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
+    parser.add_argument("--spec-override", "--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a spec field, e.g. queue.visibility_timeout_s=5")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)

@@ -99,7 +99,7 @@ def test_output_dir_mode_with_server_url(deployed, tmp_path):
     out = tmp_path / "run"
     res = invoke(["run", str(scenario(tmp_path, docs)), "--stack", "dev", "--queue-url-env", "BENCH_QUEUE",
                   "--url", f"http://127.0.0.1:{h.server_port}", "--model", "tiny",
-                  "--output-dir", str(h.outputs), "--out", str(out)], env)
+                  "--outputs-at", str(h.outputs), "--out", str(out)], env)
     s = json.loads((out / "summary.json").read_text())
     assert_valid(res, s)
     measured = check_latencies(s, out)
@@ -193,6 +193,6 @@ def test_canary_catches_unreadable_documents_and_wrong_output_dir(deployed, tmp_
     assert f"Copy the PDFs in {docs}" in res.output and "--documents-at" in res.output
     empty = tmp_path / "not-the-store"
     empty.mkdir()
-    res = invoke([*base, "--output-dir", str(empty)], {"BENCH_QUEUE": url})
+    res = invoke([*base, "--outputs-at", str(empty)], {"BENCH_QUEUE": url})
     assert res.exit_code == 2 and "is not the workers' output store" in res.output
     assert not (tmp_path / "x").exists()  # nothing measured, nothing written

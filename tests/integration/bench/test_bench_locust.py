@@ -143,7 +143,7 @@ def _failed_checks(s: dict) -> set[str]:
 
 def test_locust_headless_run_is_ingested(bench, tmp_path):
     out = tmp_path / "loc"
-    rc, so, se = bench.run("locust", "run", "chat-smoke", *bench.target_args(), "--users", "2", "--run-time", "6",
+    rc, so, se = bench.run("locust", "run", "chat-smoke", *bench.target_args(), "--users", "2", "--duration-s", "6",
                            "--warmup-s", "1", "--cooldown-s", "1", "--out", str(out))
     assert rc in (0, 2), so + se  # 2 only if Locust itself was CPU-bound
     s = json.loads((out / "summary.json").read_text())
@@ -164,8 +164,8 @@ def test_locust_headless_run_is_ingested(bench, tmp_path):
 
 def test_locust_distributed_two_workers_on_loopback(bench, tmp_path):
     out = tmp_path / "dist"
-    rc, so, se = bench.run("locust", "run", "chat-smoke", "--workers", "2", *bench.target_args(), "--users", "4",
-                           "--run-time", "8", "--warmup-s", "1", "--cooldown-s", "1", "--out", str(out))
+    rc, so, se = bench.run("locust", "run", "chat-smoke", "--processes", "2", *bench.target_args(), "--users", "4",
+                           "--duration-s", "8", "--warmup-s", "1", "--cooldown-s", "1", "--out", str(out))
     assert rc in (0, 2), so + se
     s = json.loads((out / "summary.json").read_text())
     # 2 only when a Locust process reported CPU saturation (2 cores shared with the simulator)
@@ -215,7 +215,7 @@ def test_master_with_workers_started_separately(bench, tmp_path):
     port = free_port()
     out = tmp_path / "m"
     master = bench.start("locust", "master", "chat-smoke", "--expect-workers", "2", "--bind-host", "127.0.0.1",
-                         "--bind-port", str(port), "--users", "2", "--run-time", "6", "--warmup-s", "1",
+                         "--bind-port", str(port), "--users", "2", "--duration-s", "6", "--warmup-s", "1",
                          "--cooldown-s", "1", "--rate", "40", *bench.target_args(), "--out", str(out))
     workers = [bench.start("locust", "worker", "chat-smoke", "--master-host", "127.0.0.1", "--master-port", str(port),
                            *bench.target_args(), "--out", str(tmp_path / f"w{i}")) for i in range(2)]
@@ -262,7 +262,7 @@ def test_master_missing_a_worker_fails_clearly(bench, tmp_path):
 
     port = free_port()
     master = bench.start("locust", "master", "chat-smoke", "--expect-workers", "2", "--bind-host", "127.0.0.1",
-                         "--bind-port", str(port), "--expect-workers-max-wait-s", "6", "--run-time", "5",
+                         "--bind-port", str(port), "--expect-workers-max-wait-s", "6", "--duration-s", "5",
                          *bench.target_args(), "--out", str(tmp_path / "m"))
     worker = bench.start("locust", "worker", "chat-smoke", "--master-host", "127.0.0.1", "--master-port", str(port),
                          *bench.target_args(), "--out", str(tmp_path / "w"))
@@ -296,8 +296,8 @@ def _wait_until_loaded(bench: Bench, proc: subprocess.Popen, out: Path) -> None:
 
 def test_ctrl_c_stops_master_and_workers(bench, tmp_path):
     out = tmp_path / "int"
-    proc = bench.start("locust", "run", "chat-smoke", "--workers", "2", *bench.target_args(), "--users", "2",
-                       "--run-time", "120", "--out", str(out))
+    proc = bench.start("locust", "run", "chat-smoke", "--processes", "2", *bench.target_args(), "--users", "2",
+                       "--duration-s", "120", "--out", str(out))
     try:
         _wait_until_loaded(bench, proc, out)
         t0 = time.monotonic()
@@ -317,8 +317,8 @@ def test_ctrl_c_stops_master_and_workers(bench, tmp_path):
 
 def test_a_worker_dying_mid_run_fails_the_run(bench, tmp_path):
     out = tmp_path / "die"
-    proc = bench.start("locust", "run", "chat-smoke", "--workers", "2", *bench.target_args(), "--users", "2",
-                       "--run-time", "120", "--out", str(out))
+    proc = bench.start("locust", "run", "chat-smoke", "--processes", "2", *bench.target_args(), "--users", "2",
+                       "--duration-s", "120", "--out", str(out))
     try:
         _wait_until_loaded(bench, proc, out)
         worker = next(c for c in psutil.Process(proc.pid).children() if "--worker" in c.cmdline())

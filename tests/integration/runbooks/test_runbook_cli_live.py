@@ -34,7 +34,7 @@ def test_cli_dry_run_apply_json_and_slo_status(make_stack, drill):
     runner = CliRunner()
     args = _overrides(stack)
 
-    healthy = runner.invoke(_app(), ["diagnose", "--no-gpu", "--output", "json", *args])
+    healthy = runner.invoke(_app(), ["diagnose", "--no-nvml", "--output", "json", *args])
     assert healthy.exit_code == 0, healthy.output
     assert json.loads(healthy.output)["case"] == "healthy"
 

@@ -152,8 +152,8 @@ def test_one_page_for_a_dead_server_and_a_resolve(tmp_path: Path, live) -> None:
             hook.wait_for(lambda n: n.path == "/watchdog" and n.alertnames == ["Watchdog"], 60 + SETTLE_S)
 
             out = tmp_path / "report.json"
-            r = CliRunner().invoke(app, ["report", "--prometheus", prom, "--window", "10m", "--current", "10m",
-                                         "--step", "1s", "--json", str(out)])
+            r = CliRunner().invoke(app, ["report", "--prometheus-url", prom, "--window", "10m", "--current", "10m",
+                                         "--step", "1s", "--out", str(out)])
             assert r.exit_code == 0, r.output
             rows = {s["slo"]: s for s in json.loads(out.read_text())["slos"]}
             assert rows["inference-server-uptime"]["status"] == "exhausted"  # seconds down in minutes

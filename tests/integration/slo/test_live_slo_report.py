@@ -45,8 +45,8 @@ def test_report_from_live_prometheus_matches_the_counters(stack, worker_metrics,
     time.sleep(2)
 
     out = tmp_path / "report.json"
-    r = CliRunner().invoke(app, ["report", "--prometheus", prom.url, "--window", "10m", "--current", "10m",
-                                 "--step", "1s", "--json", str(out)])
+    r = CliRunner().invoke(app, ["report", "--prometheus-url", prom.url, "--window", "10m", "--current", "10m",
+                                 "--step", "1s", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "SLO report (prometheus:" in r.output
     rows = {s["slo"]: s for s in json.loads(out.read_text())["slos"]}
@@ -88,7 +88,7 @@ def test_status_exit_codes_name_the_slos(stack, tmp_path, live):
     spec.setdefault("jobs", {})["workers"] = "no-such-job"
     path = tmp_path / "objectives.yaml"
     path.write_text(yaml.safe_dump(spec))
-    args = ["status", "--spec", str(path), "--prometheus", prom.url, "--window", "5m", "--current", "5m",
+    args = ["status", "--spec", str(path), "--prometheus-url", prom.url, "--window", "5m", "--current", "5m",
             "--step", "1s"]
     # Workers gone while Prometheus is up: the service is unavailable, its budget burns through.
     r = CliRunner().invoke(app, args)

@@ -160,7 +160,7 @@ def test_pdfs_through_workers_into_the_bucket(server: S3Server, tmp_path: Path,
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(2)]
         pdfs.append(str(make_pdf(tmp_path / "long.pdf", 6, seed=9)))  # fans out: 3 parts, merged
         done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs, "--wait",
-                               "--timeout-s", "150", "--json"], cwd=ROOT, env=env, capture_output=True,
+                               "--timeout-s", "150", "--output", "json"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=200)
         assert done.returncode == 0, done.stdout + done.stderr
         rows = [json.loads(line) for line in done.stdout.splitlines()]

@@ -182,7 +182,7 @@ def test_dead_letters_list_show_redrive_from_the_command_line(make_harness, tmp_
         await r.aclose()
 
     asyncio.run(dead_letter_two())
-    listed = runner.invoke(app, ["dead-letters", "list", "--json", *overrides], env=env)
+    listed = runner.invoke(app, ["dead-letters", "list", "--output", "json", *overrides], env=env)
     assert listed.exit_code == 0, listed.output
     rows = [json.loads(line) for line in listed.output.splitlines()]
     assert [x["job_id"] for x in rows] == ["doc-b", "doc-a"] and {x["kind"] for x in rows} == {"parse_failed"}
@@ -192,7 +192,8 @@ def test_dead_letters_list_show_redrive_from_the_command_line(make_harness, tmp_
     assert missing.exit_code == 2 and "no dead letter 'doc-zzz'" in missing.output
     nothing = runner.invoke(app, ["dead-letters", "redrive", *overrides], env=env)
     assert nothing.exit_code == 2 and "--kind KIND or --all" in nothing.output
-    redriven = runner.invoke(app, ["dead-letters", "redrive", "--kind", "parse_failed", "--json", *overrides], env=env)
+    redriven = runner.invoke(app, ["dead-letters", "redrive", "--kind", "parse_failed", "--output", "json",
+                                   *overrides], env=env)
     assert redriven.exit_code == 0, redriven.output
     assert sorted(json.loads(x)["job_id"] for x in redriven.output.splitlines()) == ["doc-a", "doc-b"]
     r = h.redis()
@@ -201,6 +202,6 @@ def test_dead_letters_list_show_redrive_from_the_command_line(make_harness, tmp_
     assert r.hget(f"{h.spec.queue.stream}:job:doc-a", "reason") is None
     # submit --json: one object per line, the path inside the input roots (the temp folder).
     pdf = make_pdf(tmp_path / "in.pdf", 1)
-    sub = runner.invoke(app, ["submit", str(pdf), "--json", *overrides], env=env)
+    sub = runner.invoke(app, ["submit", str(pdf), "--output", "json", *overrides], env=env)
     assert sub.exit_code == 0, sub.output
     assert json.loads(sub.output.strip())["file"] == str(pdf)

@@ -45,7 +45,7 @@ def test_cli_compare_and_check_exit_codes(tmp_path, run_factory):
     write_run(b, *run_factory(n=400, e2e_ms=100, seed=1))
     write_run(w, *run_factory(n=400, e2e_ms=150, seed=2))
     runner = CliRunner()
-    r = runner.invoke(app, ["compare", str(b), str(w), "--resamples", "300", "--json", str(tmp_path / "c.json")])
+    r = runner.invoke(app, ["compare", str(b), str(w), "--resamples", "300", "--out", str(tmp_path / "c.json")])
     assert r.exit_code == 1 and "worse" in r.output
     assert json.loads((tmp_path / "c.json").read_text())["rows"]
     assert runner.invoke(app, ["compare", str(b), str(b), "--resamples", "300"]).exit_code == 0

@@ -49,7 +49,7 @@ def test_status_from_records_exits_1_when_a_budget_is_exhausted(tmp_path):
     assert r.exit_code == 1
     assert "error budget exhausted: pdf-latency-p95, pdf-latency-p99, pdf-error-rate" in r.output
     out = tmp_path / "report.json"
-    r = runner.invoke(app, ["report", "--records", str(rec), "--json", str(out)])
+    r = runner.invoke(app, ["report", "--records", str(rec), "--out", str(out)])
     assert r.exit_code == 0
     data = json.loads(out.read_text())
     err = next(s for s in data["slos"] if s["slo"] == "pdf-error-rate")
@@ -66,14 +66,14 @@ def test_status_exits_3_when_slos_have_no_data(tmp_path):
 
 
 def test_unreachable_prometheus_is_a_clear_error():
-    r = runner.invoke(app, ["report", "--prometheus", "http://127.0.0.1:9"])
+    r = runner.invoke(app, ["report", "--prometheus-url", "http://127.0.0.1:9"])
     assert r.exit_code == 2
     assert "Prometheus at http://127.0.0.1:9 is unreachable" in r.output
     assert "pass --prometheus URL" in r.output
 
 
 def test_bad_window_is_named():
-    r = runner.invoke(app, ["report", "--window", "30 days", "--prometheus", "http://127.0.0.1:9"])
+    r = runner.invoke(app, ["report", "--window", "30 days", "--prometheus-url", "http://127.0.0.1:9"])
     assert r.exit_code == 2
     assert "duration '30 days' is not like 30d, 6h, 5m or 90s" in r.output
 

@@ -49,7 +49,7 @@ def test_acting_on_a_stack_that_is_not_running_is_refused(tmp_path):
 
 
 def test_diagnose_without_a_stack_reports_it(tmp_path):
-    result = runner.invoke(app(), ["diagnose", "--no-gpu", "--prometheus-url", "http://127.0.0.1:9",
+    result = runner.invoke(app(), ["diagnose", "--no-nvml", "--prometheus-url", "http://127.0.0.1:9",
                                    "--spec-override", f"local.state_dir={tmp_path}"])
     assert result.exit_code == 0, result.output
     assert "the platform did not answer" in result.output
