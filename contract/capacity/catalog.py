@@ -6,6 +6,7 @@ reviewer checks a constant in one place and the math in another (inference.py).
 
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -108,17 +109,20 @@ def _norm(name: str) -> str:
 
 def _lookup(kind: str, name: str, table: dict[str, Any]) -> Any:
     wanted = _norm(name)
+    spellings: dict[str, str] = {}  # every accepted spelling -> its catalog key
     for key, spec in table.items():
-        if wanted == _norm(key) or wanted in (_norm(a) for a in spec.aliases):
-            return spec
-    raise CatalogError(
-        f"unknown {kind} {name!r}: the capacity catalog knows {', '.join(sorted(table))} "
-        f"(contract/capacity/{kind}s.yaml); add it there with its sources, or pass a "
-        f"config.json with --model-config"
-        if kind == "model"
-        else f"unknown {kind} {name!r}: the capacity catalog knows {', '.join(sorted(table))} "
-        f"(contract/capacity/{kind}s.yaml); add it there with its source, or pass --gpu-memory-gib"
-    )
+        for spelling in (key, *spec.aliases):
+            spellings[_norm(spelling)] = key
+    if wanted in spellings:
+        return table[spellings[wanted]]
+    near = [s for s in spellings if wanted and wanted in s]  # a prefix or part of a name first
+    near += [s for s in difflib.get_close_matches(wanted, list(spellings), n=5, cutoff=0.5) if s not in near]
+    keys = list(dict.fromkeys(spellings[s] for s in near))[:3]
+    hint = f"did you mean {' or '.join(repr(k) for k in keys)}? " if keys else ""
+    fix = ("add it there with its sources, or pass a config.json with --model-config" if kind == "model"
+           else "add it there with its source, or pass --gpu-memory-gib")
+    raise CatalogError(f"unknown {kind} {name!r}: {hint}the capacity catalog knows {', '.join(sorted(table))} "
+                       f"(contract/capacity/{kind}s.yaml); {fix}")
 
 
 def find_model(name: str) -> ModelSpec:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ MANUAL_FILE = Path(__file__).parent / "manual_forecast.yaml"
 
 class ForecastInputs(Strict):
 
-    first_quarter: str = Field(pattern=r"^Q[1-4] \d{4}$", description="e.g. 'Q1 2025'.")
+    first_quarter: str = Field(pattern=r"^Q[1-4] \d{4}$", description="e.g. 'Q1 2027' (the command line's "
+                               "default: the current quarter).")
     quarters: int = Field(ge=1, le=40, description="Quarters to forecast.")
     avg_pdfs_per_day: float = Field(gt=0, description="Average volume in the first quarter.")
     quarterly_growth: float = Field(ge=0, le=10, description="Growth per quarter, 0.2 = 20 %.")
@@ -86,35 +88,67 @@ class BenchSummaryError(ValueError):
     """The bench summary does not carry a usable throughput (permanent: fix the file)."""
 
 
-def per_server_from_bench(path: Path, *, pages_per_pdf: float | None = None) -> float:
-    """PDFs/h one inference server sustained in a bench run.
-
-    Reads, at the top level or under "summary": `pdfs_per_hour` (preferred) or `pages_per_s`
-    (then pages_per_pdf is required), and optionally `inference_servers` (default 1) to get a
-    per-server figure from a run against several servers.
-    """
+def _read_summary(path: Path) -> dict[str, Any]:
     try:
         raw: Any = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise BenchSummaryError(f"bench summary {path}: cannot read JSON ({exc})") from exc
     data = raw.get("summary", raw) if isinstance(raw, dict) else {}
-    if not isinstance(data, dict):
-        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def per_server_from_bench(path: Path, *, pages_per_pdf: float | None = None) -> float:
+    """PDFs/h one inference server sustained in a bench run.
+
+    Reads the summary.json `bench run`/`bench gate` write for a pipeline scenario
+    (`throughput.documents_per_h`, else `throughput.pages_per_s`), or a hand-written one with
+    `pdfs_per_hour` / `pages_per_s` at the top level or under "summary"; pages need
+    ``pages_per_pdf``. An optional `inference_servers` (default 1) gives a per-server figure from
+    a run against several servers.
+    """
+    data = _read_summary(path)
+    if data.get("kind") == "chat":
+        raise BenchSummaryError(
+            f"bench summary {path} is a chat run (requests, not PDFs): run a pipeline scenario "
+            "(e.g. `bench run pipeline-smoke --stack local --concurrency 8`) and pass its summary.json")
     servers = data.get("inference_servers", 1)
     if not isinstance(servers, int) or servers < 1:
         raise BenchSummaryError(
             f"bench summary {path}: inference_servers {servers!r} must be a positive integer")
-    if isinstance(data.get("pdfs_per_hour"), (int, float)) and data["pdfs_per_hour"] > 0:
-        return float(data["pdfs_per_hour"]) / servers
-    if isinstance(data.get("pages_per_s"), (int, float)) and data["pages_per_s"] > 0:
+    throughput = data.get("throughput") if isinstance(data.get("throughput"), dict) else {}
+    pdfs = _positive(data.get("pdfs_per_hour")) or _positive(throughput.get("documents_per_h"))
+    if pdfs:
+        return pdfs / servers
+    pages = _positive(data.get("pages_per_s")) or _positive(throughput.get("pages_per_s"))
+    if pages:
         if not pages_per_pdf:
             raise BenchSummaryError(
-                f"bench summary {path} gives pages_per_s but no pdfs_per_hour: pass "
+                f"bench summary {path} gives pages_per_s but no PDFs per hour: pass "
                 f"--pages-per-pdf (average pages of one PDF) to convert it")
-        return float(data["pages_per_s"]) * 3600 / pages_per_pdf / servers
+        return pages * 3600 / pages_per_pdf / servers
     raise BenchSummaryError(
-        f"bench summary {path}: no positive 'pdfs_per_hour' or 'pages_per_s' at the top level "
-        f"or under 'summary'; run the bench first or pass --per-server-pdfs-per-hour")
+        f"bench summary {path}: no completed documents (throughput.documents_per_h or pdfs_per_hour) "
+        f"and no pages_per_s; run a pipeline scenario first or pass --per-server-pdfs-per-hour")
+
+
+def bench_load_note(path: Path) -> str:
+    """How far a bench figure is the server's capacity: an open loop below saturation measures
+    the offered rate, not what the server can take."""
+    load = (_read_summary(path).get("run") or {}).get("load") or {}
+    if load.get("mode") == "open":
+        return (f"an open loop at {load.get('rate_rps')} req/s: the rate offered, a lower bound of capacity "
+                "unless the server was saturated (a closed loop or `bench sweep` measures capacity)")
+    if load.get("mode") == "closed":
+        return f"a closed loop with {load.get('concurrency')} users"
+    return "load shape not recorded"
+
+
+def current_quarter(today: date) -> str:
+    return f"Q{(today.month - 1) // 3 + 1} {today.year}"
 
 
 def render_table(plans: list[QuarterPlan]) -> str:
@@ -132,13 +166,15 @@ def render_table(plans: list[QuarterPlan]) -> str:
 
 
 def forecast_inputs(overrides: dict[str, Any], bench_summary: Path | None = None,
-                    pages_per_pdf: float | None = None) -> tuple[ForecastInputs, str]:
+                    pages_per_pdf: float | None = None, today: date | None = None) -> tuple[ForecastInputs, str]:
     """The manual's inputs with the command line's overrides (None = keep) and, from a bench
-    summary, the per-server capacity; returns them with where that capacity came from.
+    summary, the per-server capacity; returns them with where that capacity came from. The
+    forecast starts in the quarter of ``today`` (the clock's) unless ``first_quarter`` is given.
     Raises BenchSummaryError or pydantic's ValidationError naming the bad input."""
     updates = {k: v for k, v in overrides.items() if v is not None}
+    updates.setdefault("first_quarter", current_quarter(today or date.today()))
     source = f"manual ({MANUAL_FILE.relative_to(MANUAL_FILE.parents[2])})"
     if bench_summary is not None:
         updates["per_server_pdfs_per_hour"] = per_server_from_bench(bench_summary, pages_per_pdf=pages_per_pdf)
-        source = f"bench summary {bench_summary}"
+        source = f"bench summary {bench_summary} ({bench_load_note(bench_summary)})"
     return ForecastInputs.model_validate({**load_manual().model_dump(), **updates}), source

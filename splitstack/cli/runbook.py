@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from contract.capacity import CatalogError
+from contract.models import error_lines, format_loc
 from runbooks.capacity.fit import FitInputError, fit_report
 from runbooks.capacity.forecast import BenchSummaryError, forecast, forecast_inputs, render_table
 from runbooks.capacity.matrix import matrix_table
@@ -35,7 +36,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @capacity_app.command("fit", epilog=epilog(
-    "runbook capacity-plan fit --model qwen2.5-7b-instruct --gpu nvidia-l4-24gb",
+    "runbook capacity-plan fit --model Qwen2.5-VL-7B-Instruct --gpu nvidia-l40s",
     "runbook capacity-plan fit --model-config ./config.json --gpu-memory-gib 80 --output json",
     exits="0 it fits; 1 it does not; 2 bad input (an unknown model or GPU gets the nearest names)"))
 def capacity_fit(
@@ -87,26 +88,34 @@ def capacity_matrix(
     "runbook capacity-plan forecast --avg-pdfs-per-day 50000 --quarterly-growth 0.2 --output json"))
 def capacity_forecast(
     bench_summary: Annotated[Path | None, typer.Option(
-        help="Bench summary JSON: per-server PDFs/h from pdfs_per_hour (or pages_per_s).")] = None,
+        help="A pipeline run's summary.json (bench run/gate): per-server PDFs/h from the documents it "
+        "completed (throughput.documents_per_h).")] = None,
     pages_per_pdf: Annotated[float | None, typer.Option(
         help="Average pages per PDF, to convert a summary's pages_per_s.")] = None,
-    avg_pdfs_per_day: Annotated[float | None, typer.Option()] = None,
+    avg_pdfs_per_day: Annotated[float | None, typer.Option(help="Average volume in the first quarter.")] = None,
     quarterly_growth: Annotated[float | None, typer.Option(help="0.2 = 20 %.")] = None,
-    peak_factor: Annotated[float | None, typer.Option()] = None,
-    per_server_pdfs_per_hour: Annotated[float | None, typer.Option()] = None,
-    per_worker_pdfs_per_hour: Annotated[float | None, typer.Option()] = None,
-    quarters: Annotated[int | None, typer.Option()] = None,
+    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour.")] = None,
+    per_server_pdfs_per_hour: Annotated[float | None, typer.Option(help="One inference server, PDFs/h.")] = None,
+    per_worker_pdfs_per_hour: Annotated[float | None, typer.Option(help="One CPU worker, PDFs/h.")] = None,
+    quarters: Annotated[int | None, typer.Option(help="Quarters to forecast.")] = None,
+    first_quarter: Annotated[str | None, typer.Option(
+        help="First quarter, e.g. 'Q1 2027' (default: the current one; 'Q1 2025' gives the manual's table).")] = None,
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
     """Servers, workers and monthly cost per quarter (the manual's forecast; flags override)."""
 
     overrides = dict(avg_pdfs_per_day=avg_pdfs_per_day, quarterly_growth=quarterly_growth, peak_factor=peak_factor,
                      per_server_pdfs_per_hour=per_server_pdfs_per_hour,
-                     per_worker_pdfs_per_hour=per_worker_pdfs_per_hour, quarters=quarters)
+                     per_worker_pdfs_per_hour=per_worker_pdfs_per_hour, quarters=quarters,
+                     first_quarter=first_quarter)
     try:
         inputs, source = forecast_inputs(overrides, bench_summary, pages_per_pdf)
-    except (BenchSummaryError, ValidationError) as exc:
+    except BenchSummaryError as exc:
         _fail(str(exc))
+        return
+    except ValidationError as exc:
+        _fail("; ".join(error_lines(exc, loc=lambda loc: "--" + format_loc(loc).replace("_", "-")))
+              + " (the manual's values: runbooks/capacity/manual_forecast.yaml)")
         return
     plans = forecast(inputs)
     if output is Output.json:

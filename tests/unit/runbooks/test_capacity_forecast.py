@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import pytest
 from pydantic import ValidationError
@@ -11,6 +12,7 @@ from runbooks.capacity.forecast import (
     BenchSummaryError,
     ForecastInputs,
     forecast,
+    forecast_inputs,
     load_manual,
     per_server_from_bench,
     render_table,
@@ -100,7 +102,7 @@ def test_per_server_capacity_from_a_bench_summary(tmp_path) -> None:
     empty.write_text(json.dumps({"runs": []}))
     with pytest.raises(BenchSummaryError) as err:
         per_server_from_bench(empty)
-    assert "no positive 'pdfs_per_hour' or 'pages_per_s'" in str(err.value)
+    assert "no completed documents" in str(err.value)
     with pytest.raises(BenchSummaryError) as err:
         per_server_from_bench(tmp_path / "missing.json")
     assert "cannot read JSON" in str(err.value)
@@ -123,3 +125,23 @@ def test_bench_capacity_changes_the_plan(tmp_path) -> None:
 def test_table_layout() -> None:
     table = render_table(forecast(load_manual()))
     assert table.splitlines()[2] == "| Q1 2025 | 1,200 | 80 | 1 | 11 | 80 | $1,050 |"
+
+
+def test_forecast_reads_the_bench_own_pipeline_summary(tmp_path) -> None:
+    """A summary.json as `bench run`/`bench gate` write it for a pipeline scenario."""
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({
+        "kind": "pipeline", "throughput": {"documents_per_h": 180.0, "pages_per_s": 0.5},
+        "run": {"load": {"mode": "closed", "concurrency": 8}}}))
+    inputs, source = forecast_inputs({}, summary, today=date(2026, 11, 26))
+    assert inputs.per_server_pdfs_per_hour == 180.0
+    assert "closed loop with 8 users" in source
+    assert inputs.first_quarter == "Q4 2026"  # from the clock, not a year written in a file
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"kind": "chat", "throughput": {"completed_rps": 5}}))
+    with pytest.raises(BenchSummaryError, match="chat run"):
+        per_server_from_bench(chat)
+    opened = tmp_path / "open.json"
+    opened.write_text(json.dumps({"kind": "pipeline", "throughput": {"documents_per_h": 3600.0},
+                                  "run": {"load": {"mode": "open", "rate_rps": 1.0}}}))
+    assert "lower bound" in forecast_inputs({}, opened)[1]

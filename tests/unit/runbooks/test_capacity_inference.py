@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contract.capacity import (
@@ -9,6 +11,7 @@ from contract.capacity import (
     Overrides,
     find_model,
     fits,
+    gpus,
     kv_bytes_per_token,
     kv_capacity_tokens,
     plan,
@@ -149,11 +152,23 @@ def test_bad_inputs_name_the_input_and_fix(kwargs: dict, message: str) -> None:
 def test_unknown_names_list_the_catalog() -> None:
     with pytest.raises(CatalogError) as err:
         fits("Qwen9-VL", "nvidia-h100-80gb", gpu_memory_utilization=0.9, max_model_len=8192)
-    assert "unknown model 'Qwen9-VL': the capacity catalog knows DeepSeek-OCR" in str(err.value)
+    assert "unknown model 'Qwen9-VL': " in str(err.value)
+    assert "the capacity catalog knows DeepSeek-OCR" in str(err.value)
     assert "--model-config" in str(err.value)
     with pytest.raises(CatalogError) as err:
         fits("Qwen3-4B", "tpu-v5e", gpu_memory_utilization=0.9, max_model_len=8192)
     assert "unknown gpu 'tpu-v5e'" in str(err.value) and "--gpu-memory-gib" in str(err.value)
+
+
+def test_unknown_names_get_the_nearest() -> None:
+    with pytest.raises(CatalogError, match="did you mean 'nvidia-h100-80gb'"):
+        fits("Qwen3-4B", "nvidia-h10", gpu_memory_utilization=0.9, max_model_len=8192)
+    with pytest.raises(CatalogError, match="did you mean 'MinerU2.5-2509-1.2B'"):
+        fits("mineru", "nvidia-h100-80gb", gpu_memory_utilization=0.9, max_model_len=8192)
+
+
+def test_gpu_names_follow_one_pattern() -> None:
+    assert all(re.fullmatch(r"nvidia-[a-z0-9-]+", name) for name in gpus()), sorted(gpus())
 
 
 def test_aliases_resolve() -> None:

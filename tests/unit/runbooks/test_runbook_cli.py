@@ -16,7 +16,7 @@ def test_fit_prints_the_plan_and_exit_code() -> None:
                              "--gpu", "rtx-5090", "--gpu-memory-utilization", "0.92",
                              "--max-model-len", "32768"])
     assert ok.exit_code == 0, ok.output
-    assert "Qwen2.5-VL-7B-Instruct on 1x rtx-5090: FITS" in ok.output
+    assert "Qwen2.5-VL-7B-Instruct on 1x nvidia-rtx-5090: FITS" in ok.output
     no = runner.invoke(app, ["capacity-plan", "fit", "--model", "Qwen2.5-VL-7B-Instruct",
                              "--gpu", "rtx-4090", "--max-model-len", "65536"])
     assert no.exit_code == 1 and "DOES NOT FIT" in no.output
@@ -56,7 +56,7 @@ def test_matrix_lists_every_catalog_pair() -> None:
 
 
 def test_forecast_from_the_manual_and_from_a_bench(tmp_path) -> None:
-    r = runner.invoke(app, ["capacity-plan", "forecast"])
+    r = runner.invoke(app, ["capacity-plan", "forecast", "--first-quarter", "Q1 2025"])
     assert r.exit_code == 0
     assert "| Q4 2025 | 2,074 | 138 | 2 | 19 | 142 | $1,950 |" in r.output
     bench = tmp_path / "summary.json"
@@ -70,7 +70,7 @@ def test_forecast_from_the_manual_and_from_a_bench(tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     r = runner.invoke(app, ["capacity-plan", "forecast", "--bench-summary", str(bad)])
-    assert r.exit_code == 2 and "no positive 'pdfs_per_hour'" in r.output
+    assert r.exit_code == 2 and "no completed documents" in r.output
 
 
 def test_gpu_probe_on_this_machine(tmp_path) -> None:
