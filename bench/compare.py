@@ -3,7 +3,9 @@
 Each statistic's relative change gets a percentile-bootstrap CI (runs resampled independently,
 requests as the unit). A change is called only when the CI excludes 0; a tail percentile is
 compared only when both runs have enough samples beyond it (stats.min_samples_for: p99 needs
-1,000). Throughput is compared on per-second completion counts of the measured window.
+1,000). Throughput is compared on per-second completion counts of the measured window, and only
+when both runs had the same load shape (an open loop's throughput is the rate it offered).
+Whatever else differs (load, scenario, model, target) is listed for the reader.
 """
 
 from __future__ import annotations
@@ -41,6 +43,29 @@ def _per_second(records: list[AnyRecord], summary: dict[str, Any], tokens: bool)
     return counts
 
 
+LOAD_KEYS = ("mode", "arrival", "rate_rps", "ramp_from_rps", "ramp_s", "burstiness", "concurrency", "trace_path",
+             "max_in_flight", "processes")
+
+
+def differences(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> dict[str, list[str]]:
+    """What differs between the two runs besides the thing under test: ``load`` (the load shape:
+    a throughput comparison then measures the offered load, not the system), ``setup`` (scenario,
+    model: the requests differ) and ``target`` (usually the point of an A/B; said, not judged)."""
+    b_run, c_run = b_sum.get("run") or {}, c_sum.get("run") or {}
+    b_load, c_load = b_run.get("load") or {}, c_run.get("load") or {}
+    out: dict[str, list[str]] = {"load": [], "setup": [], "target": []}
+    for key in LOAD_KEYS:
+        if b_load.get(key) != c_load.get(key):
+            out["load"].append(f"load.{key}: {b_load.get(key)!r} vs {c_load.get(key)!r}")
+    for key in ("scenario", "model"):
+        if b_run.get(key) != c_run.get(key):
+            out["setup"].append(f"{key}: {b_run.get(key)!r} vs {c_run.get(key)!r}")
+    for key in ("target", "stack", "deployment"):
+        if b_run.get(key) != c_run.get(key):
+            out["target"].append(f"{key}: {b_run.get(key)!r} vs {c_run.get(key)!r}")
+    return out
+
+
 def _call(lo: float, hi: float, higher_is_better: bool) -> str:
     if lo > 0:
         return "better" if higher_is_better else "worse"
@@ -55,6 +80,7 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
     if b_sum.get("kind") != c_sum.get("kind"):
         raise ValueError(f"cannot compare a {b_sum.get('kind')} run with a {c_sum.get('kind')} run")
     rng = np.random.default_rng(seed)
+    diffs = differences(b_sum, c_sum)
     rows: list[dict[str, Any]] = []
     metrics = CHAT_METRICS if b_sum.get("kind") == "chat" else PIPELINE_METRICS
     for metric in metrics:
@@ -83,6 +109,9 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
         row = {"metric": name, "stat": "mean", "n_baseline": int(b.size), "n_candidate": int(c.size), "min_samples": 10}
         if min(b.size, c.size) < 10 or b.mean() == 0:
             row.update(call="insufficient samples", note="throughput needs >= 10 one-second windows in each run")
+        elif diffs["load"]:
+            row.update(baseline=float(b.mean()), candidate=float(c.mean()), call="not compared",
+                       note="the load shapes differ: throughput follows the load offered")
         else:
             point, lo, hi = bootstrap_diff_ci(b, c, mean_stat, resamples=resamples, confidence=confidence, rng=rng)
             row.update(baseline=float(b.mean()), candidate=float(c.mean()), change=point, ci_low=lo, ci_high=hi,
@@ -101,4 +130,6 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
     rows.append(err_row)
     valid = {"baseline": b_sum.get("validity", {}).get("valid"), "candidate": c_sum.get("validity", {}).get("valid")}
     return {"rows": rows, "confidence": confidence, "resamples": resamples, "validity": valid,
+            "differences": diffs,
+            "min_samples": {stat: 2 if stat == "mean" else min_samples_for(float(stat[1:])) for stat in STATS},
             "method": "percentile bootstrap of the relative change, runs resampled independently"}

@@ -175,6 +175,20 @@ def check(
     raise typer.Exit(result.exit_code)
 
 
+def _warn_differences(diffs: dict[str, list[str]]) -> None:
+    if diffs["load"]:
+        out.print("[bold yellow]WARNING: the runs had different load shapes[/] ("
+                  + "; ".join(diffs["load"]) + "): latency depends on the load and throughput follows the rate "
+                  "offered, so throughput is not compared; re-run both with the same scenario and load flags",
+                  soft_wrap=True, highlight=False)
+    if diffs["setup"]:
+        out.print("[bold yellow]WARNING: the runs sent different requests[/] (" + "; ".join(diffs["setup"]) + ")",
+                  soft_wrap=True, highlight=False)
+    if diffs["target"]:
+        out.print("targets differ (" + "; ".join(diffs["target"]) + "): this compares two deployments",
+                  soft_wrap=True, highlight=False)
+
+
 @app.command(epilog=epilog("bench compare .state/bench/BASELINE .state/bench/CANDIDATE",
                            "bench compare BASELINE CANDIDATE --out comparison.json",
                            exits="0 nothing significantly worse; 1 something is; 2 bad input (not run folders)"))
@@ -191,17 +205,21 @@ def compare(
         res = do_compare((b_rec, b_sum), (c_rec, c_sum), resamples=resamples)
     except (ValueError, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
+    _warn_differences(res["differences"])
     t = Table(title=f"{candidate} vs {baseline} ({res['confidence']:.0%} bootstrap CI)")
-    for col in ("metric", "stat", "baseline", "candidate", "change", "CI", "call"):
+    for col in ("metric", "stat", "n (base/cand)", "baseline", "candidate", "change", "CI", "call"):
         t.add_column(col)
     for r in res["rows"]:
         rel = r["metric"] != "error_rate"
         f = (lambda v: f"{v:+.1%}") if rel else (lambda v: f"{v:+.4f}")
-        t.add_row(r["metric"], r["stat"], f"{r['baseline']:.3f}" if r.get("baseline") is not None else "—",
+        t.add_row(r["metric"], r["stat"], f"{r['n_baseline']}/{r['n_candidate']}",
+                  f"{r['baseline']:.3f}" if r.get("baseline") is not None else "—",
                   f"{r['candidate']:.3f}" if r.get("candidate") is not None else "—",
                   f(r["change"]) if "change" in r else "—",
                   f"{f(r['ci_low'])} .. {f(r['ci_high'])}" if "ci_low" in r else r.get("note", ""), r.get("call", ""))
     out.print(t)
+    need = ", ".join(f"{stat} >= {n}" for stat, n in res["min_samples"].items() if stat != "mean")
+    out.print(f"samples a percentile needs in each run (10 beyond it): {need}", highlight=False)
     if not all(res["validity"].values()):
         out.print(f"[yellow]warning:[/] run validity {res['validity']}: an invalid run's numbers describe the client")
     if json_out:

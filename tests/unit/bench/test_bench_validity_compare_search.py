@@ -111,3 +111,22 @@ def test_gate_against_a_server_that_is_down_exits_2_before_sending(tmp_path):
     assert r.exit_code == 2
     assert "is not healthy" in r.output and "Nothing was sent" in r.output
     assert not (tmp_path / "g").exists()
+
+
+def test_compare_warns_when_load_shapes_differ(tmp_path, run_factory):
+    """A 5 req/s run against an 8 req/s one: throughput is not called better, the warning is loud."""
+    b_rec, b_sum = run_factory(n=400, e2e_ms=100, seed=1)
+    c_rec, c_sum = run_factory(n=400, e2e_ms=100, seed=2)
+    b_sum["run"]["load"] = {"mode": "open", "arrival": "poisson", "rate_rps": 5.0}
+    c_sum["run"]["load"] = {"mode": "open", "arrival": "poisson", "rate_rps": 8.0}
+    b, c = tmp_path / "b", tmp_path / "c"
+    write_run(b, b_rec, b_sum)
+    write_run(c, c_rec, c_sum)
+    r = CliRunner().invoke(app, ["compare", str(b), str(c), "--resamples", "200"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "WARNING: the runs had different load shapes" in r.output and "load.rate_rps: 5.0 vs 8.0" in r.output
+    assert "samples a percentile needs in each run" in r.output and "p99 >= 1000" in r.output
+    res = compare((b_rec, b_sum), (c_rec, c_sum), resamples=200)
+    tput = next(row for row in res["rows"] if row["metric"] == "completed_per_s")
+    assert tput["call"] == "not compared" and "load shapes differ" in tput["note"]
+    assert res["differences"]["load"] == ["load.rate_rps: 5.0 vs 8.0"]
