@@ -101,6 +101,7 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
         findings.append(w)
     if not findings:
         findings.append(Finding("healthy", []))
+    evidence += _reconcile(ctx, signals, findings)
     findings.sort(key=lambda f: PRIORITY.index(f.case))
     top = findings[0]
     nxt = []
@@ -114,6 +115,26 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
         action="diagnose", outcome="report", case=top.case, summary=TITLES[top.case],
         evidence=evidence + [e for f in findings for e in f.evidence], next_steps=nxt,
         data={"cases": [f.case for f in findings], "signals": signals, "thresholds": th})
+
+
+def _reconcile(ctx: ActionContext, signals: dict[str, Any], findings: list[Finding]) -> list[str]:
+    """Where the platform's view and Prometheus' disagree, say which is which, so the report never
+    states one thing beside evidence of the opposite without the reason."""
+    notes = []
+    cases = {f.case for f in findings}
+    workers_up = signals.get("workers_up")
+    if ctx.spec.worker_pool.replicas == 0 and workers_up:
+        notes.append(f"workers: Prometheus sees {workers_up:g} worker(s) up although the spec read says "
+                     "worker_pool.replicas = 0: the spec read is not the one this stack runs with (pass the "
+                     "--spec-override values it was started with)")
+    if "workers-down" in cases and workers_up:
+        notes.append(f"workers: Prometheus still sees {workers_up:g} up: its last scrape predates the failure "
+                     "(the platform's state above is current)")
+    if cases & {"server-down", "server-down-oom", "server-down-model-load", "server-crashloop-cuda"} \
+            and signals.get("server_up") == 1:
+        notes.append("inference server: Prometheus still sees it up: its last scrape predates the failure "
+                     "(the platform's state above is current)")
+    return notes
 
 
 def _server(ctx: ActionContext, comp: str, lines: int, evidence: list[str]) -> Finding | None:

@@ -38,6 +38,18 @@ def test_cli_dry_run_apply_json_and_slo_status(make_stack, drill):
     assert healthy.exit_code == 0, healthy.output
     assert json.loads(healthy.output)["case"] == "healthy"
 
+    # Only where the stack keeps its state (what `splitstack up` gives a stack on this machine):
+    # everything else (engine sim, ports, workers) comes from the running stack's effective spec,
+    # not from Pulumi.local.yaml, which says vllm.
+    locator = ["--spec-override", f"local.state_dir={stack.spec.local.state_dir}"]
+    found = runner.invoke(_app(), ["diagnose", "--no-nvml", "--output", "json", *locator])
+    assert found.exit_code == 0, found.output
+    report = json.loads(found.output)
+    assert report["case"] == "healthy", found.output
+    assert not any("not suggested" in e for e in report["evidence"]), found.output
+    sim_plan = runner.invoke(_app(), ["restart-server", "--force", *locator])
+    assert sim_plan.exit_code == 0 and "dry run" in sim_plan.output, sim_plan.output
+
     plan = runner.invoke(_app(), ["restart-server", "--force", "--reason", "weekly cache clear", *args])
     assert plan.exit_code == 0, plan.output
     assert "1. restart server-vlm: weekly cache clear" in plan.output

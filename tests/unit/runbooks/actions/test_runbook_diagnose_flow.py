@@ -115,3 +115,15 @@ def test_next_steps_are_only_what_the_target_accepts():
 def test_restart_is_accepted_everywhere(engine):
     spec = load_stack("local", overrides={"inference_servers.0.engine": engine})
     assert refusal(spec, "local", "runbook restart --component queue") is None
+
+
+def test_diagnose_never_leaves_a_contradiction_unexplained(make_ctx):
+    """A spec read with 0 workers beside Prometheus seeing 2 (the stack was started with other
+    values): the report says the spec read is not the running one instead of 'no workers'."""
+    from dataclasses import replace
+
+    ctx = make_ctx(prometheus=prom(workers_up=2))
+    pool = ctx.spec.worker_pool.model_copy(update={"replicas": 0})
+    report = invoke(replace(ctx, spec=ctx.spec.model_copy(update={"worker_pool": pool})), "diagnose", {})
+    assert any("Prometheus sees 2 worker(s) up although the spec read says worker_pool.replicas = 0" in e
+               for e in report.evidence), report.render()
