@@ -24,7 +24,7 @@ class Strict(StrictMutable):
 class Dist(Strict):
     """A length distribution in tokens, sampled with the run's seed and clipped to [min, max]."""
 
-    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = Field(default="fixed", description="Shape.")
     mean: float = Field(gt=0, description="Mean (fixed: the value), tokens.")
     sd: float = Field(default=0.0, ge=0, description="Standard deviation, tokens.")
     min: int = Field(default=1, ge=1, description="Lower clip, tokens.")
@@ -82,8 +82,8 @@ class ChatScenario(Strict):
     ignore_eos: bool = Field(
         default=True, description="vLLM's ignore_eos so outputs have exactly max_tokens tokens."
     )
-    temperature: float = Field(default=0.0, ge=0, le=2)
-    images: Images = Field(default_factory=Images)
+    temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature of every request.")
+    images: Images = Field(default_factory=Images, description="Generated images sent with each prompt.")
     prompt_pool: int = Field(default=128, ge=1, le=100_000, description="Distinct prepared requests.")
     server_gauge_interval_s: float = Field(
         default=1.0, ge=0,
@@ -99,12 +99,12 @@ class ChatScenario(Strict):
         "authoritative; outputs are checked with keep_output). On a server without /tokenize: what counts the "
         "prompts (and outputs, when the server sends no usage). `bench run --tokenizer` overrides it.",
     )
-    slo: RequestSLO = Field(default_factory=RequestSLO)
+    slo: RequestSLO = Field(default_factory=RequestSLO, description="Per-request objectives for goodput.")
     validity: ValidityLimits = Field(
         default_factory=ValidityLimits,
         description="When the run counts as a measurement (bench/validity.py); a gate file's own validity "
         "limits replace these.")
-    load: LoadSpec
+    load: LoadSpec = Field(description="How requests are sent: open or closed loop, rate, duration.")
 
 
 class Documents(Strict):
@@ -124,7 +124,7 @@ class PipelineScenario(Strict):
     kind: Literal["pipeline"]
     name: str
     description: str = ""
-    documents: Documents
+    documents: Documents = Field(description="The PDFs submitted.")
     job_timeout_s: float = Field(default=300.0, gt=0, description="A document not done by then fails.")
     poll_interval_s: float = Field(default=0.05, gt=0, description="How often completion is checked, s.")
     stall_timeout_s: float = Field(
@@ -135,7 +135,7 @@ class PipelineScenario(Strict):
         default_factory=ValidityLimits,
         description="When the run counts as a measurement (bench/validity.py); a gate file's own validity "
         "limits replace these.")
-    load: LoadSpec
+    load: LoadSpec = Field(description="How requests are sent: open or closed loop, rate, duration.")
 
 
 Scenario = Annotated[ChatScenario | PipelineScenario, Field(discriminator="kind")]

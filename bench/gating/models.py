@@ -96,7 +96,7 @@ class HealthGate(Gate):
 class LatencyGate(Gate):
     kind: Literal["latency"]
     metric: LatencyMetric
-    percentile: float = Field(default=95, gt=0, lt=100)
+    percentile: float = Field(default=95, gt=0, lt=100, description="Which percentile of the metric, 0-100.")
     max: float = Field(gt=0, description="Upper limit in the metric's unit (ms or s).")
     enforce_min_samples: bool = Field(
         default=True, description="Not evaluable when fewer samples than the percentile needs.")
@@ -171,7 +171,7 @@ class ThroughputGate(Gate):
 class LatencyVsBaselineGate(Gate):
     kind: Literal["latency_vs_baseline"]
     metric: LatencyMetric = "e2e_ms"
-    percentile: float = Field(default=95, gt=0, lt=100)
+    percentile: float = Field(default=95, gt=0, lt=100, description="Which percentile of the metric, 0-100.")
     max_increase_fraction: float = Field(default=0.10, ge=0, description="0.10 = within 10 %.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
@@ -273,10 +273,12 @@ class DeterminismGate(Gate):
     """Active probe: the same request at temperature 0 with a fixed seed, repeated."""
 
     kind: Literal["determinism"]
-    repeats: int = Field(default=20, ge=2, le=1000)
-    min_identical_fraction: float = Field(default=0.9, gt=0, le=1)
-    max_tokens: int = Field(default=32, ge=1)
-    prompt: str = Field(default="Summarise the document layout of page one in one sentence.")
+    repeats: int = Field(default=20, ge=2, le=1000, description="Identical requests sent.")
+    min_identical_fraction: float = Field(default=0.9, gt=0, le=1,
+                                          description="Share of answers equal to the commonest one.")
+    max_tokens: int = Field(default=32, ge=1, description="max_tokens of each request.")
+    prompt: str = Field(default="Summarise the document layout of page one in one sentence.",
+                        description="The request's text (temperature 0).")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f">= {self.min_identical_fraction:.0%} identical"
@@ -301,7 +303,8 @@ class OutputEquivalenceGate(Gate):
     """Baseline and candidate runs on the same inputs give the same outputs."""
 
     kind: Literal["output_equivalence"]
-    min_equal_fraction: float = Field(default=1.0, gt=0, le=1)
+    min_equal_fraction: float = Field(default=1.0, gt=0, le=1,
+                                      description="Share of answers equal to the baseline run's.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f">= {self.min_equal_fraction:.0%} equal"
@@ -332,7 +335,7 @@ class OutputEquivalenceGate(Gate):
 
 class GpuUtilizationGate(Gate):
     kind: Literal["gpu_utilization"]
-    min_percent: float = Field(default=85.0, ge=0, le=100)
+    min_percent: float = Field(default=85.0, ge=0, le=100, description="Lowest mean GPU utilisation, %.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f">= {self.min_percent:g} %"
@@ -384,8 +387,8 @@ class BreakerGate(Gate):
     kind: Literal["breaker"]
     metric: str = Field(default="mineru_vllm_circuit_breaker_state",
                         description="Gauge with contract.metrics.BreakerState values (0 closed, 1 half-open, 2 open).")
-    open_within_s: float = Field(default=60.0, gt=0)
-    recover_within_s: float = Field(default=120.0, gt=0)
+    open_within_s: float = Field(default=60.0, gt=0, description="The breaker must open within, s.")
+    recover_within_s: float = Field(default=120.0, gt=0, description="And close again within, s.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f"opens <= {self.open_within_s:g} s, all closed <= {self.recover_within_s:g} s after"

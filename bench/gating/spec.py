@@ -22,8 +22,9 @@ class GateFile(BaseModel):
     description: str = ""
     scenario: str = Field(description="Scenario name (bench/scenarios) or path.")
     load: dict[str, Any] = Field(default_factory=dict, description="Overrides of the scenario's load.")
-    validity: ValidityLimits = Field(default_factory=ValidityLimits)
-    gates: list[AnyGate] = Field(min_length=1)
+    validity: ValidityLimits = Field(default_factory=ValidityLimits, description="When the run counts as a "
+                                     "measurement; replaces the scenario's validity limits when given.")
+    gates: list[AnyGate] = Field(min_length=1, description="The checks; each item's `kind` picks one below.")
 
 
 class GateFileError(ValueError):
