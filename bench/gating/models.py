@@ -205,7 +205,8 @@ class GoodputGate(Gate):
                            "the scenario sets no request SLO (slo: ttft_ms/tpot_ms/e2e_ms)")
         ok = g["fraction"] >= self.min_fraction
         return self._r("pass" if ok else "fail", round(g["fraction"], 4), thr,
-                       f"{g['good']} good requests for SLO {g['slo']}")
+                       f"{g['good']} requests met every objective ("
+                       + ", ".join(f"{k} <= {v:g}" for k, v in g["slo"].items()) + ")")
 
 
 class SLOGate(Gate):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contract.models import Strict
 
@@ -22,7 +23,7 @@ MANUAL_FILE = Path(__file__).parent / "manual_forecast.yaml"
 
 class ForecastInputs(Strict):
 
-    first_quarter: str = Field(pattern=r"^Q[1-4] \d{4}$", description="e.g. 'Q1 2027' (the command line's "
+    first_quarter: str = Field(description="e.g. 'Q1 2027' (the command line's "
                                "default: the current quarter).")
     quarters: int = Field(ge=1, le=40, description="Quarters to forecast.")
     avg_pdfs_per_day: float = Field(gt=0, description="Average volume in the first quarter.")
@@ -33,6 +34,14 @@ class ForecastInputs(Strict):
     max_workers_per_server: int = Field(ge=1, description="Workers one server can feed.")
     gpu_server_monthly_usd: float = Field(ge=0, description="One GPU server, USD/month.")
     worker_monthly_usd: float = Field(ge=0, description="One CPU worker, USD/month.")
+
+
+    @field_validator("first_quarter")
+    @classmethod
+    def _quarter(cls, value: str) -> str:
+        if not re.fullmatch(r"Q[1-4] \d{4}", value):
+            raise ValueError(f"{value!r} is not a quarter: write Q<1-4> <year>, e.g. 'Q1 2027'")
+        return value
 
 
 class QuarterPlan(BaseModel):
@@ -89,6 +98,9 @@ class BenchSummaryError(ValueError):
 
 
 def _read_summary(path: Path) -> dict[str, Any]:
+    if not Path(path).is_file():
+        raise BenchSummaryError(f"bench summary {path}: no such file; pass the summary.json of a bench run folder "
+                                "(.state/bench/<run>/summary.json)")
     try:
         raw: Any = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:

@@ -225,6 +225,8 @@ def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (on
                        help="write the SLO spec here instead of stdout")] = None) -> None:
     """Import OpenSLO v1 SLOs that fit splitstack's model into an objectives.yaml."""
 
+    if not src.is_file():
+        raise _fail(f"{src}: no such file; pass an OpenSLO v1 YAML file")
     try:
         text = import_openslo(src.read_text(), origin=str(src))
     except (OpenSLOError, OSError) as e:

@@ -105,7 +105,7 @@ def test_per_server_capacity_from_a_bench_summary(tmp_path) -> None:
     assert "no completed documents" in str(err.value)
     with pytest.raises(BenchSummaryError) as err:
         per_server_from_bench(tmp_path / "missing.json")
-    assert "cannot read JSON" in str(err.value)
+    assert "no such file" in str(err.value)
 
 
 def test_bench_capacity_changes_the_plan(tmp_path) -> None:
