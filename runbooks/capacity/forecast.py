@@ -131,7 +131,7 @@ def per_server_from_bench(path: Path, *, pages_per_pdf: float | None = None) -> 
     if not isinstance(servers, int) or servers < 1:
         raise BenchSummaryError(
             f"bench summary {path}: inference_servers {servers!r} must be a positive integer")
-    throughput = data.get("throughput") if isinstance(data.get("throughput"), dict) else {}
+    throughput: dict[str, Any] = data["throughput"] if isinstance(data.get("throughput"), dict) else {}
     pdfs = _positive(data.get("pdfs_per_hour")) or _positive(throughput.get("documents_per_h"))
     if pdfs:
         return pdfs / servers
