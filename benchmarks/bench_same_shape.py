@@ -1,6 +1,6 @@
 """The bench against its peers in the same load shapes, and the rest of its proof, in one run.
 
-    flock /work/main/.state/measure.lock python benchmarks/bench_same_shape.py \
+    flock .state/measure.lock python benchmarks/bench_same_shape.py \
         [--tools ours,vllm,guidellm,aiperf,inference-perf] [--servers stub,sim] [--shapes closed,open] \
         [--requests 2000] [--repeats 2] [--rate 200] [--parts table,maxrate,rates,no-tokenize,counts] \
         [--client-cpu 0] [--server-cpu 1] [--skip-install]
