@@ -26,10 +26,11 @@ from collections.abc import Callable
 from .app import SimApp
 from .asgi import HTTPError, respond
 from .config import SimConfig
+from .engine import Clock
 from .profile import Profile
 
 
-def build_engines(config: SimConfig, profile: Profile) -> list[SimApp]:
+def build_engines(config: SimConfig, profile: Profile, clock: Clock | None = None) -> list[SimApp]:
     """The N private engines ``config.private_engines`` asks for, sharing one GPU lock."""
     n = config.private_engines or 1
     gpu = asyncio.Lock()
@@ -38,7 +39,8 @@ def build_engines(config: SimConfig, profile: Profile) -> list[SimApp]:
     engines = []
     for i in range(n):
         cfg = config.model_copy(update={"seed": config.seed + i})  # independent answers per engine
-        engines.append(SimApp(cfg, profile, engine_id=str(i), load_s=load_s, gpu=gpu, kv_cache_tokens=kv))
+        engines.append(SimApp(cfg, profile, engine_id=str(i), load_s=load_s, gpu=gpu, kv_cache_tokens=kv,
+                              clock=clock))
     return engines
 
 
