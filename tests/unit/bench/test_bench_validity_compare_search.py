@@ -111,3 +111,16 @@ def test_gate_against_a_server_that_is_down_exits_2_before_sending(tmp_path):
     assert r.exit_code == 2
     assert "is not healthy" in r.output and "Nothing was sent" in r.output
     assert not (tmp_path / "g").exists()
+
+
+def test_compare_across_topologies_says_they_differ(tmp_path, run_factory):
+    mono, split = run_factory(n=400, e2e_ms=120, seed=1), run_factory(n=400, e2e_ms=100, seed=2)
+    mono[1]["run"]["topology"], split[1]["run"]["topology"] = "monolithic", "split"
+    res = compare(mono, split, resamples=300)
+    assert res["topologies_differ"] and res["topology"] == {"baseline": "monolithic", "candidate": "split"}
+    assert {(r["metric"], r["stat"]): r for r in res["rows"]}[("e2e_ms", "mean")]["call"] == "better"
+    assert not compare(split, split, resamples=50)["topologies_differ"]
+    write_run(tmp_path / "mono", *mono)
+    write_run(tmp_path / "split", *split)
+    r = CliRunner().invoke(app, ["compare", str(tmp_path / "mono"), str(tmp_path / "split"), "--resamples", "300"])
+    assert r.exit_code == 0 and "topologies differ: baseline monolithic, candidate split" in r.output
