@@ -59,6 +59,9 @@ def serve(
 ) -> None:
     """Serve the simulator until interrupted. Logs go to stderr."""
     setup_logging()
+    if private_engines is None and (engine_load_scale != 1.0 or private_kv_cache_tokens is not None):
+        _fail("--engine-load-scale and --private-kv-cache-tokens set up private engines: add --private-engines N "
+              "(or leave them out for one shared engine)")
     try:
         cfg = SimConfig(host=host, port=port, api_key=api_key, profile=profile, seed=seed, model_name=model_name,
                         model_root=model_root, tokenizer=tokenizer, max_num_seqs=max_num_seqs,

@@ -144,3 +144,8 @@ def test_ports_and_bad_input():
     assert res.exit_code == 2 and "--private-engines" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(sim_cli, ["serve", "--private-engines", "2", "--engine-load-scale", "-1"])
     assert res.exit_code == 2 and "--engine-load-scale" in res.output
+
+
+def test_private_engine_flags_without_private_engines_are_refused():
+    res = CliRunner().invoke(sim_cli, ["serve", "--engine-load-scale", "0.1"])
+    assert res.exit_code == 2 and "add --private-engines N" in res.output
