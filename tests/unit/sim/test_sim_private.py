@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 
 import httpx
 import pytest
@@ -107,7 +108,7 @@ class PortTransport(httpx.ASGITransport):
 
 async def test_routing_by_port_load_time_and_footprint_metrics():
     profile = load_profile(PROFILE)
-    engines = build_engines(SimConfig(private_engines=2, engine_load_scale=0.005), profile)  # 0.3 s
+    engines = build_engines(SimConfig(private_engines=2, engine_load_scale=0.02), profile)  # 1.2 s
     app = PrivateEnginesApp(engines)
     app.bind_ports([9100, 9101])
     for e in engines:
@@ -118,8 +119,10 @@ async def test_routing_by_port_load_time_and_footprint_metrics():
             chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
             loading = await c.post("http://sim:9101/v1/chat/completions", json=chat)
             assert loading.status_code == 503 and "loading" in loading.json()["error"]["message"]
-            await asyncio.sleep(0.35)
-            assert (await c.get("http://sim:9100/health")).status_code == 200
+            while (await c.get("http://sim:9100/health")).status_code == 503:
+                assert time.monotonic() - engines[0].footprint.started < 10
+                await asyncio.sleep(0.05)
+            assert time.monotonic() - engines[0].footprint.started >= 1.2
             assert (await c.post("http://sim:9101/v1/chat/completions", json=chat)).status_code == 200
             assert (await c.get("http://sim:9102/health")).status_code == 404
             m1 = (await c.get("http://sim:9101/metrics")).text
