@@ -81,6 +81,10 @@ def serve_private(config: SimConfig, profile, uvicorn, arrival) -> None:
     from .private import PrivateEnginesApp, build_engines
 
     app = PrivateEnginesApp(build_engines(config, profile))
+    startup_s = profile.latency.startup_s + config.faults.slow_start_s  # the process's own, before any port opens
+    if startup_s:
+        log.warning("slow start: listening in %.1f s", startup_s)
+        time.sleep(startup_s)
     socks: list[socket.socket] = []
     try:
         for port in private_ports(config):
