@@ -129,7 +129,11 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
                        note="absolute difference of error fractions")
     rows.append(err_row)
     valid = {"baseline": b_sum.get("validity", {}).get("valid"), "candidate": c_sum.get("validity", {}).get("valid")}
-    return {"rows": rows, "confidence": confidence, "resamples": resamples, "validity": valid,
+    # Runs of different topologies (monolithic baseline, split candidate) are compared like any
+    # two runs of one kind; the result says so (older summaries carry no topology: None).
+    topology = {"baseline": b_sum.get("run", {}).get("topology"), "candidate": c_sum.get("run", {}).get("topology")}
+    return {"rows": rows, "confidence": confidence, "resamples": resamples, "validity": valid, "topology": topology,
+            "topologies_differ": None not in topology.values() and topology["baseline"] != topology["candidate"],
             "differences": diffs,
             "min_samples": {stat: 2 if stat == "mean" else min_samples_for(float(stat[1:])) for stat in STATS},
             "method": "percentile bootstrap of the relative change, runs resampled independently"}

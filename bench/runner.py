@@ -228,7 +228,7 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
     summary["agreement"] = agreement(result.records, server)
     summary["run"] = {
         "scenario": scn.name, "scenario_kind": scn.kind, "target": target.base_url,
-        "queue": target.queue_label, "deployment": target.deployment,
+        "queue": target.queue_label, "deployment": target.deployment, "topology": target.topology,
         "model": target.model, "stack": target.stack, "load": result.load.model_dump(),
         "load_label": result.load.target_label, "started_at_unix_s": t_start,
         "wall_s": result.wall_s, "measure_start_ns": result.measure_start_ns, "measure_end_ns": end_ns,

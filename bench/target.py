@@ -60,6 +60,14 @@ class Target:
     deployment: str | None = None  # a deployed stack reached through its queue (--queue-url)
     documents_at: str | None = None  # where the workers read the bench's PDFs (path or URL prefix)
     api_key_env: str | None = None  # the variable the key came from (or would): what an auth error names
+    topology_override: str | None = None  # --topology: what the workers behind the queue run as
+
+    @property
+    def topology(self) -> str | None:
+        """split or monolithic: --topology, else the spec's deployment_mode; None for a bare URL."""
+        if self.topology_override:
+            return self.topology_override
+        return self.spec.deployment_mode.value if self.spec is not None else None
 
     def stack_spec(self):
         if self.spec is not None:
@@ -104,10 +112,15 @@ class QueueOptions:
 
 def resolve(stack: str | None, url: str | None, model: str | None, api_key_env: str | None,
             max_model_len: int | None = None, queue: QueueOptions | None = None,
-            pipeline: bool = False) -> Target:
+            pipeline: bool = False, topology: str | None = None) -> Target:
     """The target the command-line options name: a server by URL, a local stack, or a deployed
     stack's queue (a pipeline run on a deployed stack, or on an explicit queue, takes its names from
-    the stack's spec; ``url`` then only serves readiness probes and /metrics)."""
+    the stack's spec; ``url`` then only serves readiness probes and /metrics). ``topology`` (split
+    or monolithic) labels what runs behind it when the spec cannot say (e.g. the monolithic twin
+    behind a queue); summaries record it and ``bench compare`` says when two runs' differ."""
+    if topology is not None:
+        return _replace(resolve(stack, url, model, api_key_env, max_model_len, queue, pipeline),
+                        topology_override=topology)
     queue = queue or QueueOptions()
     deployed = pipeline and (queue.explicit_queue or (stack not in (None, "local")))
     if url and not deployed:

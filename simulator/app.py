@@ -23,7 +23,7 @@ from .capacity import image_tokens
 from .config import SimConfig
 from .engine import Clock, Engine, LoopClock
 from .faults import Action, FaultInjector
-from .metrics import EngineMetrics, HttpMetrics, build_registry
+from .metrics import EngineMetrics, Footprint, HttpMetrics, build_registry
 from .profile import Profile
 from .scheduler import Scheduler, SimRequest
 from .schemas import BadImage, ChatRequest, CompletionRequest, TokenizeRequest, decode_image, split_messages
@@ -51,15 +51,24 @@ CACHE_INFO_DEFAULTS = {
     "user_specified_block_size": "False",
 }
 
+# Answered 503 while a private engine loads (the health probe, and everything that needs the model).
+LOADING_GATED = ("/health", "/ping", "/v1/", "/tokenize")
+
 Handler = Callable[[dict, Callable, Callable], Awaitable[tuple[int, int]]]
 
 
 class SimApp:
+    """One simulated engine. The shared server is one of these; the monolithic twin
+    (``private.py``) runs N, each with its ``engine_id``, its KV budget (``kv_cache_tokens``), its
+    load time (``load_s``: /health answers 503 until it has passed) and one ``gpu`` lock they share."""
+
     def __init__(self, config: SimConfig, profile: Profile, *, registry: CollectorRegistry | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, engine_id: str = "0", load_s: float = 0.0,
+                 gpu: asyncio.Lock | None = None, kv_cache_tokens: int | None = None) -> None:
         self.config = config
         overrides = {k: v for k, v in (("max_num_seqs", config.max_num_seqs),
-                                       ("max_model_len", config.max_model_len)) if v is not None}
+                                       ("max_model_len", config.max_model_len),
+                                       ("kv_cache_tokens", kv_cache_tokens)) if v is not None}
         self.limits = profile.engine.model_copy(update=overrides)
         self.profile = profile
         self.model = config.model_name
@@ -68,11 +77,17 @@ class SimApp:
         self.tokens = load_tokens(config.tokenizer)  # the served model's, or the simulator's regex pieces
         self.answerer = Answerer(profile, config.seed, config.plan_log_size, self.tokens)
         self.http_metrics = HttpMetrics()
-        self.engine = Engine(self.scheduler, None, clock or LoopClock())
+        self.engine = Engine(self.scheduler, None, clock or LoopClock(), gpu)
         self.engine_metrics = EngineMetrics(self.model, self.limits.max_model_len, self._cache_info(),
-                                            self.engine.gauges)
+                                            self.engine.gauges, engine_id)
         self.engine.metrics = self.engine_metrics
-        self.registry = build_registry(self.engine_metrics, self.http_metrics, registry)
+        self.load_s = load_s
+        self.ready_at = 0.0  # time.monotonic() from which /health answers 200 (set at start)
+        fp = profile.footprint
+        self.footprint = Footprint(dict(self.engine_metrics.labels), fp.weights_bytes,
+                                   fp.kv_bytes_per_token * self.limits.kv_cache_tokens, load_s, self.ready,
+                                   lambda: self.engine.busy_s)
+        self.registry = build_registry(self.engine_metrics, self.http_metrics, registry, self.footprint)
         self.created = int(time.time())
         self.checks = RequestChecks(self.model, self.limits.max_model_len)
         self.timings = TimingLog(config.timings_max_entries)
@@ -110,11 +125,20 @@ class SimApp:
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
+    def start(self) -> None:
+        """Start the engine loop; the engine counts as loaded ``load_s`` from now."""
+        self.footprint.started = time.monotonic()
+        self.ready_at = self.footprint.started + self.load_s
+        self.engine.start()
+
+    def ready(self) -> bool:
+        return time.monotonic() >= self.ready_at
+
     async def _lifespan(self, receive: Callable, send: Callable) -> None:
         while True:
             msg = await receive()
             if msg["type"] == "lifespan.startup":
-                self.engine.start()
+                self.start()
                 await send({"type": "lifespan.startup.complete"})
             elif msg["type"] == "lifespan.shutdown":
                 await self.engine.stop()
@@ -137,6 +161,10 @@ class SimApp:
             if self._auth is not None and (path.startswith("/v1") or path.startswith("/sim")) and method != "OPTIONS":
                 if header(scope, b"authorization") != self._auth:
                     raise HTTPError(401, wire.UNAUTHORIZED, [(b"content-type", b"application/json")])
+            if path.startswith(LOADING_GATED) and not self.ready():
+                raise HTTPError(503, wire.error_body(
+                    f"engine {self.engine_metrics.labels['engine']} is loading the model "
+                    f"({self.ready_at - time.monotonic():.1f} s left)", "ServiceUnavailableError", 503), JSON)
             status, size = await handler(scope, receive, send)
         except HTTPError as err:
             status, size = err.status, len(err.body)

@@ -30,3 +30,14 @@ class SimConfig(BaseModel):
                                      description="per-request timestamps kept for GET /sim/timings "
                                                  "(a ring: the newest; 0 = record none)")
     faults: FaultSpec = Field(default_factory=FaultSpec, description="faults active from start")
+    private_engines: int | None = Field(
+        default=None, ge=1, le=64,
+        description="the monolithic twin: serve this many independent engines, engine i on port + i (port 0: any "
+                    "free ports), each with its own batcher, KV budget and weights, all time-sharing one simulated "
+                    "GPU; default: one shared engine")
+    engine_load_scale: float = Field(
+        default=1.0, ge=0, description="private engines: multiply the profile's footprint.engine_load_s by this "
+                                       "(tests: 0.01 loads in 0.6 s instead of 60 s)")
+    private_kv_cache_tokens: int | None = Field(
+        default=None, ge=16, description="private engines: KV budget of each (default: the profile's "
+                                         "kv_cache_tokens split evenly, the engines sharing one GPU's memory)")

@@ -4,6 +4,11 @@ One task steps the scheduler, sleeps for the simulated step time, then hands eac
 to its request's ``Stream`` (an ``asyncio.Event`` and a counter). Responses write whatever tokens
 are ready when they wake, so a fast profile batches several tokens per wake-up instead of
 paying one context switch per token.
+
+Private engines (the monolithic twin) share one simulated GPU: ``gpu`` is a lock all of them hold
+for the length of each step, so the GPU runs one engine's step at a time (CUDA time-slices the
+contexts of separate processes; nothing batches across them). ``busy_s`` adds up the step time an
+engine held the GPU: its utilisation is ``busy_s`` over wall time.
 """
 
 from __future__ import annotations
@@ -63,10 +68,13 @@ class Stream:
 
 
 class Engine:
-    def __init__(self, scheduler: Scheduler, metrics: EngineMetrics | None, clock: Clock) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: EngineMetrics | None, clock: Clock,
+                 gpu: asyncio.Lock | None = None) -> None:
         self.scheduler = scheduler
         self.metrics = metrics
         self.clock = clock
+        self.gpu = gpu
+        self.busy_s = 0.0  # simulated step time (GPU busy time) since start
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -107,6 +115,9 @@ class Engine:
         self._wakeup.set()
 
     async def _run(self) -> None:
+        if self.gpu is not None:
+            await self._run_shared_gpu(self.gpu)
+            return
         sched, clock = self.scheduler, self.clock
         inline_steps = 0
         while True:
@@ -120,6 +131,7 @@ class Engine:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            self.busy_s += result.duration_s
             delay = result.end_s - clock.now()
             if delay > 0:
                 inline_steps = 0
@@ -132,6 +144,26 @@ class Engine:
                 inline_steps = 0
                 await clock.sleep(0)
             self._deliver(result)
+
+    async def _run_shared_gpu(self, gpu: asyncio.Lock) -> None:
+        """One step at a time on a GPU other engines share: wait for the GPU (FIFO among the
+        engines with work), step, hold it for the step's time, release, deliver."""
+        sched, clock = self.scheduler, self.clock
+        while True:
+            if sched.idle:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            async with gpu:
+                result = sched.step(clock.now())
+                if result.num_tokens:
+                    self.busy_s += result.duration_s
+                    await clock.sleep(max(0.0, result.end_s - clock.now()))
+            if result.num_tokens == 0:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            self._deliver(result)  # the next acquire queues behind any engine waiting for the GPU
 
     def _deliver(self, result) -> None:
         m = self.metrics

@@ -99,8 +99,8 @@ class EngineMetrics:
     """The vllm:* families. ``gauges`` is read at scrape time (the scheduler's live state)."""
 
     def __init__(self, model_name: str, max_model_len: int, cache_info: dict[str, str],
-                 gauges: Callable[[], EngineGauges]) -> None:
-        self.labels = {"engine": "0", "model_name": model_name}
+                 gauges: Callable[[], EngineGauges], engine_id: str = "0") -> None:
+        self.labels = {"engine": engine_id, "model_name": model_name}
         self.cache_info = cache_info
         self.gauges = gauges
         self.created = time.time()
@@ -217,10 +217,49 @@ class EngineMetrics:
         for name, hist in self.h.items():
             yield hist.family(name, self.labels)
         info = GaugeMetricFamily("vllm:cache_config_info", HELP["vllm:cache_config_info"],
-                                 labels=sorted(self.cache_info | {"engine": "0"}))
-        merged = self.cache_info | {"engine": "0"}
+                                 labels=sorted(self.cache_info | {"engine": self.labels["engine"]}))
+        merged = self.cache_info | {"engine": self.labels["engine"]}
         info.add_metric([merged[k] for k in sorted(merged)], 1.0)
         yield info
+
+
+@dataclass
+class Footprint:
+    """The ``sim:*`` families of one engine: what it holds and how busy it is. vLLM has no metric
+    for these (it logs its weights' size at load); the twin exports them so that the monolithic
+    comparison's memory and utilisation rows can be read off /metrics."""
+
+    labels: dict[str, str]  # engine, model_name (as on the vllm:* families)
+    weights_bytes: int
+    kv_cache_bytes: int
+    load_s: float
+    ready: Callable[[], bool]
+    busy_s: Callable[[], float]
+    started: float = 0.0  # time.monotonic() at engine start; utilisation counts from ready
+
+    def collect(self) -> Iterable[Metric]:
+        names, values = sorted(self.labels), [self.labels[k] for k in sorted(self.labels)]
+        now = time.monotonic()
+        ready = self.ready()
+        up_s = max(0.0, now - self.started - self.load_s) if ready else 0.0
+        busy = self.busy_s()
+        for name, help_text, value in (
+            ("sim:model_weights_memory_bytes", "GPU memory held by this engine's copy of the model weights.",
+             self.weights_bytes),
+            ("sim:kv_cache_memory_bytes", "GPU memory of this engine's KV cache.", self.kv_cache_bytes),
+            ("sim:engine_load_seconds", "Time this engine takes to load before /health answers 200.", self.load_s),
+            ("sim:engine_ready", "1 once this engine has loaded and answers /health 200.", 1.0 if ready else 0.0),
+            ("sim:gpu_utilization", "Share of wall time since the engine became ready that it held the GPU "
+                                    "for a step (0-1); rate(sim:engine_busy_seconds_total) over a window.",
+             min(1.0, busy / up_s) if up_s > 0 else 0.0),
+        ):
+            fam = GaugeMetricFamily(name, help_text, labels=names)
+            fam.add_metric(values, float(value))
+            yield fam
+        busy_fam = CounterMetricFamily("sim:engine_busy_seconds", "Step time this engine held the GPU, seconds.",
+                                       labels=names)
+        busy_fam.add_metric(values, busy)
+        yield busy_fam
 
 
 @dataclass(slots=True)
@@ -285,11 +324,13 @@ class _Adapter:
 
 
 def build_registry(engine: EngineMetrics, http: HttpMetrics,
-                   registry: CollectorRegistry | None = None) -> CollectorRegistry:
+                   registry: CollectorRegistry | None = None, footprint: Footprint | None = None) -> CollectorRegistry:
     registry = registry or CollectorRegistry(auto_describe=False)
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)
     ProcessCollector(registry=registry)
     registry.register(_Adapter(engine.collect))
     registry.register(_Adapter(http.collect))
+    if footprint is not None:
+        registry.register(_Adapter(footprint.collect))
     return registry

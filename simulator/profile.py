@@ -82,6 +82,18 @@ class LatencyModel(Strict):
     startup_s: float = Field(default=0.0, ge=0, description="time from process start to /health 200 (model load)")
 
 
+class Footprint(Strict):
+    """What one engine holds and how long it takes to load: the monolithic twin's per-worker costs
+    (``--private-engines``: every worker carries its own engine, so N workers hold N copies)."""
+
+    weights_bytes: int = Field(default=0, ge=0, description="GPU memory of one copy of the model weights, bytes")
+    kv_bytes_per_token: int = Field(default=0, ge=0, description="KV-cache memory per token, bytes")
+    engine_load_s: float = Field(
+        default=0.0, ge=0,
+        description="time an in-process engine takes to load before its worker is ready (monolithic mode); "
+                    "a private engine answers /health 503 until then")
+
+
 class MineruWorkload(Strict):
     """Shapes of MinerU answers, drawn per page/block from a seeded RNG."""
 
@@ -109,6 +121,7 @@ class Profile(Strict):
     chat_output_tokens: Dist = Field(description="output length of a non-MinerU prompt without max_tokens")
     mineru: MineruWorkload
     reference: Reference = Reference()
+    footprint: Footprint = Footprint()
 
 
 def profile_names(directory: Path = PROFILES_DIR) -> list[str]:

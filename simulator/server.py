@@ -46,6 +46,9 @@ def serve(config: SimConfig) -> None:
     arrival = require("simulator.arrival", "sim", "the simulator's HTTP server")
     sim_app = require("simulator.app", "sim", "the simulator (Pillow reads image headers)")
     profile = load_profile(config.profile)  # ProfileError lists the valid names
+    if config.private_engines:
+        serve_private(config, profile, uvicorn, arrival)
+        return
     app = sim_app.SimApp(config, profile)  # validates everything before the port opens
     startup_s = profile.latency.startup_s + config.faults.slow_start_s
     if startup_s:
@@ -62,3 +65,40 @@ def serve(config: SimConfig) -> None:
 
 def setup_logging() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def private_ports(config: SimConfig) -> list[int]:
+    """Engine i listens on ``port + i`` (port 0: any free port for each)."""
+    n = config.private_engines or 1
+    if config.port and config.port + n - 1 > 65535:
+        raise ServeError(f"--port {config.port} with --private-engines {n}: engine ports run past 65535; "
+                         "pick a lower --port")
+    return [config.port + i if config.port else 0 for i in range(n)]
+
+
+def serve_private(config: SimConfig, profile, uvicorn, arrival) -> None:
+    """The monolithic twin: N private engines (simulator/private.py), one port each, one process."""
+    from .private import PrivateEnginesApp, build_engines
+
+    app = PrivateEnginesApp(build_engines(config, profile))
+    startup_s = profile.latency.startup_s + config.faults.slow_start_s  # the process's own, before any port opens
+    if startup_s:
+        log.warning("slow start: listening in %.1f s", startup_s)
+        time.sleep(startup_s)
+    socks: list[socket.socket] = []
+    try:
+        for port in private_ports(config):
+            socks.append(bind(config.host, port))
+    except ServeError:
+        for s in socks:
+            s.close()
+        raise
+    ports = [s.getsockname()[1] for s in socks]
+    app.bind_ports(ports)
+    load_s = profile.footprint.engine_load_s * config.engine_load_scale
+    for i, port in enumerate(ports):
+        log.warning("private engine %d of model '%s' (profile %s) on http://%s:%d, loading for %.1f s",
+                    i, config.model_name, profile.name, config.host, port, load_s)
+    uv = uvicorn.Config(app, loop="uvloop", http=arrival.ArrivalStampingProtocol, lifespan="on", log_level="warning",
+                        access_log=False, timeout_keep_alive=30, backlog=4096)
+    uvicorn.Server(uv).run(sockets=socks)

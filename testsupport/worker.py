@@ -18,6 +18,7 @@ import redis
 from contract.spec_loader import load_stack, project_root
 from stack.workers import write_resolved_spec
 from testsupport.procs import Service, free_port, start, wait_until
+from testsupport.stack import free_port_run
 
 ROOT = project_root(Path(__file__))
 API_KEY = "test-key-not-secret"
@@ -80,11 +81,25 @@ class Harness:
         proc.wait_ready("/health")
         return proc
 
-    def worker_env(self, port: int) -> dict[str, str]:
+    def start_private_engines(self, count: int, *extra: str) -> tuple[Service, list[str]]:
+        """The monolithic twin: ``sim serve --private-engines count`` on consecutive free ports; its
+        engines' URLs (worker i calls the i-th). Returns once the ports are open: the engines answer
+        /health 503 until their load time has passed."""
+        first = free_port_run(count)
+        proc = self._start(f"sim-private-{len(self.procs)}", [
+            sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1", "--port", str(first),
+            "--profile", self.sim_profile, "--seed", "0", "--model-name", MODEL, "--private-engines", str(count),
+            *extra,
+        ], first, env={"VLLM_API_KEY": API_KEY})
+        urls = [f"http://127.0.0.1:{first + i}" for i in range(count)]
+        proc.wait_ready(lambda: all(_answers(f"{u}/health") for u in urls), what="the private engines' ports open")
+        return proc, urls
+
+    def worker_env(self, port: int, server_url: str | None = None) -> dict[str, str]:
         spec = self.spec
         return {
             "SPLITSTACK_SPEC_FILE": str(write_resolved_spec(spec, self.root / "worker-spec.json")),
-            "SPLITSTACK_SERVER_URL": f"http://127.0.0.1:{self.server_port}",
+            "SPLITSTACK_SERVER_URL": server_url or f"http://127.0.0.1:{self.server_port}",
             spec.queue.url_env: self.redis_url,
             "SPLITSTACK_OUTPUT_DIR": str(self.outputs),
             "SPLITSTACK_WORKER_METRICS_PORT": str(port),
@@ -94,14 +109,16 @@ class Harness:
             **self.env_extra,
         }
 
-    def start_worker(self, index: int | None = None, wait_ready: bool = True) -> Service:
+    def start_worker(self, index: int | None = None, wait_ready: bool = True,
+                     server_url: str | None = None) -> Service:
+        """Worker ``index`` on the shared server, or on ``server_url`` (e.g. its private engine)."""
         index = len([p for p in self.procs if p.name.startswith("worker")]) if index is None else index
         port = free_port()
         # SIGTERM to the worker alone, as Kubernetes sends it: it drains the document in flight
         # with its PDF render pool, which a SIGTERM of its own would break
         proc = self._start(f"worker-{index}", [sys.executable, "-m", "splitstack.cli.worker_process",
                                                "--stack", "local", "--index", str(index)],
-                           port, self.worker_env(port), term_leader_only=True)
+                           port, self.worker_env(port, server_url), term_leader_only=True)
         if wait_ready:
             self.wait_ready(proc)
         return proc
@@ -142,6 +159,15 @@ class Harness:
 
     def dead_letters(self) -> list[dict[str, str]]:
         return [fields for _id, fields in self.redis().xrange(self.spec.queue.dead_letter_stream)]
+
+
+def _answers(url: str) -> bool:
+    """Anything answers at ``url`` (a loading engine's 503 included)."""
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
 
 
 def metric_value(text: str, name: str, labels: dict[str, str] | None = None) -> float:

@@ -52,14 +52,14 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[AnyRecord]]:
 def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None = "local",
              url: str | None = None, model: str | None = None, api_key_env: str | None = None,
              queue: QueueOptions | None = None, baseline: Path | None = None, out_dir: Path | None = None,
-             console: Console | None = None) -> GateRun:
+             console: Console | None = None, topology: str | None = None) -> GateRun:
     """Run the gate file's scenario against ``target`` (or the target the options name), evaluate
     its gates and write the run folder. ``console`` shows live progress when it is a terminal.
     Raises ValueError/RuntimeError for inputs or targets that cannot be run (exit 2 territory)."""
     gf, scn = load_gate(gate_file)
     run_dir = new_run_dir(out_dir, f"gate-{gf.name}")  # a bad --out or baseline is refused before any load
     base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
-    target = target or resolve(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline")
+    target = target or resolve(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline", topology)
     show = console is not None and sys.stderr.isatty()
     with live_progress(scn.load, console or Console(stderr=True), enabled=show) as progress:
         res = run_scenario(scn, target, progress=progress,

@@ -24,6 +24,7 @@ from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
 from bench.target import QueueOptions, mask_url, resolve
+from contract.enums import DeploymentMode
 from splitstack.cli.bench_locust import locust_app
 from splitstack.cli.bench_output import console, fail, out, print_gates, print_summary
 from splitstack.cli.options import OptionalStack, add_version, epilog
@@ -45,6 +46,9 @@ OUTPUT_DIR = typer.Option(None, "--outputs-at", help="Where the workers' output 
                           "outputs verified; without it completion comes from the job records in Redis.")
 PROM_URL = typer.Option(None, "--prometheus-url", help="Prometheus scraping the server: the server-metric "
                         "diff when its /metrics is not reachable from here.")
+TOPOLOGY = typer.Option(None, "--topology", help="What runs behind the target, recorded in the summary and "
+                        "shown by `bench compare` (default: the stack spec's deployment_mode), e.g. monolithic "
+                        "for workers that each call their own private engine.")
 DOCS_AT = typer.Option(None, "--documents-at", help="Where the workers read the bench's PDFs: a path every "
                        "worker mounts or an allow-listed http(s) URL prefix (same file names).")
 
@@ -96,7 +100,7 @@ def run(
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
-    documents_at: str | None = DOCS_AT,
+    documents_at: str | None = DOCS_AT, topology: DeploymentMode | None = TOPOLOGY,
 ) -> None:
     """Run a scenario; write records.jsonl, summary.json and report.html.
 
@@ -114,7 +118,8 @@ def run(
                                        "normalize": normalize})
         queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                        documents_at)
-        target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline")
+        target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline",
+                         topology.value if topology else None)
         res = _run(scn, target, tokenizer=tokenizer)
     except (ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from None
@@ -138,7 +143,7 @@ def gate(
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
-    documents_at: str | None = DOCS_AT,
+    documents_at: str | None = DOCS_AT, topology: DeploymentMode | None = TOPOLOGY,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
     input, or a target that cannot be trusted (as `bench run`).
@@ -147,7 +152,8 @@ def gate(
                    documents_at)
     try:
         result = run_gate(gate_file, stack=stack, url=url, model=model, api_key_env=api_key_env, queue=queue,
-                          baseline=baseline, out_dir=out_dir, console=console)
+                          baseline=baseline, out_dir=out_dir, console=console,
+                          topology=topology.value if topology else None)
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
     print_gate_run(result.summary, result.gates, result.paths)
@@ -220,6 +226,10 @@ def compare(
     out.print(t)
     need = ", ".join(f"{stat} >= {n}" for stat, n in res["min_samples"].items() if stat != "mean")
     out.print(f"samples a percentile needs in each run (10 beyond it): {need}", highlight=False)
+    if res.get("topologies_differ"):
+        tops = res["topology"]
+        out.print(f"topologies differ: baseline {tops['baseline']}, candidate {tops['candidate']} (the change is "
+                  "the topology's)")
     if not all(res["validity"].values()):
         out.print(f"[yellow]warning:[/] run validity {res['validity']}: an invalid run's numbers describe the client")
     if json_out:

@@ -51,14 +51,27 @@ def serve(
                                                                     "/sim/timings (0: none)")] = None,
     fault: Annotated[list[str] | None, typer.Option(help="KEY=VALUE fault active from start (repeatable), "
                                                              "e.g. error_rate=0.1")] = None,
+    private_engines: Annotated[int | None, typer.Option(
+        help="the monolithic twin: N independent engines, engine i on --port + i (no batching across them, N "
+             "copies of the weights, each loading for the profile's footprint.engine_load_s before /health 200)",
+    )] = None,
+    engine_load_scale: Annotated[float, typer.Option(
+        help="with --private-engines: scale the profile's engine load time (e.g. 0.01 in tests)")] = 1.0,
+    private_kv_cache_tokens: Annotated[int | None, typer.Option(
+        help="with --private-engines: KV budget of each engine (default: the profile's split evenly)")] = None,
 ) -> None:
     """Serve the simulator until interrupted. Logs go to stderr."""
     setup_logging()
+    if private_engines is None and (engine_load_scale != 1.0 or private_kv_cache_tokens is not None):
+        _fail("--engine-load-scale and --private-kv-cache-tokens set up private engines: add --private-engines N "
+              "(or leave them out for one shared engine)")
     try:
         cfg = SimConfig(host=host, port=port, api_key=api_key, profile=profile, seed=seed, model_name=model_name,
                         model_root=model_root, tokenizer=tokenizer, max_num_seqs=max_num_seqs,
                         max_model_len=max_model_len,
                         multimodal=not text_only, faults=parse_fault_args(fault or []),
+                        private_engines=private_engines, engine_load_scale=engine_load_scale,
+                        private_kv_cache_tokens=private_kv_cache_tokens,
                         **({} if timings_max_entries is None else {"timings_max_entries": timings_max_entries}))
         run(cfg)
     except (ProfileError, FaultError, TokenizerError) as exc:

@@ -130,3 +130,16 @@ def test_compare_warns_when_load_shapes_differ(tmp_path, run_factory):
     tput = next(row for row in res["rows"] if row["metric"] == "completed_per_s")
     assert tput["call"] == "not compared" and "load shapes differ" in tput["note"]
     assert res["differences"]["load"] == ["load.rate_rps: 5.0 vs 8.0"]
+
+
+def test_compare_across_topologies_says_they_differ(tmp_path, run_factory):
+    mono, split = run_factory(n=400, e2e_ms=120, seed=1), run_factory(n=400, e2e_ms=100, seed=2)
+    mono[1]["run"]["topology"], split[1]["run"]["topology"] = "monolithic", "split"
+    res = compare(mono, split, resamples=300)
+    assert res["topologies_differ"] and res["topology"] == {"baseline": "monolithic", "candidate": "split"}
+    assert {(r["metric"], r["stat"]): r for r in res["rows"]}[("e2e_ms", "mean")]["call"] == "better"
+    assert not compare(split, split, resamples=50)["topologies_differ"]
+    write_run(tmp_path / "mono", *mono)
+    write_run(tmp_path / "split", *split)
+    r = CliRunner().invoke(app, ["compare", str(tmp_path / "mono"), str(tmp_path / "split"), "--resamples", "300"])
+    assert r.exit_code == 0 and "topologies differ: baseline monolithic, candidate split" in r.output
