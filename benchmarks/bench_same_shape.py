@@ -537,17 +537,41 @@ def part_peers(a: argparse.Namespace) -> None:
                   f"{c.get('vllm:prompt_tokens_total', 0) / reqs:.2f}/request, output tokens "
                   f"{c.get('vllm:generation_tokens_total', 0) / reqs:.2f}/request, TTFT mean "
                   f"{(ttft.get('mean_s') or 0) * 1000:.3f} ms")
-            reports = [p for p in work.rglob("*.json") if "scenario" not in p.name]
-            for rep in reports[:3]:
-                try:
-                    data = json.loads(rep.read_text())
-                except (ValueError, OSError):
-                    continue
-                found = [*_find(data, ("input",)), *_find(data, ("output",)), *_find(data, ("ttft",)),
-                         *_find(data, ("time_to_first",)), *_find(data, ("completed",))]
-                keep = [(k, v) for k, v in found if any(w in k.lower() for w in (
-                    "mean", "avg", "total", "completed", "ttft_ms"))][:14]
-                print(f"  {tool}'s own report ({rep.name}): " + "; ".join(f"{k.strip('.')}={v:.4g}" for k, v in keep))
+            for rep, picked in _tool_figures(work):
+                print(f"  {tool}'s own report ({rep}): " + "; ".join(f"{label} [{key}] = {value:.4g}"
+                                                                    for label, (key, value) in picked.items()))
+
+
+# What a tool's own JSON report says, by category: the first key (depth-first) whose path has
+# every word of the category and none of the noise words.
+FIGURES = {"requests completed": (("completed",), ("error", "incomplete")),
+           "input tokens mean": (("input", "mean"), ("error", "incomplete", "config", "isl")),
+           "output tokens mean": (("output", "mean"), ("error", "incomplete", "config", "osl", "time_per")),
+           "TTFT mean": (("ttft", "mean"), ("error",)),
+           "TTFT mean ": (("time_to_first", "mean"), ("error", "vllm:")),
+           "TTFT mean  ": (("time_to_first", "avg"), ("error", "vllm:"))}
+NOISE = ("std", "variance", "median", "mode", "min", "max", "p9", "p5", "p1", "count", "sum")
+
+
+def _tool_figures(work: Path) -> list[tuple[str, dict[str, tuple[str, float]]]]:
+    out = []
+    for rep in sorted(p for p in work.rglob("*.json") if "scenario" not in p.name and "inputs" not in p.name):
+        try:
+            data = json.loads(rep.read_text())
+        except (ValueError, OSError):
+            continue
+        flat = [(k.strip(".").lower(), v) for k, v in _find(data, ("",))]
+        picked: dict[str, tuple[str, float]] = {}
+        for label, (words, bad) in FIGURES.items():
+            for key, value in flat:
+                leaf = key.rsplit(".", 1)[-1]
+                if all(w in key for w in words) and not any(b in key for b in bad) \
+                        and not any(n in leaf for n in NOISE) and label.strip() not in picked:
+                    picked[label.strip()] = (key, value)
+                    break
+        if picked:
+            out.append((rep.name, picked))
+    return out
 
 
 def main() -> None:
