@@ -42,6 +42,7 @@ def check_cross_field(spec: Spec) -> None:
         _shared_gpu_budget,
         _oversubscription,
         _worker_needs_vision,
+        _in_process_backend,
         _local_ports_distinct,
         _model_fits_gpu,
         _retention_covers_slo_windows,
@@ -88,6 +89,23 @@ def _limits_cover_requests(spec: Spec) -> None:
             "worker_pool.max_replicas",
             f"{w.max_replicas} is below replicas={w.replicas}; raise max_replicas or remove it",
         )
+
+
+def _in_process_backend(spec: Spec) -> None:
+    if spec.deployment_mode is not DeploymentMode.monolithic:
+        return
+    backend = spec.worker_pool.in_process.backend.value
+    if spec.target is Target.kubernetes and backend == "private-server":
+        raise SpecRuleError(
+            "worker_pool.in_process.backend",
+            "'private-server' is the local stack's twin (an engine process per worker); a "
+            "cluster deploys no private servers: use 'vlm-vllm-engine' (one GPU per worker)")
+    if spec.worker_pool.backend.value != "vlm-http-client":
+        raise SpecRuleError(
+            "worker_pool.backend",
+            f"{spec.worker_pool.backend.value!r} has no in-process engine in MinerU; "
+            "deployment_mode 'monolithic' runs MinerU's VLM pipeline: set worker_pool.backend "
+            "to 'vlm-http-client' (its requests then go to the in-process engine)")
 
 
 def _needs_gpus(spec: Spec) -> bool:
