@@ -529,6 +529,10 @@ class LocalStack(Strict):
     startup_timeout_s: float = Field(
         default=300.0, gt=0, description="Longest wait for all components to become healthy."
     )
+    private_engine_port: Port = Field(
+        default=18100,
+        description="deployment_mode monolithic with the private-server twin: worker i's own "
+        "engine (a simulator with the worker server's profile) listens on this port + i.")
 
 
 class Spec(Strict):

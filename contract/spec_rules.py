@@ -274,7 +274,16 @@ def local_ports(spec: Spec) -> dict[str, int]:
         ports[f"server:{server.name}"] = server.port
     for i in range(spec.worker_pool.replicas):
         ports[f"worker:{i}"] = spec.worker_pool.metrics_port + i
+    if private_engines(spec):
+        for i in range(spec.worker_pool.replicas):
+            ports[f"engine:{i}"] = spec.local.private_engine_port + i
     return ports
+
+
+def private_engines(spec: Spec) -> bool:
+    """True when each worker calls an engine of its own over HTTP (monolithic mode's local twin)."""
+    return (spec.deployment_mode is DeploymentMode.monolithic
+            and spec.worker_pool.in_process.backend.value == "private-server")
 
 
 def _local_ports_distinct(spec: Spec) -> None:
@@ -286,7 +295,8 @@ def _local_ports_distinct(spec: Spec) -> None:
             raise SpecRuleError(
                 port_field(spec, component),
                 f"port {port} is also used by {owner[port]}; give each local component its own "
-                f"port (workers use worker_pool.metrics_port + 0..replicas-1)",
+                f"port (workers use worker_pool.metrics_port + 0..replicas-1, their private "
+                f"engines local.private_engine_port + 0..replicas-1)",
             )
         owner[port] = component
 
@@ -300,6 +310,8 @@ def port_field(spec: Spec, component: str) -> str:
         return "observability.alertmanager.port"
     if component.startswith("server:"):
         return f"inference_servers[{spec.server_names.index(component[7:])}].port"
+    if component.startswith("engine:"):
+        return "local.private_engine_port"
     return "worker_pool.metrics_port"
 
 

@@ -134,6 +134,7 @@ class LocalStack:
             "startup_s": round(elapsed_s, 3),
             "supervisord_pid": self.supervisor.pid(),
             "runtime": self.spec.local.runtime.value,
+            "deployment_mode": self.spec.deployment_mode.value,
             # What was started (SecretRefs only): runbooks compare it with the spec they act on.
             "spec": json.loads(self.spec.model_dump_json()),
             "components": {
@@ -207,10 +208,12 @@ class LocalStack:
         return rows
 
 
-STOP_ORDER = ("worker", "server", "prometheus", "alertmanager", "queue")
+STOP_ORDER = ("worker", "server", "engine", "prometheus", "alertmanager", "queue")
 
 
 def _role_of(program: str) -> str:
+    if program.startswith("engine-"):
+        return "engine"
     for role in STOP_ORDER:
         if program == role or program.startswith(f"{role}-"):
             return role

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract.enums import InProcessBackend
 from contract.inputs import forbidden_dirs, input_roots
 from contract.outputs import local_output_dir
-from contract.enums import InProcessBackend
 from contract.spec import DeploymentMode, Spec, Target, WorkerBackend
 from contract.spec_loader import project_root
 from contract.worker_env import (
