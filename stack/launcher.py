@@ -186,6 +186,11 @@ class LocalStack:
         except (OSError, ValueError):
             return None
 
+    def deployment_mode(self) -> str | None:
+        """The running stack's deployment_mode (a rollback changes it), from its state file."""
+        state = self.read_state()
+        return None if state is None else state.get("deployment_mode", "split")
+
     def status(self) -> list[dict[str, Any]]:
         state = self.read_state()
         if state is None:

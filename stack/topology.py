@@ -27,6 +27,16 @@ def engine_name(i: int) -> str:
     return f"{ENGINE_PREFIX}{i}"
 
 
+def mode_overrides(mode: DeploymentMode) -> dict[str, str]:
+    """Spec overrides of ``splitstack up --mode``: on the local stack, monolithic mode runs the
+    twin (a private engine per worker), the only monolithic engine that serves a vision model
+    on this machine's CPUs."""
+    out = {"deployment_mode": mode.value}
+    if mode is DeploymentMode.monolithic:
+        out["worker_pool.in_process.backend"] = "private-server"
+    return out
+
+
 def worker_engine_url(spec: Spec, i: int) -> str | None:
     """Base URL of the engine worker ``i`` calls, or None when its engine is in-process."""
     if spec.deployment_mode is DeploymentMode.split:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from bench.demo import DEMO_WORKERS, run_demo
 from contract.cluster_fit import ClusterFitError, check_cluster_fit
-from contract.spec import Engine, LocalRuntime
+from contract.spec import DeploymentMode, Engine, LocalRuntime
 from contract.spec_loader import SpecError, available_stacks, load_stack, project_root
 from contract.spec_schema import SCHEMA_PATH, render_schema
 from splitstack.cli import bench as bench_cli
@@ -29,6 +29,7 @@ from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
 from stack.podman import PodmanError
 from stack.presets import engine_overrides
+from stack.topology import mode_overrides
 
 app = typer.Typer(no_args_is_help=True, help="Provision, run and operate the split-container pipeline.")
 spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
@@ -44,8 +45,11 @@ RuntimeOpt = Annotated[LocalRuntime | None, typer.Option(
          "(`make images`). Overrides local.runtime.")]
 
 
-def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime | None = None) -> dict:
+def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime | None = None,
+               mode: DeploymentMode | None = None) -> dict:
     out: dict = engine_overrides(engine) if engine is not None else {}
+    if mode is not None:
+        out.update(mode_overrides(mode))
     if workers is not None:
         out["worker_pool.replicas"] = workers
     if runtime is not None:
@@ -54,9 +58,9 @@ def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime
 
 
 def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
-           runtime: LocalRuntime | None = None) -> LocalStack:
+           runtime: LocalRuntime | None = None, mode: DeploymentMode | None = None) -> LocalStack:
     try:
-        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime))
+        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime, mode))
     except SpecError as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
@@ -73,9 +77,13 @@ def up(
     engine: Annotated[Engine | None, typer.Option(help="Override the engine of the first server.")] = None,
     workers: Annotated[int | None, typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
     runtime: RuntimeOpt = None,
+    mode: Annotated[DeploymentMode | None, typer.Option(
+        help="Override deployment_mode. monolithic: each worker gets an engine of its own (with "
+             "--engine sim, a simulator per worker with the server's profile) and no shared "
+             "server runs.")] = None,
 ) -> None:
     """Start the local stack (health-gated); on failure nothing is left running."""
-    local = _local(stack, engine, workers, runtime)
+    local = _local(stack, engine, workers, runtime, mode)
     t0 = time.monotonic()
     try:
         state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
@@ -109,6 +117,7 @@ def _print_status(local: LocalStack) -> bool:
         health = "[green]ok[/green]" if r["healthy"] else f"[red]{r['detail']}[/red]"
         table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"])
     console.print(table)
+    console.print(f"deployment mode: {local.deployment_mode() or 'unknown'}")
     console.print(f"logs: {local.paths.logs} (`splitstack logs COMPONENT`)")
     return all(r["healthy"] for r in rows)
 
