@@ -65,6 +65,7 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
 async def run(settings: WorkerSettings, t_start: float) -> int:
     metrics = WorkerMetrics()
     metrics.initialise(settings.backend.value)
+    metrics.set_info(settings.mode, engine_loaded=False)
     pool = settings.pool
 
     def on_breaker_change(state: BreakerState) -> None:
@@ -104,6 +105,7 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
 
     async def load() -> None:
         worker.backend = await asyncio.to_thread(build_backend, settings, inference)
+        metrics.set_info(settings.mode, engine_loaded=True)
         while not worker.ready and not worker._stopping.is_set():  # noqa: SLF001
             await asyncio.sleep(0.05)
         log(logger, logging.INFO, "ready", start_to_ready_s=round(time.monotonic() - t_start, 3))
