@@ -150,6 +150,19 @@ class LocalStack:
             },
         }
 
+    def record_topology(self, spec: Spec, components: list[Component]) -> dict[str, Any]:
+        """Rewrite the state file for a topology changed while running (a rollback between
+        deployment modes): its components and deployment_mode; the start time stays."""
+        old = self.read_state() or {}
+        state = self._state(components, float(old.get("startup_s", 0.0)))
+        state["started_at"] = old.get("started_at", state["started_at"])
+        state["spec"] = old.get("spec", state["spec"])  # what `up` started; overrides are separate
+        state["deployment_mode"] = spec.deployment_mode.value
+        tmp = self.paths.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        os.replace(tmp, self.paths.state_file)
+        return state
+
     def processes(self) -> list:
         """Every live process that belongs to this stack (see `stack.supervisor.stack_processes`)."""
         return stack_processes(self.paths.stack_id, self.supervisord_log)
