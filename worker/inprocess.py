@@ -13,13 +13,20 @@ the model itself. ``worker_pool.in_process.backend`` names how:
 The engine loads through MinerU's own ``ModelSingleton`` (the options its CLI passes), before
 the worker reports ready, so the engine's load time is part of the worker's start-to-ready.
 
+``vlm-transformers`` is loaded by the worker itself, with the options MinerU's
+``ModelSingleton`` passes to ``MinerUClient``, because MinerU 3.4's own loader breaks in three
+places that are not about the model: it passes ``device_map`` (which needs ``accelerate``), it
+builds Qwen2-VL's full processor with ``AutoProcessor`` (whose video processor needs
+``torchvision``; MinerU sends images only), and mineru-vl-utils 1.2 reads
+``max_position_embeddings`` from the top of the model config, where transformers 5 no longer
+keeps it for Qwen2-VL. The worker loads without ``device_map`` (then moves the model to the
+GPU when one is visible), builds an image-only processor when ``torchvision`` does not import,
+and copies the text config's ``max_position_embeddings`` up. Everything after loading is
+MinerU's: its ``TransformersVlmClient`` generates, its pipeline parses.
+
 What each backend needs is checked first (:func:`preflight`), so a worker that cannot load its
 engine exits with a message naming the setting to change, not with a traceback minutes into
-the load. MinerU 3.4's transformers backend needs ``transformers<5`` (its ``vlm`` extra pins
-``transformers>=4.57.3,<5``: with 5.x, mineru-vl-utils reads ``max_position_embeddings`` from
-the top of a Qwen2-VL config, where transformers 5 no longer keeps it), ``accelerate`` (it loads
-with ``device_map``) and ``torchvision`` (``AutoProcessor`` builds Qwen2-VL's video processor,
-which requires it).
+the load.
 """
 
 from __future__ import annotations
@@ -76,15 +83,12 @@ def missing_requirements(backend: InProcessBackend) -> list[str]:
     if backend is InProcessBackend.transformers:
         tf = _version("transformers")
         if tf is None:
-            problems.append("transformers is not installed (MinerU's vlm extra pins >=4.57.3,<5)")
-        elif _major(tf) >= 5:
-            problems.append(f"transformers {tf} is installed; MinerU 3.4's transformers backend "
-                            "needs >=4.57.3,<5 (its vlm extra's pin)")
-        if _version("accelerate") is None:
-            problems.append("accelerate is not installed (MinerU loads the model with device_map)")
-        why = _importable("torchvision")
+            problems.append("transformers is not installed (MinerU's vlm extra pins >=4.57.3)")
+        elif _major(tf) < 4:
+            problems.append(f"transformers {tf} is installed; Qwen2-VL needs >=4.57.3")
+        why = _importable("torch")
         if why is not None:
-            problems.append(f"torchvision does not import ({why}); Qwen2-VL's processor needs it")
+            problems.append(f"torch does not import ({why})")
     elif backend is InProcessBackend.vllm_engine:
         why = _importable("vllm")
         if why is not None:
@@ -102,10 +106,9 @@ def preflight(backend: InProcessBackend) -> None:
     problems = missing_requirements(backend)
     if not problems:
         return
-    fix = ("on a CPU-only machine set it to 'vlm-transformers' in an environment that has "
-           "MinerU's vlm extra (transformers<5, accelerate, torchvision)"
+    fix = ("on a CPU-only machine set it to 'vlm-transformers' (slow; torch and transformers)"
            if backend is InProcessBackend.vllm_engine else
-           "install MinerU's vlm extra in the worker's environment (pip install 'mineru[vlm]'), "
+           "install torch and transformers in the worker's environment (MinerU's vlm extra), "
            "or run 'vlm-vllm-engine' on a GPU")
     raise EngineUnavailable(
         f"deployment_mode monolithic: {SETTING}={backend.value!r} cannot load here: "
@@ -125,6 +128,52 @@ def resolve_model_path(configured: str | None, server_source: str, env: dict[str
     return path
 
 
+def _image_only_processor(model_path: str):
+    """Qwen2-VL's processor without its video processor (which needs torchvision)."""
+    from transformers import AutoImageProcessor, AutoTokenizer, ProcessorMixin
+    from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
+
+    class ImageOnlyQwen2VLProcessor(Qwen2VLProcessor):
+        def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+            self.image_token = getattr(tokenizer, "image_token", None) or "<|image_pad|>"
+            self.video_token = getattr(tokenizer, "video_token", None) or "<|video_pad|>"
+            self.image_token_id = (getattr(tokenizer, "image_token_id", None)
+                                   or tokenizer.convert_tokens_to_ids(self.image_token))
+            self.video_token_id = (getattr(tokenizer, "video_token_id", None)
+                                   or tokenizer.convert_tokens_to_ids(self.video_token))
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    return ImageOnlyQwen2VLProcessor(AutoImageProcessor.from_pretrained(model_path), tokenizer,
+                                     chat_template=getattr(tokenizer, "chat_template", None))
+
+
+def load_transformers_predictor(model_path: str):
+    """MinerU's transformers predictor, loaded as MinerU's ModelSingleton does, minus the three
+    steps that break here (module docstring)."""
+    import torch
+    from mineru_vl_utils import MinerUClient
+    from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
+
+    model = Qwen2VLForConditionalGeneration.from_pretrained(model_path, dtype="auto")
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    if getattr(model.config, "max_position_embeddings", None) is None:
+        model.config.max_position_embeddings = model.config.get_text_config().max_position_embeddings
+    if _importable("torchvision") is None:
+        processor = AutoProcessor.from_pretrained(model_path, use_fast=True)
+    else:
+        processor = _image_only_processor(model_path)
+    if getattr(processor, "chat_template", None) is None:
+        template = Path(model_path) / "chat_template.jinja"
+        if template.is_file():
+            processor.chat_template = template.read_text()
+    return MinerUClient(
+        backend="transformers", model=model, processor=processor, batch_size=1, use_tqdm=False,
+        # the same options MinerU's own ModelSingleton passes
+        enable_table_formula_eq_wrap=True, image_analysis=True, enable_cross_page_table_merge=True)
+
+
 class InProcessMinerUBackend:
     """MinerU's VLM pipeline with the predictor MinerU builds for an in-process engine."""
 
@@ -139,9 +188,12 @@ class InProcessMinerUBackend:
 
     def load(self) -> None:
         """Load the engine now (seconds to minutes): the worker is ready only after this."""
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        if self.mineru_backend == "transformers":
+            self._predictor = load_transformers_predictor(self.model_path)
+            return
         from mineru.backend.vlm.vlm_analyze import ModelSingleton
 
-        os.environ.setdefault("TQDM_DISABLE", "1")
         self._predictor = ModelSingleton().get_model(self.mineru_backend, self.model_path, None)
 
     async def process(self, pdf: bytes, out_dir: Path, first_page_index: int) -> BackendResult:
