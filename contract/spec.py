@@ -250,6 +250,16 @@ class InProcessEngine(Strict):
         default=None,
         description="Model folder or Hugging Face id the engine loads; None: the worker "
         "server's model.source (SPLITSTACK_MODEL_SOURCE in a pod).")
+    image: str = Field(
+        default="ghcr.io/splitstack/worker-gpu",
+        description="Image of a monolithic worker pod (images/worker-gpu: the worker on the "
+        "inference server's vLLM image); the CPU-only worker_pool.image has no engine.")
+    image_tag: str = Field(default="0.1.0", description="Monolithic worker image tag; 'latest' is rejected.")
+
+    @field_validator("image_tag")
+    @classmethod
+    def _no_latest(cls, tag: str) -> str:
+        return _require_pinned_tag(tag)
 
 
 class WorkerPool(Strict):
