@@ -106,10 +106,22 @@ def rollback(ctx: ActionContext, p: RollbackParams) -> Report:
                       + "; ".join(str(x) for x in check_cluster_fit(after))
                       + "; add GPU nodes (gpu_node_pool.node_count) or fewer workers first")
 
+    if ctx.apply and ctx.platform.kind == "kubernetes":
+        # Nothing to compensate: refused before any change (the platform says what to run).
+        ctx.platform.set_deployment_mode(p.to)
+    changed = [False]
+
     def switch() -> str:
-        return "; ".join(ctx.platform.set_deployment_mode(p.to)) or "nothing to change"
+        changed[0] = True
+        try:
+            return "; ".join(ctx.platform.set_deployment_mode(p.to)) or "nothing to change"
+        except Refused:
+            changed[0] = False  # refused before it changed anything
+            raise
 
     def switch_back() -> str:
+        if not changed[0]:
+            return "nothing was changed"
         return "; ".join(ctx.platform.set_deployment_mode(current)) or "nothing to change"
 
     def check_mode() -> str:
