@@ -62,6 +62,9 @@ class LocalStack:
         sweep_containers(paths)
         sweep_strays(paths.stack_id, supervisord_log=self.supervisord_log)
         paths.make()
+        # Changes runbooks made to an earlier run (a rollback's deployment_mode included) end
+        # with it: this run is the spec file's.
+        paths.runbook_overrides.unlink(missing_ok=True)
         check_ports_free(self.spec)
         api_key = resolve_api_key(self.spec, paths)
         ctx = BuildContext(self.spec, paths, self.project_root, api_key, rule_globs=self.rule_globs)

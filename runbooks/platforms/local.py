@@ -49,7 +49,6 @@ from stack.preflight import resolve_api_key
 from stack.supervisor import render_config, tail, write_config
 from stack.topology import mode_overrides
 
-OVERRIDES_FILE = "runbook-overrides.json"
 _STATES = {"RUNNING": "running", "STARTING": "starting", "BACKOFF": "crashloop",
            "FATAL": "crashloop", "EXITED": "exited", "STOPPED": "stopped",
            "STOPPING": "stopping", "UNKNOWN": "missing"}
@@ -68,7 +67,7 @@ class LocalPlatform:
     # -- the effective spec -------------------------------------------------------------------
     @property
     def overrides_file(self) -> Path:
-        return self.stack.paths.root / OVERRIDES_FILE
+        return self.stack.paths.runbook_overrides
 
     def overrides(self) -> dict[str, Any]:
         try:
