@@ -1,5 +1,9 @@
 """The rollback drill: split -> monolithic -> split on the local stack (simulator engine) with
-documents in flight; every document submitted ends with exactly one output, none dead-lettered."""
+documents in flight; every document submitted ends with exactly one output, none dead-lettered.
+
+One worker keeps it short (each switch restarts every worker, which loads MinerU): its
+documents in flight are finished or released by its drain and taken by its successor. The
+per-worker engines of several workers are checked in tests/unit/stack/test_stack_topology.py."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ SIM = {
     # Page images of the generated PDFs need more than the local spec's 2048-token context.
     "inference_servers.0.max_model_len": 8192,
     "inference_servers.0.max_num_batched_tokens": 8192,
-    "worker_pool.replicas": 2,
+    "worker_pool.replicas": 1,
     "queue.visibility_timeout_s": 10,
 }
 
@@ -29,7 +33,7 @@ def test_split_to_monolithic_and_back_with_documents_in_flight(make_stack, drill
     stack.up()
     ctx = drill.context(stack)
     r = connect(stack.spec, queue_url(stack.spec, stack.paths))
-    pdfs = [make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i) for i in range(6)]
+    pdfs = [make_pdf(tmp_path / f"d{i}.pdf", 1, seed=i) for i in range(6)]
 
     plan = invoke(ctx, "rollback", {"to": "monolithic"})
     assert plan.outcome == "planned", plan.render()
@@ -43,7 +47,7 @@ def test_split_to_monolithic_and_back_with_documents_in_flight(make_stack, drill
     assert to_mono.outcome == "applied", to_mono.render()
     state = stack.read_state()
     assert state["deployment_mode"] == "monolithic"
-    assert {"engine-w0", "engine-w1"} <= set(state["components"]) and "server-vlm" not in state["components"]
+    assert "engine-w0" in state["components"] and "server-vlm" not in state["components"]
     assert "server-vlm" not in stack.supervisor.process_info()
 
     ids += submit(r, stack.spec, pdfs[3:])
