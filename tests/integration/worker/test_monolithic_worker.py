@@ -62,3 +62,18 @@ def test_worker_whose_engine_cannot_load_exits_naming_the_setting(tmp_path: Path
                        "folder (no config.json); point it at the downloaded model, or at a Hugging "
                        "Face id the pod may download"), message
     assert "Traceback" not in proc.stderr
+
+
+def test_engine_that_fails_to_load_stops_the_worker_with_the_reason(make_harness, tmp_path: Path) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")  # passes the folder check, fails in transformers
+    h = make_harness(**{"deployment_mode": "monolithic",
+                        "worker_pool.in_process.backend": "vlm-transformers",
+                        "worker_pool.in_process.model_path": str(broken)})
+    h.start_redis()
+    worker = h.start_worker(wait_ready=False)
+    worker.popen.wait(timeout=120)
+    assert worker.returncode == 2, worker.log()[-2000:]
+    assert ("worker: monolithic/vlm-transformers: the in-process engine did not load: "
+            in worker.log()), worker.log()[-2000:]
