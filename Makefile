@@ -62,6 +62,8 @@ $(STAMP): pyproject.toml
 
 model: python
 	$(PY) -m localvllm.tinymodel --out .cache/models/tiny
+	@# The tiny Qwen2-VL of monolithic mode's in-process transformers engine (localvllm/tinyvlm.py).
+	$(PY) -m localvllm.tinyvlm --out .cache/models/tiny-vlm
 
 # moto's standalone S3 server, the S3-compatible server the object-store tests run on loopback
 # (testsupport/s3server.py). In a virtualenv of its own: moto needs botocore, whose

@@ -249,6 +249,15 @@ def from_local(local) -> Target:  # local: stack.launcher.LocalStack
         raise TargetError(str(exc)) from None
     comps = state.get("components", {})
     srv = comps.get(f"server-{server.name}")
+    if srv is None and state.get("deployment_mode") == "monolithic":
+        # Monolithic (after `runbook rollback --to monolithic`): no shared server; the workers
+        # call their own engines, and a pipeline run goes through the queue alone.
+        return Target(base_url=None, model=server.model.name, api_key=None,
+                      max_model_len=server.max_model_len,
+                      prometheus_url=comps.get("prometheus", {}).get("url"),
+                      queue_url=queue_url(spec, local.paths) if "queue" in comps else None,
+                      stack=spec.stack, components=comps, state_dir=local.paths.root,
+                      output_dir=local.paths.data / spec.output_store.path, spec=spec)
     if srv is None:
         raise TargetError(f"stack {spec.stack!r} state has no component server-{server.name}; "
                           f"components: {sorted(comps)}")

@@ -38,3 +38,13 @@ class Engine(str, Enum):
 class WorkerBackend(str, Enum):
     vlm_http_client = "vlm-http-client"  # MinerU's VLM pipeline over HTTP: 1 layout + 1 per block
     page_vlm = "page-vlm"  # one chat request per page image (DeepSeek-OCR / Qwen2.5-VL style)
+
+
+class InProcessBackend(str, Enum):
+    """What a worker in deployment_mode monolithic runs MinerU with (worker_pool.in_process)."""
+
+    vllm_engine = "vlm-vllm-engine"  # MinerU's vLLM engine in the worker process, on its own GPU
+    transformers = "vlm-transformers"  # MinerU's transformers backend: CPU-capable, slow
+    # The local stack's twin of monolithic mode: MinerU's HTTP client against an engine that
+    # serves this worker alone (SPLITSTACK_SERVER_URL); never deployed to a cluster.
+    private_server = "private-server"

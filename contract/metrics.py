@@ -100,6 +100,7 @@ PDFS_IN_FLIGHT = "mineru_pdfs_in_flight"
 CLIENT_IN_FLIGHT = "mineru_vllm_client_requests_in_flight"
 CLIENT_OLDEST_S = "mineru_vllm_client_oldest_request_seconds"
 CLIENT_DEADLINE_S = "mineru_vllm_client_deadline_seconds"
+WORKER_INFO = "mineru_worker_info"
 
 WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=PDF_PROCESSING_DURATION, type=MetricType.histogram, source=Source.worker,
@@ -146,6 +147,11 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
     MetricDef(name=CLIENT_DEADLINE_S, type=MetricType.gauge, source=Source.worker,
               help="Deadline of the last request sent, seconds: sized from its tokens and the "
                    "server's measured speed (worker/deadlines.py)."),
+    MetricDef(name=WORKER_INFO, type=MetricType.gauge, source=Source.worker,
+              help="Always 1: what the worker runs as. mode: split, or monolithic/<engine> "
+                   "(vlm-vllm-engine, vlm-transformers, private-server); engine_loaded: 1 once "
+                   "the backend (in monolithic mode, the in-process engine) has loaded.",
+              labels=("mode", "engine_loaded")),
 )
 
 # --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_catalog.py) --------

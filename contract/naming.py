@@ -147,6 +147,11 @@ def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
     if monolithic:
         env.append({"name": ENV_MODEL_SOURCE, "value": server.model.source})
         env.append({"name": "HF_HOME", "value": f"{MODEL_CACHE_MOUNT}/hf"})
+        # As for the server's pod: vLLM, torch.compile and Triton write caches under $HOME, and
+        # torch's cache dir asks getpass.getuser(), which reads $USER first (the image's user
+        # has no passwd entry).
+        env += [{"name": "HOME", "value": "/tmp/home"}, {"name": "USER", "value": "vllm"},
+                {"name": "VLLM_NO_USAGE_STATS", "value": "1"}]
         if server.hf_token:
             env.append(secret_env(server.hf_token.env, server.hf_token))
     else:

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from contract.enums import Cloud, DeploymentMode, Engine, LocalRuntime, Target, WorkerBackend
+from contract.enums import Cloud, DeploymentMode, Engine, InProcessBackend, LocalRuntime, Target, WorkerBackend
 from contract.models import Strict
 from contract.slo_window import MIN_RETENTION_H
 from contract.spec_rules import check_cross_field
@@ -238,6 +238,30 @@ class CircuitBreaker(Strict):
     )
 
 
+class InProcessEngine(Strict):
+    """How a worker runs the model itself in deployment_mode monolithic (ignored in split)."""
+
+    backend: InProcessBackend = Field(
+        default=InProcessBackend.vllm_engine,
+        description="vlm-vllm-engine: MinerU's vLLM engine on the worker's GPU (production); "
+        "vlm-transformers: MinerU's transformers backend (CPU-capable); private-server: the "
+        "worker calls an engine of its own over HTTP (the local stack's twin with --engine sim).")
+    model_path: str | None = Field(
+        default=None,
+        description="Model folder or Hugging Face id the engine loads; None: the worker "
+        "server's model.source (SPLITSTACK_MODEL_SOURCE in a pod).")
+    image: str = Field(
+        default="ghcr.io/splitstack/worker-gpu",
+        description="Image of a monolithic worker pod (images/worker-gpu: the worker on the "
+        "inference server's vLLM image); the CPU-only worker_pool.image has no engine.")
+    image_tag: str = Field(default="0.1.0", description="Monolithic worker image tag; 'latest' is rejected.")
+
+    @field_validator("image_tag")
+    @classmethod
+    def _no_latest(cls, tag: str) -> str:
+        return _require_pinned_tag(tag)
+
+
 class WorkerPool(Strict):
     replicas: int = Field(default=2, ge=0, le=1000, description="Worker processes / pods.")
     max_replicas: int | None = Field(
@@ -248,6 +272,9 @@ class WorkerPool(Strict):
         description="Name of the inference server the workers call; None = the first one.",
     )
     backend: WorkerBackend = Field(default=WorkerBackend.vlm_http_client)
+    in_process: InProcessEngine = Field(
+        default_factory=InProcessEngine,
+        description="deployment_mode monolithic: the engine each worker runs in-process.")
     concurrency_per_worker: int = Field(
         default=8, ge=1, le=256,
         description="In-flight requests one worker sends to the server (MinerU's default of "
@@ -512,6 +539,10 @@ class LocalStack(Strict):
     startup_timeout_s: float = Field(
         default=300.0, gt=0, description="Longest wait for all components to become healthy."
     )
+    private_engine_port: Port = Field(
+        default=18100,
+        description="deployment_mode monolithic with the private-server twin: worker i's own "
+        "engine (a simulator with the worker server's profile) listens on this port + i.")
 
 
 class Spec(Strict):

@@ -42,6 +42,7 @@ def check_cross_field(spec: Spec) -> None:
         _shared_gpu_budget,
         _oversubscription,
         _worker_needs_vision,
+        _in_process_backend,
         _local_ports_distinct,
         _model_fits_gpu,
         _retention_covers_slo_windows,
@@ -88,6 +89,23 @@ def _limits_cover_requests(spec: Spec) -> None:
             "worker_pool.max_replicas",
             f"{w.max_replicas} is below replicas={w.replicas}; raise max_replicas or remove it",
         )
+
+
+def _in_process_backend(spec: Spec) -> None:
+    if spec.deployment_mode is not DeploymentMode.monolithic:
+        return
+    backend = spec.worker_pool.in_process.backend.value
+    if spec.target is Target.kubernetes and backend == "private-server":
+        raise SpecRuleError(
+            "worker_pool.in_process.backend",
+            "'private-server' is the local stack's twin (an engine process per worker); a "
+            "cluster deploys no private servers: use 'vlm-vllm-engine' (one GPU per worker)")
+    if spec.worker_pool.backend.value != "vlm-http-client":
+        raise SpecRuleError(
+            "worker_pool.backend",
+            f"{spec.worker_pool.backend.value!r} has no in-process engine in MinerU; "
+            "deployment_mode 'monolithic' runs MinerU's VLM pipeline: set worker_pool.backend "
+            "to 'vlm-http-client' (its requests then go to the in-process engine)")
 
 
 def _needs_gpus(spec: Spec) -> bool:
@@ -256,7 +274,16 @@ def local_ports(spec: Spec) -> dict[str, int]:
         ports[f"server:{server.name}"] = server.port
     for i in range(spec.worker_pool.replicas):
         ports[f"worker:{i}"] = spec.worker_pool.metrics_port + i
+    if private_engines(spec):
+        for i in range(spec.worker_pool.replicas):
+            ports[f"engine:{i}"] = spec.local.private_engine_port + i
     return ports
+
+
+def private_engines(spec: Spec) -> bool:
+    """True when each worker calls an engine of its own over HTTP (monolithic mode's local twin)."""
+    return (spec.deployment_mode is DeploymentMode.monolithic
+            and spec.worker_pool.in_process.backend.value == "private-server")
 
 
 def _local_ports_distinct(spec: Spec) -> None:
@@ -268,7 +295,8 @@ def _local_ports_distinct(spec: Spec) -> None:
             raise SpecRuleError(
                 port_field(spec, component),
                 f"port {port} is also used by {owner[port]}; give each local component its own "
-                f"port (workers use worker_pool.metrics_port + 0..replicas-1)",
+                f"port (workers use worker_pool.metrics_port + 0..replicas-1, their private "
+                f"engines local.private_engine_port + 0..replicas-1)",
             )
         owner[port] = component
 
@@ -282,6 +310,8 @@ def port_field(spec: Spec, component: str) -> str:
         return "observability.alertmanager.port"
     if component.startswith("server:"):
         return f"inference_servers[{spec.server_names.index(component[7:])}].port"
+    if component.startswith("engine:"):
+        return "local.private_engine_port"
     return "worker_pool.metrics_port"
 
 

@@ -162,7 +162,8 @@ def compose_document(spec: Spec) -> dict[str, Any]:
         for i, server in enumerate(spec.inference_servers):
             services[server.name] = server_service(spec, server, gpus.get(server.name, []), i)
     worker: dict[str, Any] = {
-        "image": f"{w.image}:{w.image_tag}",
+        # monolithic: the image with vLLM's engine (images/worker-gpu)
+        "image": f"{w.in_process.image}:{w.in_process.image_tag}" if mono else f"{w.image}:{w.image_tag}",
         "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
         "environment": worker_environment(spec),
         "volumes": [f"outputs:{naming.OUTPUTS_MOUNT}",

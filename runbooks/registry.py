@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contract.models import describe
-from runbooks.actions import components, nodes, reports, server, tune, upgrade, workers
+from runbooks.actions import components, nodes, reports, rollback, server, tune, upgrade, workers
 from runbooks.context import ActionContext
 from runbooks.diagnose import engine
 from runbooks.model import PlatformError, Refused, Report
@@ -77,6 +77,11 @@ ACTIONS: dict[str, ActionDef] = {a.name: a for a in [
     ActionDef("upgrade-server", upgrade.upgrade_server, upgrade.UpgradeServerParams, True,
               "Set the server's version, check /health and a test inference, roll back on failure.",
               "maintenance: vLLM server upgrade with validation and rollback"),
+    ActionDef("rollback", rollback.rollback, rollback.RollbackParams, True,
+              "Roll back to monolithic workers (--to monolithic: each worker runs the model, no "
+              "shared server) or return to split (--to split); the dry run shows the change, the "
+              "GPUs needed and whether the cluster fits.",
+              "the split architecture must be rolled back (or restored): deployment_mode"),
 ]}
 
 

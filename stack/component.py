@@ -36,7 +36,7 @@ class HealthCheck:
 @dataclass(frozen=True)
 class Component:
     name: str  # supervisord program name: letters, digits, '-' only
-    role: Literal["queue", "prometheus", "alertmanager", "server", "worker"]
+    role: Literal["queue", "prometheus", "alertmanager", "server", "engine", "worker"]
     argv: list[str]
     health: HealthCheck
     url: str

@@ -14,6 +14,7 @@ import yaml
 
 from contract.extras import MissingExtra, check
 from contract.spec import Engine, InferenceServer
+from contract.spec_rules import private_engines
 from localvllm.command import build_vllm_command
 from localvllm.tinymodel import ensure_tiny_model
 from slo.alertmanager import alertmanager_config
@@ -22,6 +23,7 @@ from stack.component import BuildContext, Component, HealthCheck, SetupError, re
 from stack.containers import check_image, check_runtime, containerized, image_context, in_container
 from stack.prometheus_config import prometheus_rule_globs, write_prometheus_config
 from stack.secrets import api_key_file, queue_url_display, redis_auth_conf, redis_password_file
+from stack.topology import private_engine_components, shared_servers
 from stack.wheelhouse import source_digest
 from stack.workers import worker_component
 
@@ -190,9 +192,9 @@ def build_components(ctx: BuildContext, warn: Callable[[str], None] | None = Non
     components = [redis_component(ctx), alertmanager_component(ctx), prometheus_component(ctx)]
     if containerized(ctx):
         return components + container_components(ctx, warn)
-    for server in ctx.spec.inference_servers:
-        if server.replicas > 0:
-            components.append(ENGINE_BUILDERS[server.engine](ctx, server))
+    for server in shared_servers(ctx.spec):
+        components.append(ENGINE_BUILDERS[server.engine](ctx, server))
+    components.extend(private_engine_components(ctx))
     components.extend(worker_components(ctx))
     return components
 
@@ -201,7 +203,10 @@ def container_components(ctx: BuildContext, warn: Callable[[str], None] | None =
     check_runtime(ctx)
     inner = image_context(ctx)
     digest = source_digest(ctx.project_root) if (ctx.project_root / "pyproject.toml").is_file() else None
-    servers = [s for s in ctx.spec.inference_servers if s.replicas > 0]
+    if private_engines(ctx.spec):
+        raise SetupError("deployment_mode monolithic's private engines run as processes: start it "
+                         "with local.runtime 'process' (the default)")
+    servers = shared_servers(ctx.spec)
     images = {f"{s.sim_image}:{s.sim_image_tag}": f"server-{s.name}" for s in servers}
     worker_image = f"{ctx.spec.worker_pool.image}:{ctx.spec.worker_pool.image_tag}"
     if ctx.spec.worker_pool.replicas:

@@ -62,6 +62,9 @@ class LocalStack:
         sweep_containers(paths)
         sweep_strays(paths.stack_id, supervisord_log=self.supervisord_log)
         paths.make()
+        # Changes runbooks made to an earlier run (a rollback's deployment_mode included) end
+        # with it: this run is the spec file's.
+        paths.runbook_overrides.unlink(missing_ok=True)
         check_ports_free(self.spec)
         api_key = resolve_api_key(self.spec, paths)
         ctx = BuildContext(self.spec, paths, self.project_root, api_key, rule_globs=self.rule_globs)
@@ -134,6 +137,7 @@ class LocalStack:
             "startup_s": round(elapsed_s, 3),
             "supervisord_pid": self.supervisor.pid(),
             "runtime": self.spec.local.runtime.value,
+            "deployment_mode": self.spec.deployment_mode.value,
             # What was started (SecretRefs only): runbooks compare it with the spec they act on.
             "spec": json.loads(self.spec.model_dump_json()),
             "components": {
@@ -148,6 +152,19 @@ class LocalStack:
                 for c in components
             },
         }
+
+    def record_topology(self, spec: Spec, components: list[Component]) -> dict[str, Any]:
+        """Rewrite the state file for a topology changed while running (a rollback between
+        deployment modes): its components and deployment_mode; the start time stays."""
+        old = self.read_state() or {}
+        state = self._state(components, float(old.get("startup_s", 0.0)))
+        state["started_at"] = old.get("started_at", state["started_at"])
+        state["spec"] = old.get("spec", state["spec"])  # what `up` started; overrides are separate
+        state["deployment_mode"] = spec.deployment_mode.value
+        tmp = self.paths.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        os.replace(tmp, self.paths.state_file)
+        return state
 
     def processes(self) -> list:
         """Every live process that belongs to this stack (see `stack.supervisor.stack_processes`)."""
@@ -185,6 +202,11 @@ class LocalStack:
         except (OSError, ValueError):
             return None
 
+    def deployment_mode(self) -> str | None:
+        """The running stack's deployment_mode (a rollback changes it), from its state file."""
+        state = self.read_state()
+        return None if state is None else state.get("deployment_mode", "split")
+
     def status(self) -> list[dict[str, Any]]:
         state = self.read_state()
         if state is None:
@@ -207,10 +229,12 @@ class LocalStack:
         return rows
 
 
-STOP_ORDER = ("worker", "server", "prometheus", "alertmanager", "queue")
+STOP_ORDER = ("worker", "server", "engine", "prometheus", "alertmanager", "queue")
 
 
 def _role_of(program: str) -> str:
+    if program.startswith("engine-"):
+        return "engine"
     for role in STOP_ORDER:
         if program == role or program.startswith(f"{role}-"):
             return role

@@ -53,6 +53,12 @@ class StackPaths:
         return self.root / "state.json"
 
     @property
+    def runbook_overrides(self) -> Path:
+        """Spec changes runbook actions made to the running stack (runbooks/platforms/local.py);
+        `up` starts from the spec file, so it removes them."""
+        return self.root / "runbook-overrides.json"
+
+    @property
     def audit_log(self) -> Path:
         return self.root / "audit.jsonl"
 

@@ -14,7 +14,9 @@ import yaml
 
 from contract.prometheus_jobs import JOB_PROMETHEUS, JOB_SERVER, JOB_WORKERS
 from contract.spec import Spec
+from contract.spec_rules import private_engines
 from stack.paths import StackPaths
+from stack.topology import shared_servers
 
 
 def prometheus_rule_globs(project_root: Path) -> list[str]:
@@ -32,9 +34,13 @@ def prometheus_config(spec: Spec, rule_globs: list[str]) -> dict[str, Any]:
             "targets": [f"{host}:{s.port}"],
             "labels": {"server": s.name, "engine_kind": s.engine.value},
         }
-        for s in spec.inference_servers
-        if s.replicas > 0
+        for s in shared_servers(spec)
     ]
+    if private_engines(spec):  # monolithic twin: one engine per worker
+        servers += [{"targets": [f"{host}:{spec.local.private_engine_port + i}"],
+                     "labels": {"server": f"{spec.worker_server.name}-w{i}",
+                                "engine_kind": spec.worker_server.engine.value, "worker": str(i)}}
+                    for i in range(spec.worker_pool.replicas)]
     workers = [
         {"targets": [f"{host}:{spec.worker_pool.metrics_port + i}"], "labels": {"worker": str(i)}}
         for i in range(spec.worker_pool.replicas)

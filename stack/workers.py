@@ -13,8 +13,9 @@ from contract.worker_env import (
     ENV_SPEC_FILE,
     redis_password_env,
 )
-from stack.component import BuildContext, Component, HealthCheck, server_url
+from stack.component import BuildContext, Component, HealthCheck
 from stack.secrets import api_key_file, output_store_key_files, queue_url_display, redis_password_file
+from stack.topology import worker_engine_url
 from worker.config import WorkerSettings
 
 # supervisord's SIGTERM-to-SIGKILL time: the worker's own drain time plus its release and exit.
@@ -40,7 +41,6 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
     port = spec.worker_pool.metrics_port + i
     host = spec.local.host
     env = {
-        ENV_SERVER_URL: server_url(spec, spec.worker_server),
         spec.queue.url_env: queue_url_display(spec),  # the password comes in its own variable
         ENV_OUTPUT_DIR: str(ctx.paths.data / spec.output_store.path),
         # Explicit, because the launcher may run with CLI overrides the worker's own spec load
@@ -53,6 +53,9 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
         "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
     }
+    engine_url = worker_engine_url(spec, i)
+    if engine_url is not None:  # None: the engine runs in the worker process
+        env[ENV_SERVER_URL] = engine_url
     secrets = {redis_password_env(spec): redis_password_file(ctx.paths),
                **output_store_key_files(spec, ctx.paths)}
     ref, key_file = spec.worker_server.api_key, api_key_file(spec, ctx.paths)

@@ -42,6 +42,8 @@ def local_stack(state_dir: Path, rule_globs: list[str] | None = None, **override
         "observability.alertmanager.port": free_port(),
         "inference_servers.0.port": free_port(),
         "worker_pool.metrics_port": free_port_run(int(overrides.get("worker_pool.replicas", 2))),
+        # monolithic mode's private engines (stack/topology.py): one port per worker
+        "local.private_engine_port": free_port_run(int(overrides.get("worker_pool.replicas", 2))),
         "observability.scrape_interval_s": 1,
         "observability.evaluation_interval_s": 1,
     }

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract.enums import InProcessBackend
 from contract.inputs import forbidden_dirs, input_roots
 from contract.outputs import local_output_dir
 from contract.spec import DeploymentMode, Spec, Target, WorkerBackend
@@ -33,7 +34,8 @@ class WorkerSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     spec: Spec
     index: int = Field(ge=0, description="Replica index (local port offset, consumer name).")
-    server_url: str = Field(description="Base URL of the inference server.")
+    server_url: str = Field(description="Base URL of the inference server; empty when the "
+                            "engine runs in the worker process (monolithic mode).")
     redis_url: str
     output_dir: Path = Field(description="Kind directory: the outputs; kind s3: the local "
                              "folder where outputs are staged before their upload.")
@@ -55,6 +57,25 @@ class WorkerSettings(BaseModel):
         description="Exit for a process recycle when RSS exceeds this share of "
         "worker_pool.memory_limit_mib (supervisord / Kubernetes restart it).")
 
+    model_path: str | None = Field(
+        default=None, description="Monolithic in-process engine: the model it loads.")
+
+    @property
+    def in_process(self) -> InProcessBackend | None:
+        """The in-process engine backend, or None when requests go over HTTP (split mode, and
+        monolithic mode's private-server twin)."""
+        if self.spec.deployment_mode is not DeploymentMode.monolithic:
+            return None
+        backend = self.spec.worker_pool.in_process.backend
+        return None if backend is InProcessBackend.private_server else backend
+
+    @property
+    def mode(self) -> str:
+        """What the metrics and logs say the worker runs as: split, or monolithic/<backend>."""
+        if self.spec.deployment_mode is DeploymentMode.split:
+            return "split"
+        return f"monolithic/{self.spec.worker_pool.in_process.backend.value}"
+
     @property
     def pool(self):
         return self.spec.worker_pool
@@ -70,14 +91,15 @@ class WorkerSettings(BaseModel):
 
 def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None) -> WorkerSettings:
     env = dict(os.environ if env is None else env)
-    if spec.deployment_mode is not DeploymentMode.split:
+    mono = spec.deployment_mode is DeploymentMode.monolithic
+    in_process = mono and spec.worker_pool.in_process.backend is not InProcessBackend.private_server
+    if mono and not in_process and not env.get(ENV_SERVER_URL):
         raise ConfigError(
-            f"deployment_mode {spec.deployment_mode.value!r}: this worker runs MinerU's HTTP-client "
-            "backend against a shared server (mode 'split'); the monolithic rollback needs MinerU's "
-            "vlm-vllm-engine backend and a GPU in every worker, which this worker does not build")
+            "worker_pool.in_process.backend 'private-server': set "
+            f"{ENV_SERVER_URL} to this worker's own engine (the local stack sets it per worker)")
     local = spec.target is Target.local
     server = spec.worker_server
-    server_url = env.get(ENV_SERVER_URL) or (
+    server_url = "" if in_process else env.get(ENV_SERVER_URL) or (
         f"http://{spec.local.host}:{server.port}" if local
         else f"http://{server.name}.{spec.namespace}.svc.cluster.local:{server.port}")
     redis_url = with_password(env.get(spec.queue.url_env) or (
@@ -90,7 +112,7 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
             raise ConfigError(f"set {ENV_OUTPUT_DIR} to the mounted output volume")
         out = str(local_output_dir(spec, project_root()))
     api_key = None
-    if server.api_key is not None:
+    if server.api_key is not None and not in_process:
         api_key = env.get(server.api_key.env)
         if not api_key:
             raise ConfigError(
@@ -103,8 +125,17 @@ def settings_from_env(spec: Spec, index: int, env: dict[str, str] | None = None)
         extra["drain_timeout_s"] = float(env[ENV_DRAIN_TIMEOUT])
     if env.get(ENV_RSS_FRACTION):
         extra["rss_limit_fraction"] = float(env[ENV_RSS_FRACTION])
+    model_path = None
+    if in_process:
+        from worker.inprocess import EngineUnavailable, resolve_model_path
+        try:
+            model_path = resolve_model_path(spec.worker_pool.in_process.model_path,
+                                            server.model.source, env)
+        except EngineUnavailable as exc:
+            raise ConfigError(str(exc)) from None
     root = project_root()
     return WorkerSettings(
+        model_path=model_path,
         **extra,
         spec=spec, index=index, server_url=server_url, redis_url=redis_url, output_dir=Path(out),
         api_key=api_key, metrics_port=port, url_allowlist=allow,

@@ -42,6 +42,13 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
 
 def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backend:
     pool = settings.pool
+    if settings.in_process is not None:
+        from worker.inprocess import InProcessMinerUBackend
+
+        configure_mineru_env(pool.page_window)
+        engine = InProcessMinerUBackend(settings.in_process, settings.model_path or "")
+        engine.load()  # the engine's load time is part of start-to-ready
+        return engine
     if settings.backend is WorkerBackend.page_vlm:
         return PageVlmBackend(inference, settings.model_name, pool.page_vlm_prompt, pool.page_window)
 
@@ -58,6 +65,7 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
 async def run(settings: WorkerSettings, t_start: float) -> int:
     metrics = WorkerMetrics()
     metrics.initialise(settings.backend.value)
+    metrics.set_info(settings.mode, engine_loaded=False)
     pool = settings.pool
 
     def on_breaker_change(state: BreakerState) -> None:
@@ -92,18 +100,33 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
     host = settings.spec.local.host if settings.spec.target is Target.local else "0.0.0.0"
     server = serve(worker, host, settings.metrics_port)
     log(logger, logging.INFO, "listening", metrics_port=server.server_address[1],
-        server_url=settings.server_url, backend=settings.backend.value,
+        server_url=settings.server_url or None, backend=settings.backend.value, mode=settings.mode,
         output_store=store.location("<job_id>"))
 
     async def load() -> None:
         worker.backend = await asyncio.to_thread(build_backend, settings, inference)
+        metrics.set_info(settings.mode, engine_loaded=True)
         while not worker.ready and not worker._stopping.is_set():  # noqa: SLF001
             await asyncio.sleep(0.05)
         log(logger, logging.INFO, "ready", start_to_ready_s=round(time.monotonic() - t_start, 3))
 
-    loader = asyncio.create_task(load())
+    async def load_or_stop() -> None:
+        try:
+            await load()
+        except Exception as exc:  # noqa: BLE001 - the engine could not load: exit, with why
+            log(logger, logging.ERROR, "engine load failed", mode=settings.mode,
+                error=f"{type(exc).__name__}: {exc}")
+            failures.append(f"{settings.mode}: the in-process engine did not load: "
+                            f"{type(exc).__name__}: {exc}")
+            worker.request_stop("engine load failed", exit_code=3)
+
+    failures: list[str] = []
+    loader = asyncio.create_task(load_or_stop() if settings.in_process is not None else load())
     try:
-        return await worker.run()
+        code = await worker.run()
+        if failures:
+            raise ConfigError(failures[0])
+        return code
     finally:
         loader.cancel()
         server.shutdown()
@@ -134,6 +157,15 @@ def main(stack: str, index: int, overrides: list[str], log_level: str = "INFO") 
     setup_logging(f"worker-{index}", log_level)
     spec = load_spec(stack, parse_overrides(overrides))
     settings = settings_from_env(spec, index)
+    if settings.in_process is not None:
+        from worker.inprocess import EngineUnavailable, preflight
+        from worker.torchless import let_torch_in
+
+        let_torch_in()
+        try:
+            preflight(settings.in_process)  # before any port opens: exit at once, saying why
+        except EngineUnavailable as exc:
+            raise ConfigError(str(exc)) from None
     pinned = pin_local_worker(index, spec.worker_pool.cpu_limit_millicores) if spec.target is Target.local else None
     budget = cpu_budget()
     render = size_render_pool(budget)

@@ -42,6 +42,12 @@ class WorkerMetrics:
         self.requests_in_flight: Gauge = m[catalog.CLIENT_IN_FLIGHT]
         self.oldest_request: Gauge = m[catalog.CLIENT_OLDEST_S]
         self.deadline: Gauge = m[catalog.CLIENT_DEADLINE_S]
+        self.info: Gauge = m[catalog.WORKER_INFO]
+
+    def set_info(self, mode: str, engine_loaded: bool) -> None:
+        """One series of mineru_worker_info: the mode, and whether the engine has loaded."""
+        self.info.clear()
+        self.info.labels(mode, "1" if engine_loaded else "0").set(1)
 
     def initialise(self, backend: str) -> None:
         """Create every labelled series the alert rules read, at 0, before the first PDF.

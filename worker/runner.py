@@ -255,7 +255,11 @@ class Worker(JobSteps):
             # (it would only add CPU to every busy worker). Never skipped while the breaker is
             # not closed: its trials wait for this probe's verdict.
             recent = time.monotonic() - self.inference.last_success < PROBE_INTERVAL_S
-            if not (self.server_ok and breaker_closed and recent):
+            if self.s.in_process is not None:
+                # Monolithic: no server to ask; the engine is up once the backend has loaded.
+                self.server_ok = self.backend is not None
+                self.probe_detail = "ok" if self.server_ok else "in-process engine loading"
+            elif not (self.server_ok and breaker_closed and recent):
                 sent_at = time.monotonic()
                 what = f"GET {self.s.server_url}/v1/models"
                 try:

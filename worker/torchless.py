@@ -18,3 +18,10 @@ def keep_torch_out() -> None:
             # typeshed types sys.modules values as modules only; None is the import system's
             # documented "not importable" marker (docs.python.org/3/reference/import.html).
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
+def let_torch_in() -> None:
+    """Undo :func:`keep_torch_out`: monolithic mode's in-process engine runs on torch."""
+    for name in ("torch", "torch_npu"):
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]

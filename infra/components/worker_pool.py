@@ -75,7 +75,10 @@ def container(spec: Spec) -> dict:
     return {
         **probes,
         "name": "worker",
-        "image": f"{w.image}:{w.image_tag}",
+        # Monolithic: the image with vLLM's engine (the CPU-only worker image would exit at once,
+        # worker/inprocess.py's preflight).
+        "image": (f"{w.in_process.image}:{w.in_process.image_tag}" if mono
+                  else f"{w.image}:{w.image_tag}"),
         "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
         "env": naming.worker_env(spec, mono),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],

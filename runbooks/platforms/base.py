@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from contract.spec import Spec
+from contract.spec import DeploymentMode, Spec
 
 WORKERS = "workers"  # the worker pool as a whole (a Deployment; all worker-<i> processes)
 
@@ -98,6 +98,10 @@ class Platform(Protocol):
         """Change spec fields of a running component; it restarts with them."""
 
     def scale(self, component: str, replicas: int) -> None: ...
+
+    def set_deployment_mode(self, mode: DeploymentMode) -> list[str]:
+        """Switch between split and monolithic (the rollback): the engines, the workers
+        rolled one at a time with drain, the engines no longer used stopped; what was done."""
 
     def nodes(self) -> list[NodeState]: ...
 

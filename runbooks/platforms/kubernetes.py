@@ -20,7 +20,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from contract import naming
 from contract.extras import require
-from contract.spec import Spec
+from contract.spec import DeploymentMode, Spec
 from runbooks.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.specpatch import SERVER_SETTINGS, WORKER_SETTINGS, typed_changes
@@ -257,6 +257,18 @@ class KubernetesPlatform:
         name, _ = self._deployment(component)
         self._call(f"scale deployment {name}", self.apps.patch_namespaced_deployment_scale, name,
                    self.ns, {"spec": {"replicas": replicas}})
+
+    def set_deployment_mode(self, mode: DeploymentMode) -> list[str]:
+        # The two modes are different objects (the `worker` Deployment and the server's, or the
+        # GPU `worker-gpu` Deployment with its model cache): the Pulumi program creates and
+        # deletes them, so a cluster switches with `pulumi up`, not with patches made here.
+        raise Refused(
+            f"on Kubernetes the switch to deployment_mode {mode.value!r} is a Pulumi change: set "
+            f"splitstack:deployment_mode: {mode.value} in Pulumi.{self.spec.stack}.yaml, run "
+            f"`splitstack infra plan --stack {self.spec.stack}` and `pulumi up --stack "
+            f"{self.spec.stack}` (the dry run of `runbook rollback` lists what changes and "
+            "whether the cluster fits); then `runbook rollback --to "
+            f"{mode.value} --apply` checks the result")
 
     def nodes(self) -> list[NodeState]:
         selector = naming.gpu_node_selector(self.spec)

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import httpx
 
-from contract.spec import Engine, Spec
+from contract.spec import DeploymentMode, Engine, Spec
 from runbooks.model import PlatformError, Refused
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.local_procs import (
@@ -42,13 +42,13 @@ from runbooks.platforms.specpatch import (
     prefix_of,
     typed_changes,
 )
-from stack.components import BuildContext, HealthCheck, build_components
+from stack.components import BuildContext, HealthCheck, SetupError, build_components
 from stack.health import probe
 from stack.launcher import LocalStack
 from stack.preflight import resolve_api_key
 from stack.supervisor import render_config, tail, write_config
+from stack.topology import mode_overrides
 
-OVERRIDES_FILE = "runbook-overrides.json"
 _STATES = {"RUNNING": "running", "STARTING": "starting", "BACKOFF": "crashloop",
            "FATAL": "crashloop", "EXITED": "exited", "STOPPED": "stopped",
            "STOPPING": "stopping", "UNKNOWN": "missing"}
@@ -67,7 +67,7 @@ class LocalPlatform:
     # -- the effective spec -------------------------------------------------------------------
     @property
     def overrides_file(self) -> Path:
-        return self.stack.paths.root / OVERRIDES_FILE
+        return self.stack.paths.runbook_overrides
 
     def overrides(self) -> dict[str, Any]:
         try:
@@ -92,7 +92,8 @@ class LocalPlatform:
             problems.append(f"the stack running at {self.stack.paths.root} is "
                             f"{state.get('stack')!r}, not the spec's {self.base_spec.stack!r}")
         running = state.get("components", {})
-        for name, port in expected_ports(self.base_spec).items():
+        # The effective spec: a rollback changes which servers run (monolithic runs none).
+        for name, port in expected_ports(self.spec).items():
             got = running.get(name, {}).get("port")
             if got != port:
                 problems.append(f"{name}: the spec says port {port}, the running stack has "
@@ -233,6 +234,58 @@ class LocalPlatform:
                     self._wait_one(program)  # rolling: the next replica waits for this one
         except (OSError, xmlrpc.client.Fault) as exc:
             raise PlatformError(f"supervisord could not reload {', '.join(programs)}: {exc}") from exc
+
+    def set_deployment_mode(self, mode: DeploymentMode) -> list[str]:
+        """Switch the running stack's topology (stack/topology.py) without losing documents:
+        start the new engines, then roll the workers one at a time (each drains on SIGTERM:
+        it finishes its documents or releases them to the queue, where the next worker claims
+        them), then stop the engines nobody calls any more. Returns what was done."""
+        new = {k: v for k, v in self.overrides().items()
+               if k not in ("deployment_mode", "worker_pool.in_process.backend")}
+        new |= mode_overrides(mode)
+        spec = effective_spec(self.base_spec, new)
+        paths = self.stack.paths
+        ctx = BuildContext(spec, paths, self.stack.project_root, resolve_api_key(spec, paths))
+        try:
+            components = [with_sim_args(c, spec) for c in build_components(ctx)]
+        except SetupError as exc:
+            raise Refused(f"deployment_mode {mode.value}: {exc}") from None
+        old = set((self.stack.read_state() or {}).get("components", {}))
+        self._write_overrides(new)
+        write_config(paths.supervisord_conf, render_config(components, paths))
+        self.stack.record_topology(spec, components)
+        done: list[str] = []
+        rpc = self.stack.supervisor.rpc()
+        try:
+            [[added, changed, removed]] = cast(list[list[list[str]]], rpc.supervisor.reloadConfig())
+            for program in sorted(p for p in added if not p.startswith("worker-")):
+                rpc.supervisor.addProcessGroup(program)  # autostart: starts it
+                self._wait_one(program)
+                done.append(f"started {program}")
+            workers = sorted((p for p in set(changed) | set(added) | (old - set(removed))
+                              if p.startswith("worker-")), key=program_index)
+            for program in workers:
+                if self._info().get(program, {}).get("statename") in ("RUNNING", "STARTING"):
+                    rpc.supervisor.stopProcessGroup(program, True)  # the worker drains first
+                if program in changed or program in added:
+                    if program in changed:
+                        rpc.supervisor.removeProcessGroup(program)
+                    rpc.supervisor.addProcessGroup(program)
+                else:
+                    rpc.supervisor.startProcess(program, False)  # rereads the rewritten spec file
+                self._wait_one(program)
+                done.append(f"rolled {program} (drained, restarted, ready)")
+            for program in sorted(p for p in removed if not p.startswith("worker-")):
+                rpc.supervisor.stopProcessGroup(program, True)
+                rpc.supervisor.removeProcessGroup(program)
+                done.append(f"stopped {program}")
+            # Prometheus rereads its rewritten config (the engines it scrapes) on SIGHUP.
+            if self._info().get("prometheus", {}).get("statename") == "RUNNING":
+                rpc.supervisor.signalProcess("prometheus", "HUP")
+        except (OSError, xmlrpc.client.Fault) as exc:
+            raise PlatformError(f"supervisord could not switch to deployment_mode {mode.value}: "
+                                f"{exc}") from exc
+        return done
 
     def _wait_one(self, program: str) -> None:
         deadline = time.monotonic() + self.rolling_timeout_s

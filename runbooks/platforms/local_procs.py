@@ -12,6 +12,7 @@ from pathlib import Path
 from contract.spec import Engine, Spec
 from runbooks.platforms.oom import oom_evidence, read_kernel_log
 from stack.components import Component
+from stack.topology import shared_servers
 
 
 def with_sim_args(component: Component, spec: Spec) -> Component:
@@ -27,9 +28,8 @@ def with_sim_args(component: Component, spec: Spec) -> Component:
 
 def expected_ports(spec: Spec) -> dict[str, int]:
     ports = {"queue": spec.queue.port, "prometheus": spec.observability.prometheus_port}
-    for s in spec.inference_servers:
-        if s.replicas > 0:
-            ports[f"server-{s.name}"] = s.port
+    for s in shared_servers(spec):  # none in monolithic mode
+        ports[f"server-{s.name}"] = s.port
     return ports
 
 

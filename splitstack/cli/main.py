@@ -15,7 +15,7 @@ from rich.table import Table
 from bench.demo import DEMO_WORKERS, run_demo
 from contract.cluster_fit import ClusterFitError, check_cluster_fit
 from contract.models import parse_assignments
-from contract.spec import Engine, LocalRuntime
+from contract.spec import DeploymentMode, Engine, LocalRuntime
 from contract.spec_loader import SpecError, available_stacks, load_file, load_stack, project_root, stack_file
 from contract.spec_schema import SCHEMA_PATH, render_schema
 from splitstack.cli import bench as bench_cli
@@ -31,6 +31,7 @@ from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
 from stack.podman import PodmanError
 from stack.presets import engine_overrides
+from stack.topology import mode_overrides
 
 app = typer.Typer(no_args_is_help=True)
 add_version(app, "splitstack", "Provision, run and operate the split-container pipeline.")
@@ -48,13 +49,15 @@ RuntimeOpt = Annotated[LocalRuntime | None, typer.Option(
 
 
 def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime | None = None,
-               spec_override: list[str] | None = None) -> dict:
+               spec_override: list[str] | None = None, mode: DeploymentMode | None = None) -> dict:
     try:
         out: dict = parse_assignments(spec_override or [], "--spec-override", "queue.port=16400")
     except ValueError as exc:
         err.print(f"[red]{exc}[/red]", markup=True, highlight=False)
         raise typer.Exit(2) from None
     out.update(engine_overrides(engine) if engine is not None else {})
+    if mode is not None:
+        out.update(mode_overrides(mode))
     if workers is not None:
         out["worker_pool.replicas"] = workers
     if runtime is not None:
@@ -63,9 +66,10 @@ def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime
 
 
 def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
-           runtime: LocalRuntime | None = None, spec_override: list[str] | None = None) -> LocalStack:
+           runtime: LocalRuntime | None = None, spec_override: list[str] | None = None,
+           mode: DeploymentMode | None = None) -> LocalStack:
     try:
-        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime, spec_override))
+        spec = load_stack(stack, overrides=_overrides(engine, workers, runtime, spec_override, mode))
     except SpecError as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
@@ -77,6 +81,7 @@ def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
 
 
 @app.command(epilog=epilog("splitstack up --stack local --engine sim --workers 2",
+                           "splitstack up --engine sim --workers 2 --mode monolithic",
                            exits="0 healthy; 1 a component failed to start (nothing is left running); 2 bad input"))
 def up(
     stack: StackOpt = "local",
@@ -84,9 +89,13 @@ def up(
     workers: Annotated[int | None, typer.Option(min=0, help="Override worker_pool.replicas.")] = None,
     runtime: RuntimeOpt = None,
     spec_override: SpecOverride = None,
+    mode: Annotated[DeploymentMode | None, typer.Option(
+        help="Override deployment_mode. monolithic: each worker gets an engine of its own (with "
+             "--engine sim, the simulator's private engines with the server's profile) and no shared "
+             "server runs.")] = None,
 ) -> None:
     """Start the local stack (health-gated); on failure nothing is left running."""
-    local = _local(stack, engine, workers, runtime, spec_override)
+    local = _local(stack, engine, workers, runtime, spec_override, mode)
     t0 = time.monotonic()
     try:
         state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
@@ -120,6 +129,7 @@ def _print_status(local: LocalStack) -> bool:
         health = "[green]ok[/green]" if r["healthy"] else f"[red]{r['detail']}[/red]"
         table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"])
     console.print(table)
+    console.print(f"deployment mode: {local.deployment_mode() or 'unknown'}")
     console.print(f"logs: {local.paths.logs} (`splitstack logs COMPONENT`)")
     return all(r["healthy"] for r in rows)
 

@@ -104,7 +104,7 @@ def test_verdict_exit_codes(run_factory):
 
 
 def test_bundled_gate_files_parse_and_unknown_kind_is_named():
-    for name in ("demo", "chat-local", "phase1-server", "phase2-workers", "phase5-rollout"):
+    for name in ("demo", "chat-local", "phase1-server", "phase2-workers", "phase5-rollout", "rollback"):
         assert load_gate_file(name).gates
     with pytest.raises(ValidationError, match="kind"):
         GateFile.model_validate({"name": "x", "scenario": "chat-smoke", "gates": [{"kind": "vibes"}]})

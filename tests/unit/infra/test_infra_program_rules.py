@@ -155,7 +155,9 @@ def test_no_latest_images(cloud, mode, mocks, after_build):
         images = {c["image"] for o in mocks.kubernetes_objects if rules.pod_template(o)
                   for c in rules.containers(rules.pod_template(o)[1])}
         assert ("ghcr.io/splitstack/inference-server:v0.32.0" in images) == (mode == "split")
-        assert "ghcr.io/splitstack/worker:0.1.0" in images
+        # Monolithic workers run the image with vLLM's engine (images/worker-gpu)
+        worker = "ghcr.io/splitstack/worker" + ("-gpu" if mode == "monolithic" else "") + ":0.1.0"
+        assert worker in images, images
 
     return after_build(deployment, check)
 

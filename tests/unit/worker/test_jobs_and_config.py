@@ -45,7 +45,8 @@ def test_parse_overrides_reads_yaml_scalars_and_rejects_bad_pairs() -> None:
         parse_overrides(["novalue"])
 
 
-def test_unsupported_modes_are_refused_with_the_reason() -> None:
-    mono = load_stack("local", overrides={"deployment_mode": "monolithic"})
-    with pytest.raises(ConfigError, match="deployment_mode 'monolithic'"):
+def test_monolithic_private_server_needs_its_own_engine_url() -> None:
+    mono = load_stack("local", overrides={"deployment_mode": "monolithic",
+                                          "worker_pool.in_process.backend": "private-server"})
+    with pytest.raises(ConfigError, match="private-server.*SPLITSTACK_SERVER_URL"):
         settings_from_env(mono, 0, env={"SPLITSTACK_API_KEY": "k"})
