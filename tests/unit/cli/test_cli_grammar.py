@@ -18,7 +18,7 @@ from splitstack.cli import main as splitstack
 PROGRAMS = {"splitstack": splitstack.app, "bench": bench.app, "runbook": runbook.app, "slo": slo.app}
 # Flags that were spelled differently before, with what replaced them.
 RETIRED = {"--json": "--output json / --out PATH", "--prometheus": "--prometheus-url", "--run-time": "--duration-s",
-           "--duration": "--duration-s", "--output-dir": "--outputs-at", "--to": "--set",
+           "--duration": "--duration-s", "--output-dir": "--outputs-at",
            "--no-gpu": "--no-nvml"}
 
 
@@ -94,6 +94,8 @@ def test_same_flag_same_meaning(name, cmd):
             assert "-s" in flags, f"{name}: --stack without -s"
         if "--output" in flags:
             assert {e.value for e in _annotation(opt)} == {"text", "json"}, f"{name}: --output is text|json"
+        if "--to" in flags:
+            assert name.endswith("runbook rollback"), f"{name}: --to names rollback's target mode; a change is --set"
         if "--set" in flags:
             assert name.endswith(("runbook tune", "runbook upgrade-server")), f"{name}: --set is an action's change"
         if "--workers" in flags:
