@@ -4,7 +4,7 @@ Run: .venv/bin/python benchmarks/bench_pipeline_deployed.py [--rate 2] [--durati
 
 Real Redis, the simulator (profile 'instant') and real MinerU workers on loopback, started with
 testsupport/worker.py's harness (no `splitstack up`): to the bench this is a deployed stack reached
-through its queue. `bench run --stack dev --queue-url-env` runs twice, first with --output-dir
+through its queue. `bench run --stack dev --queue-url-env` runs twice, first with --outputs-at
 (outputs read and verified), then from the job records alone. Prints per mode: document latency
 p50/p95, pages/s, documents/h, requests per page, the canary's latency and the client's CPU per
 1,000 documents. The first mode also warms the workers up: compare modes by what they verify.
@@ -50,7 +50,7 @@ def main() -> None:
         print("| mode | exit | docs | latency p50 / p95 s | pages/s | docs/h | requests/page | canary s | "
               "client CPU-s / 1k docs |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for mode, extra in (("--output-dir", ["--output-dir", str(h.outputs)]), ("job records", [])):
+        for mode, extra in (("--outputs-at", ["--outputs-at", str(h.outputs)]), ("job records", [])):
             out = tmp / mode.strip("-").replace(" ", "-")
             res = CliRunner().invoke(app, ["run", str(scn), "--stack", "dev", "--queue-url-env", "BENCH_Q",
                                            "--out", str(out), *extra], env={"BENCH_Q": h.redis_url})

@@ -115,7 +115,7 @@ def twin_side(topology: str, args, folder: Path, scenario: Path) -> dict:
         t0 = time.monotonic()
         run_dir = folder / f"run-{topology}"
         res = sh([sys.executable, "-m", "splitstack.cli.bench", "run", str(scenario), "--stack", "local",
-                  "--queue-url", h.redis_url, "--url", urls[0], "--model", MODEL, "--output-dir", str(h.outputs),
+                  "--queue-url", h.redis_url, "--url", urls[0], "--model", MODEL, "--outputs-at", str(h.outputs),
                   "--out", str(run_dir), "--topology", topology],
                  env={h.spec.worker_server.api_key.env if h.spec.worker_server.api_key else "UNUSED": API_KEY})
         wall = time.monotonic() - t0
@@ -154,7 +154,7 @@ def twin(args, folder: Path) -> dict:
               f"{', '.join(f'{u:.0%}' for u in side['engine_util'])}", flush=True)
     cmp_json = folder / "compare.json"
     res = sh([sys.executable, "-m", "splitstack.cli.bench", "compare", str(sides["monolithic"]["run_dir"]),
-              str(sides["split"]["run_dir"]), "--json", str(cmp_json)])
+              str(sides["split"]["run_dir"]), "--out", str(cmp_json)])
     print(res.stdout, flush=True)
     verdict = json.loads(cmp_json.read_text()) if cmp_json.is_file() else None
     return {"sides": sides, "compare": verdict, "compare_exit": res.returncode}

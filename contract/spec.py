@@ -543,6 +543,11 @@ class LocalStack(Strict):
         default=18100,
         description="deployment_mode monolithic with the private-server twin: worker i's own "
         "engine (a simulator with the worker server's profile) listens on this port + i.")
+    private_engine_load_scale: float = Field(
+        default=1.0, ge=0,
+        description="The private-server twin: multiply the profile's engine load time "
+        "(footprint.engine_load_s, e.g. 60 s for the mineru25-* profiles: a monolithic worker loading "
+        "the model) by this; 0 in quick tests.")
 
 
 class Spec(Strict):

@@ -3,14 +3,17 @@
 * ``split``: every worker calls the one shared inference server (``worker_pool.server``).
 * ``monolithic`` with ``worker_pool.in_process.backend: private-server`` (what
   ``splitstack up --mode monolithic --engine sim`` runs): worker ``i`` calls an engine of its own,
-  ``engine-w<i>`` on ``local.private_engine_port + i`` -- a simulator with the worker server's
-  calibration profile, so there is no batching across workers, and each engine loads on its own.
+  ``engine-w<i>`` on ``local.private_engine_port + i`` -- the simulator's private engine
+  (``sim serve --private-engines 1``) with the worker server's calibration profile: no batching
+  across workers, a copy of the weights each (``sim:model_weights_memory_bytes``), and each loads
+  for the profile's ``footprint.engine_load_s`` (times ``local.private_engine_load_scale``)
+  before its /health answers 200.
 * ``monolithic`` with an in-process backend: the worker loads the model itself; no engine
   process and no URL.
 
 :func:`worker_engine_url` is the one place that says where worker ``i`` sends its requests;
-:func:`private_engine_components` builds the per-worker engines (a simulator mode that serves
-N private engines from one process can replace them here).
+:func:`private_engine_components` builds the per-worker engines: one process each, so a rollback
+or a scale adds or removes one engine without restarting the others'.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def private_engine_components(ctx: BuildContext) -> list[Component]:
             ctx.python, "-m", "splitstack.cli.sim", "serve",
             "--host", spec.local.host, "--port", str(port),
             "--profile", server.sim_profile, "--seed", str(i),
+            # one private engine: its own batcher, KV budget, copy of the weights and load time
+            "--private-engines", "1", "--engine-load-scale", f"{spec.local.private_engine_load_scale:g}",
             "--model-name", server.model.name,
             "--max-num-seqs", str(server.max_num_seqs),
             "--max-model-len", str(server.max_model_len),

@@ -42,7 +42,7 @@ def test_pipeline_run_on_private_engines(tmp_path):
         env = {h.spec.worker_server.api_key.env: API_KEY} if h.spec.worker_server.api_key else {}
         res = CliRunner().invoke(app, [
             "run", str(scenario), "--stack", "local", "--queue-url", h.redis_url, "--url", urls[0], "--model", "tiny",
-            "--output-dir", str(h.outputs), "--out", str(out), "--topology", "monolithic"],
+            "--outputs-at", str(h.outputs), "--out", str(out), "--topology", "monolithic"],
             env=env, catch_exceptions=False)
         s = json.loads((out / "summary.json").read_text())
         assert res.exit_code == 0, res.output
