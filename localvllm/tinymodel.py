@@ -29,6 +29,7 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -328,18 +329,24 @@ def ensure_tiny_model(out_dir: Path = DEFAULT_MODEL_DIR, params: TinyModelParams
     return out_dir
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_MODEL_DIR,
-                        help=f"output directory (default: {DEFAULT_MODEL_DIR})")
+def generator_main(argv: list[str] | None, ensure: Callable[[Path], Path], default_dir: Path, label: str,
+                   doc: str) -> int:
+    """The command line of a model generator: ``--out DIR``; prints the folder, exit 2 without
+    the packages generating needs."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=default_dir, help=f"output directory (default: {default_dir})")
     args = parser.parse_args(argv)
     try:
-        path = ensure_tiny_model(args.out)
+        path = ensure(args.out)
     except ImportError as exc:
-        print(f"tiny model: {exc}; install the vllm extra: pip install -e '.[vllm]'", file=sys.stderr)
+        print(f"{label}: {exc}; install the vllm extra: pip install -e '.[vllm]'", file=sys.stderr)
         return 2
     print(path)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return generator_main(argv, ensure_tiny_model, DEFAULT_MODEL_DIR, "tiny model", __doc__ or "")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ torch, transformers and tokenizers come with the ``vllm`` extra and are imported
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import hashlib
 import json
@@ -29,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from localvllm.tinymodel import REPO_ROOT, generate_corpus
+from localvllm.tinymodel import REPO_ROOT, generate_corpus, generator_main
 
 GENERATOR_VERSION = 1
 DEFAULT_VLM_DIR = REPO_ROOT / ".cache" / "models" / "tiny-vlm"
@@ -173,17 +172,7 @@ def ensure_tiny_vlm(out_dir: Path = DEFAULT_VLM_DIR) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_VLM_DIR,
-                        help=f"output directory (default: {DEFAULT_VLM_DIR})")
-    args = parser.parse_args(argv)
-    try:
-        path = ensure_tiny_vlm(args.out)
-    except ImportError as exc:
-        print(f"tiny VLM: {exc}; install the vllm extra: pip install -e '.[vllm]'", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
+    return generator_main(argv, ensure_tiny_vlm, DEFAULT_VLM_DIR, "tiny VLM", __doc__ or "")
 
 
 if __name__ == "__main__":

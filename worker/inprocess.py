@@ -41,6 +41,7 @@ from pathlib import Path
 from contract.enums import InProcessBackend
 from contract.worker_env import ENV_MODEL_SOURCE
 from worker.backends import BackendResult
+from worker.mineru_backend import analyze
 
 SETTING = "worker_pool.in_process.backend"
 # MinerU's own backend names for aio_doc_analyze.
@@ -197,28 +198,10 @@ class InProcessMinerUBackend:
         self._predictor = ModelSingleton().get_model(self.mineru_backend, self.model_path, None)
 
     async def process(self, pdf: bytes, out_dir: Path, first_page_index: int) -> BackendResult:
-        from mineru.backend.vlm.vlm_analyze import aio_doc_analyze
-        from mineru.backend.vlm.vlm_middle_json_mkcontent import union_make
-        from mineru.data.data_reader_writer import FileBasedDataWriter
-        from mineru.utils.enum_class import MakeMode
-
         if self._predictor is None:
             await asyncio.to_thread(self.load)
-        image_dir = out_dir / "images"
-        image_dir.mkdir(parents=True, exist_ok=True)
-        middle_json, _ = await aio_doc_analyze(
-            pdf, image_writer=FileBasedDataWriter(str(image_dir)), predictor=self._predictor,
-            backend=self.mineru_backend, model_path=self.model_path)
-        pdf_info = middle_json["pdf_info"]
-        markdown, content_list = await asyncio.to_thread(
-            lambda: (union_make(pdf_info, MakeMode.MM_MD, "images"),
-                     union_make(pdf_info, MakeMode.CONTENT_LIST, "images")))
-        for item in content_list:
-            if isinstance(item.get("page_idx"), int):
-                item["page_idx"] += first_page_index
-        if not any(image_dir.iterdir()):
-            image_dir.rmdir()
-        return BackendResult(markdown, content_list, len(pdf_info), {"blocks": len(content_list)})
+        return await analyze(pdf, out_dir, first_page_index, self._predictor, backend=self.mineru_backend,
+                             model_path=self.model_path)
 
     def recycle(self) -> None:
         # The engine (GPU memory, minutes to load) stays: MinerU's ModelSingleton holds it.

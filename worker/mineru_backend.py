@@ -94,32 +94,37 @@ class MinerUBackend:
         return predictor
 
     async def process(self, pdf: bytes, out_dir: Path, first_page_index: int) -> BackendResult:
-        from mineru.backend.vlm.vlm_analyze import aio_doc_analyze
-        from mineru.backend.vlm.vlm_middle_json_mkcontent import union_make
-        from mineru.data.data_reader_writer import FileBasedDataWriter
-        from mineru.utils.enum_class import MakeMode
-
         if self._predictor is None:
             self._predictor = self._new_predictor()
-        image_dir = out_dir / "images"
-        image_dir.mkdir(parents=True, exist_ok=True)
-        # What MinerU raises on the document is classified by the caller (worker/parse_errors.py).
-        middle_json, results = await aio_doc_analyze(
-            pdf, image_writer=FileBasedDataWriter(str(image_dir)), predictor=self._predictor,
-            backend="http-client",
-        )
-        pdf_info = middle_json["pdf_info"]
-        # union_make walks every block; off the event loop so heartbeats keep going.
-        markdown, content_list = await asyncio.to_thread(
-            lambda: (union_make(pdf_info, MakeMode.MM_MD, "images"),
-                     union_make(pdf_info, MakeMode.CONTENT_LIST, "images")))
-        for item in content_list:
-            if isinstance(item.get("page_idx"), int):
-                item["page_idx"] += first_page_index
-        if not any(image_dir.iterdir()):
-            image_dir.rmdir()
-        return BackendResult(markdown, content_list, len(pdf_info), {"blocks": len(content_list)})
+        return await analyze(pdf, out_dir, first_page_index, self._predictor, backend="http-client")
 
     def recycle(self) -> None:
         self._predictor = None
         gc.collect()
+
+
+async def analyze(pdf: bytes, out_dir: Path, first_page_index: int, predictor: Any, **options: Any) -> BackendResult:
+    """MinerU's VLM pipeline on one PDF with ``predictor`` (an HTTP client or an in-process
+    engine; ``options`` go to ``aio_doc_analyze``): markdown, content list (page_idx shifted to
+    the original document's) and crops under ``out_dir/images``."""
+    from mineru.backend.vlm.vlm_analyze import aio_doc_analyze
+    from mineru.backend.vlm.vlm_middle_json_mkcontent import union_make
+    from mineru.data.data_reader_writer import FileBasedDataWriter
+    from mineru.utils.enum_class import MakeMode
+
+    image_dir = out_dir / "images"
+    image_dir.mkdir(parents=True, exist_ok=True)
+    # What MinerU raises on the document is classified by the caller (worker/parse_errors.py).
+    middle_json, _ = await aio_doc_analyze(pdf, image_writer=FileBasedDataWriter(str(image_dir)),
+                                           predictor=predictor, **options)
+    pdf_info = middle_json["pdf_info"]
+    # union_make walks every block; off the event loop so heartbeats keep going.
+    markdown, content_list = await asyncio.to_thread(
+        lambda: (union_make(pdf_info, MakeMode.MM_MD, "images"),
+                 union_make(pdf_info, MakeMode.CONTENT_LIST, "images")))
+    for item in content_list:
+        if isinstance(item.get("page_idx"), int):
+            item["page_idx"] += first_page_index
+    if not any(image_dir.iterdir()):
+        image_dir.rmdir()
+    return BackendResult(markdown, content_list, len(pdf_info), {"blocks": len(content_list)})
