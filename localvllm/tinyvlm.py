@@ -152,7 +152,7 @@ def ensure_tiny_vlm(out_dir: Path = DEFAULT_VLM_DIR) -> Path:
         write_tiny_vlm(tmp)
         return {"generator": "localvllm.tinyvlm", "digest": digest()}
 
-    return generate_once(Path(out_dir), "tiny VLM", up_to_date, write, STAMP_FILE)
+    return generate_once(Path(out_dir), "tiny VLM", up_to_date, write, STAMP_FILE, "localvllm.tinyvlm")
 
 
 def main(argv: list[str] | None = None) -> int:
