@@ -18,8 +18,7 @@ from bench.gating.run import check_run, load_run, run_gate
 from bench.gating.spec import GATE_DIR
 from bench.progress import live_progress
 from bench.records import read_jsonl
-from bench.report.html import render
-from bench.report.writer import load_summary, new_run_dir, records_path, write_run
+from bench.report.writer import load_summary, new_run_dir, records_path, write_report, write_run
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
@@ -236,6 +235,7 @@ def sweep(
     except (ValueError, RuntimeError) as exc:  # a bad scenario or a refused target (checked before each point)
         raise fail(str(exc)) from None
     res = last["res"]
+    result["scenario"] = scenario
     paths = write_run(new_run_dir(out_dir, "sweep"), res.records, res.summary, sweep=result)
     out.print(result["conclusion"])
     out.print(f"report: {paths['report']}")
@@ -243,17 +243,17 @@ def sweep(
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json).")) -> None:
-    """Re-render report.html of a run folder from its files. Exit 2 when the folder is not a run."""
+    """Re-render report.html, requests.csv and timeseries.csv of a run folder from its files. Exit 2
+    when the folder is not a run."""
     try:
         s = load_summary(run_dir)
-        html = render(s, list(read_jsonl(records_path(run_dir))))
+        paths = write_report(run_dir, s, list(read_jsonl(records_path(run_dir))))
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     except (KeyError, TypeError) as exc:  # a summary.json of another shape (edited by hand, another version)
         raise fail(f"{run_dir}: summary.json lacks what the report needs ({type(exc).__name__}: {exc}); "
                    "re-run the scenario with this version of the bench") from None
-    (run_dir / "report.html").write_text(html)
-    out.print(f"report: {run_dir / 'report.html'}")
+    out.print(f"report: {paths['report']}  (exports: {paths['requests_csv'].name}, {paths['timeseries_csv'].name})")
 
 
 @app.command()
