@@ -16,7 +16,7 @@ from rich.table import Table
 from bench.compare import compare as do_compare
 from bench.gating.run import check_run, load_run, run_gate
 from bench.gating.spec import GATE_DIR
-from bench.progress import live_progress
+from bench.progress import every_s, plan_for, run_progress
 from bench.records import read_jsonl
 from bench.report.writer import load_summary, new_run_dir, records_path, write_report, write_run
 from bench.runner import run_scenario
@@ -25,6 +25,7 @@ from bench.search import SearchSpec, search
 from bench.target import QueueOptions, mask_url, resolve
 from splitstack.cli.bench_locust import locust_app
 from splitstack.cli.bench_output import console, fail, out, print_gates, print_summary
+from splitstack.cli.options import ProgressEvery
 
 app = typer.Typer(help="Load tests, go/no-go gates, comparisons and reports for splitstack.",
                   no_args_is_help=True, add_completion=False)
@@ -56,8 +57,9 @@ def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_d
                         prometheus_url, documents_at)
 
 
-def _run(scn, target, tokenizer=None):
-    with live_progress(scn.load, console, enabled=console.is_terminal) as cb:
+def _run(scn, target, tokenizer=None, progress_every: float | None = None, label: str | None = None):
+    with run_progress(plan_for(scn.load, label), console, every_s(progress_every),
+                      counts=scn.load.processes == 1) as cb:
         return run_scenario(scn, target, progress=cb, tokenizer=tokenizer)
 
 
@@ -87,8 +89,9 @@ def run(
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
     documents_at: str | None = DOCS_AT,
+    progress_every: ProgressEvery = None,
 ) -> None:
-    """Run a scenario; write records.jsonl, summary.json and report.html.
+    """Run a scenario; write records.jsonl, summary.json, report.html and the CSV exports.
 
     Exit codes: 0 a valid run; 2 an invalid run (the validity checks of its summary failed: the
     client could not keep up, more errors than the scenario's validity.error_rate_max allows (5 %
@@ -105,7 +108,7 @@ def run(
         queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                        documents_at)
         target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline")
-        res = _run(scn, target, tokenizer=tokenizer)
+        res = _run(scn, target, tokenizer=tokenizer, progress_every=progress_every)
     except (ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from None
     paths = write_run(new_run_dir(out_dir, scn.name), res.records, res.summary)
@@ -127,6 +130,7 @@ def gate(
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
     documents_at: str | None = DOCS_AT,
+    progress_every: ProgressEvery = None,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
     input, or a target that cannot be trusted (as `bench run`).
@@ -137,7 +141,8 @@ def gate(
                    documents_at)
     try:
         result = run_gate(gate_file, stack=stack, url=url, model=model, api_key_env=api_key_env, queue=queue,
-                          baseline=baseline, out_dir=out_dir, console=console)
+                          baseline=baseline, out_dir=out_dir, console=console,
+                          progress_every=every_s(progress_every))
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
     print_gate_run(result.summary, result.gates, result.paths)
@@ -214,10 +219,12 @@ def sweep(
     model: str | None = typer.Option(None),
     api_key_env: str | None = typer.Option(None),
     out_dir: Path | None = typer.Option(None, "--out"),
+    progress_every: ProgressEvery = None,
 ) -> None:
     """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
     try:
         target = resolve(stack, url, model, api_key_env)
+        every = every_s(progress_every)
     except ValueError as exc:
         raise fail(str(exc)) from None
     spec = SearchSpec(metric=metric, percentile=percentile, max_value=max_value, start_rps=start_rps,
@@ -226,7 +233,7 @@ def sweep(
 
     def run_at(rate: float, rep: int) -> dict:
         scn = load_scenario(scenario, {"rate_rps": rate, "seed": rep, "duration_s": duration_s})
-        res = run_scenario(scn, target)
+        res = _run(scn, target, progress_every=every, label=f"sweep {rate:.3g} req/s #{rep}")
         last["res"] = res
         return res.summary
 

@@ -31,3 +31,7 @@ AuditLog = Annotated[Path | None, typer.Option(
     "--audit-log", help="Audit JSONL; default: <state_dir>/audit.jsonl (local) or "
     "~/.local/state/splitstack/audit-<stack>.jsonl.")]
 OutputOpt = Annotated[Output, typer.Option("--output", help="text or json.")]
+# every long-running bench command (run, gate, sweep, locust run): see bench/progress.py
+ProgressEvery = Annotated[float | None, typer.Option(
+    "--progress-every", metavar="SECONDS", help="Without a terminal (CI, pipes): one progress line every "
+    "SECONDS (default: $BENCH_PROGRESS_EVERY, else 10; 0: none). On a terminal: a live line with the ETA.")]
