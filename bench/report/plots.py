@@ -97,13 +97,16 @@ def _hline(fig: Fig, y: float, label: str) -> None:
 def _vline(fig: Fig, x: float, label: str, color: str) -> None:
     fig["layout"]["shapes"].append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                                     "line": {"color": color, "width": 2}})
-    fig["layout"]["annotations"].append({"x": x, "y": 1, "xref": "x", "yref": "paper", "text": label,
-                                         "showarrow": False, "xanchor": "left", "yanchor": "top",
-                                         "font": {"color": color}})
+    fig["layout"]["annotations"].append({"x": x, "y": 0, "xref": "x", "yref": "paper", "text": label,
+                                         "showarrow": False, "xanchor": "left", "yanchor": "bottom",
+                                         "font": {"color": color}, "bgcolor": "rgba(255,255,255,0.8)"})
 
 
-def cdf(series: dict[str, list[float]], unit: str, title: str) -> Fig:
-    """Empirical CDFs (step functions): y = share of requests at or below x."""
+DASHES = ("solid", "dash", "dot", "dashdot")  # identical series (TTFT = TTFC on most servers) stay visible
+
+
+def cdf(series: dict[str, list[float]], unit: str, title: str, of: str = "requests") -> Fig:
+    """Empirical CDFs (step functions): y = share of ``of`` at or below x."""
     fig = _figure()
     xs_all: list[float] = []
     for i, (label, vals) in enumerate(series.items()):
@@ -113,10 +116,11 @@ def cdf(series: dict[str, list[float]], unit: str, title: str) -> Fig:
         xs, ys = _thin(s, [(k + 1) / len(s) for k in range(len(s))])
         xs_all += [s[0], s[-1]]
         fig["data"].append(dict(type="scatter", x=xs, y=ys, mode="lines", name=f"{label} (n={len(s)})",
-                                line={"color": COLORS[i % len(COLORS)], "width": 2, "shape": "hv"},
+                                line={"color": COLORS[i % len(COLORS)], "width": 2, "shape": "hv",
+                                      "dash": DASHES[i % len(DASHES)]},
                                 hovertemplate=f"{label}: %{{x:.4g}} {unit}<br>share at or below: %{{y:.1%}}"
                                 "<extra></extra>"))
-    return _layout(fig, title, unit, "share of requests", xs_all, [], y_range=[0.0, 1.02])
+    return _layout(fig, title, unit, f"share of {of}", xs_all, [], y_range=[0.0, 1.02])
 
 
 def over_time(points: dict[str, tuple[list[float], list[float]]],
@@ -253,7 +257,7 @@ def sweep_throughput(sweep: dict[str, Any]) -> Fig:
     pts = sweep.get("points") or []
     xs = [p["rate_rps"] for p in pts]
     ys = [p["achieved_rps"] for p in pts]
-    top = max([*xs, *ys], default=1.0)
+    top = max(xs, default=1.0)
     fig["data"].append(dict(type="scatter", x=[0, top], y=[0, top], mode="lines", name="offered = achieved",
                              line={"color": "#999", "dash": "dot"}, hoverinfo="skip"))
     mx, my = _means(xs, ys)
