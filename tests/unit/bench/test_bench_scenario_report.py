@@ -129,3 +129,22 @@ def test_csv_exports_beside_the_report(run_factory, tmp_path):
     ts = list(csv.DictReader(paths["timeseries_csv"].open()))
     assert tuple(ts[0]) == TIME_COLUMNS and sum(int(r["sent"]) for r in ts) == 60
     assert sum(int(r["completed"]) + int(r["errors"]) for r in ts) == 60
+
+
+def test_pipeline_run_plots_and_exports(run_factory, tmp_path):
+    import csv
+
+    from bench.records import PipelineRecord
+    from bench.report.series import PIPELINE_COLUMNS
+    from bench.report.writer import write_run
+
+    _, s = run_factory(n=5)
+    recs = [PipelineRecord(request_id=f"j{i}", phase="measure" if 2 <= i < 18 else ("warmup" if i < 2 else "cooldown"),
+                           document=f"d{i}.pdf", pages=2, intended_ns=i * 10**9, sent_ns=i * 10**9,
+                           wall_sent_s=1e9 + i, end_ns=i * 10**9 + 3 * 10**9, status="done" if i != 7 else "failed",
+                           error=None if i != 7 else "dead_letter", processing_s=2.5) for i in range(20)]
+    paths = write_run(tmp_path, recs, s)
+    html = paths["report"].read_text()
+    assert html.count('class="plotly-graph-div"') >= 4 and "Document latency" in html
+    rows = list(csv.DictReader(paths["requests_csv"].open()))
+    assert tuple(rows[0]) == PIPELINE_COLUMNS and rows[3]["doc_latency_s"] == "3.0" and rows[7]["ok"] == "false"
