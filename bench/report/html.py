@@ -56,7 +56,7 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
                               "ms", "Time to first token: CDF (measured requests)"))
         figs.append(plots.cdf({"ITL (per token)": gaps, "chunk gap (per SSE event)": chunk,
                                "TPOT (per request)": [d.tpot_ms for d in ds if d.tpot_ms is not None]},
-                              "ms", "Inter-token latency: CDF (measured requests)", of="gaps (TPOT: requests)"))
+                              "ms", "Inter-token latency: CDF (measured requests)", of="samples"))
         figs.append(plots.cdf({"E2E": [d.e2e_ms for d in ds if d.e2e_ms is not None]}, "ms",
                               "End-to-end latency: CDF (measured requests)"))
     elif measured:

@@ -235,7 +235,8 @@ def sweep_latency(sweep: dict[str, Any]) -> Fig:
         ys += py
         color = COLORS[i % len(COLORS)]
         mx, my = _means(px, py)
-        fig["data"].append(dict(type="scatter", x=mx, y=my, mode="lines", name=f"{k} (mean of repeats)",
+        fig["data"].append(dict(type="scatter", x=mx, y=my, mode="lines+markers", name=f"{k} (mean of repeats)",
+                                marker={"size": 6},
                                  line={"color": color, "width": 2.5 if k == f"p{pct:g}" else 1.5}, legendgroup=k,
                                  hovertemplate=f"{k} at %{{x:.3g}} req/s: %{{y:.4g}}<extra></extra>"))
         fig["data"].append(dict(type="scatter", x=px, y=py, mode="markers", name=f"{k}, each run",
@@ -261,7 +262,8 @@ def sweep_throughput(sweep: dict[str, Any]) -> Fig:
     fig["data"].append(dict(type="scatter", x=[0, top], y=[0, top], mode="lines", name="offered = achieved",
                              line={"color": "#999", "dash": "dot"}, hoverinfo="skip"))
     mx, my = _means(xs, ys)
-    fig["data"].append(dict(type="scatter", x=mx, y=my, mode="lines", name="achieved (mean of repeats)",
+    fig["data"].append(dict(type="scatter", x=mx, y=my, mode="lines+markers", name="achieved (mean of repeats)",
+                            marker={"size": 6},
                              line={"color": COLORS[0], "width": 2.5},
                              hovertemplate="offered %{x:.3g} req/s: achieved %{y:.3g} req/s<extra></extra>"))
     colors = [COLORS[2] if p.get("meets") else COLORS[1] for p in pts]
