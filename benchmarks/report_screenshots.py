@@ -57,7 +57,7 @@ def main() -> None:
     with sim_server("--profile", "mineru25-h200", "--model-name", "tiny", "--max-model-len", "4096") as srv:
         target = ["--url", srv.url, "--model", "tiny", "--api-key-env", "SIM_KEY"]
         bench("run", "chat-mixed", *target, "--rate", "8", "--duration", "30", "--out", str(runs / "run"), env=env)
-        bench("sweep", "chat-mixed", *target, "--max", "60", "--start", "2", "--factor", "2", "--max-rps", "16",
+        bench("sweep", "chat-mixed", *target, "--max", "25", "--start", "2", "--factor", "2", "--max-rps", "16",
               "--repeats", "2", "--bisect-steps", "1", "--duration", "10", "--out", str(runs / "sweep"), env=env)
     a.out.mkdir(parents=True, exist_ok=True)
     for name in ("run", "sweep"):

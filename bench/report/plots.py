@@ -94,12 +94,14 @@ def _hline(fig: Fig, y: float, label: str) -> None:
                                          "showarrow": False, "xanchor": "left", "yanchor": "bottom"})
 
 
-def _vline(fig: Fig, x: float, label: str, color: str) -> None:
+def _vline(fig: Fig, x: float, label: str, color: str, right: bool = False) -> None:
+    """A vertical line with its label at the bottom, on the side of the line with room for it."""
     fig["layout"]["shapes"].append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                                     "line": {"color": color, "width": 2}})
     fig["layout"]["annotations"].append({"x": x, "y": 0, "xref": "x", "yref": "paper", "text": label,
-                                         "showarrow": False, "xanchor": "left", "yanchor": "bottom",
-                                         "font": {"color": color}, "bgcolor": "rgba(255,255,255,0.8)"})
+                                         "showarrow": False, "xanchor": "right" if right else "left",
+                                         "yanchor": "bottom", "font": {"color": color},
+                                         "bgcolor": "rgba(255,255,255,0.8)"})
 
 
 DASHES = ("solid", "dash", "dot", "dashdot")  # identical series (TTFT = TTFC on most servers) stay visible
@@ -298,4 +300,8 @@ def _knee(fig: Fig, sweep: dict[str, Any], xs: list[float]) -> None:
     ci = sweep.get("ci_rps")
     if ci:
         _vrect(fig, ci[0], ci[1], COLORS[2])
-    _vline(fig, knee, f"SLO knee {knee:.3g} req/s" + (f" (95 % CI {ci[0]:.3g}–{ci[1]:.3g})" if ci else ""), COLORS[2])
+    if sweep.get("bracket_rps"):  # passed below, failed above: the interpolated crossing
+        label = f"SLO knee {knee:.3g} req/s" + (f" (95 % CI {ci[0]:.3g}–{ci[1]:.3g})" if ci else "")
+    else:  # no rate tried failed: a lower bound, not a knee
+        label = f"SLO met up to {knee:.3g} req/s (the highest rate tried)"
+    _vline(fig, knee, label, COLORS[2], right=knee > 0.5 * max([*xs, knee]))

@@ -82,7 +82,8 @@ def _sweep() -> dict:
             "percentiles": {"p50": 10.0 * r, "p90": 18.0 * r, "p95": 20.0 * r, "p99": 30.0 * r},
             "error_rate": 0.0, "valid": True, "meets": 20.0 * r <= 150} for r in (2.0, 4.0, 8.0, 6.0) for k in (0, 1)]
     return {"metric": "ttft_ms", "percentile": 95, "threshold": 150.0, "points": pts, "max_rate_rps": 7.4,
-            "ci_rps": [7.1, 7.7], "conclusion": "max rate ...: 7.4 req/s", "scenario": "chat-mixed"}
+            "ci_rps": [7.1, 7.7], "bracket_rps": [6.0, 8.0], "conclusion": "max rate ...: 7.4 req/s",
+            "scenario": "chat-mixed"}
 
 
 def test_sweep_report_is_titled_for_the_sweep_and_shows_every_point(run_factory):
