@@ -40,10 +40,22 @@ def screenshot(html: Path, png: Path, width: int, height: int) -> None:
     if browser is None:
         raise SystemExit("chromium is not installed: apt-get install -y chromium")
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={png}",
+        subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--screenshot={png.resolve()}",
                         f"--window-size={width},{height}", html.resolve().as_uri()],
                        check=True, capture_output=True, timeout=120)
+    _trim(png)
     print(f"{png}: {png.stat().st_size / 1e3:.0f} kB")
+
+
+def _trim(png: Path) -> None:
+    """Cut the blank bottom of a capture taller than the page (Pillow, from the sim extra)."""
+    from PIL import Image, ImageChops
+
+    with Image.open(png) as im:
+        rgb = im.convert("RGB")
+    box = ImageChops.difference(rgb, Image.new("RGB", rgb.size, (255, 255, 255))).getbbox()
+    if box:
+        rgb.crop((0, 0, rgb.size[0], min(rgb.size[1], box[3] + 24))).save(png, optimize=True)
 
 
 def main() -> None:

@@ -290,7 +290,7 @@ def _means(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
 
 def _knee_xs(sweep: dict[str, Any]) -> list[float]:
     out = [v for v in (sweep.get("max_rate_rps"),) if v is not None]
-    return out + [v for v in (sweep.get("ci_rps") or []) if v is not None]
+    return out + [max(0.0, v) for v in (sweep.get("ci_rps") or []) if v is not None]  # no rate is below 0
 
 
 def _knee(fig: Fig, sweep: dict[str, Any], xs: list[float]) -> None:
@@ -299,7 +299,7 @@ def _knee(fig: Fig, sweep: dict[str, Any], xs: list[float]) -> None:
         return
     ci = sweep.get("ci_rps")
     if ci:
-        _vrect(fig, ci[0], ci[1], COLORS[2])
+        _vrect(fig, max(0.0, ci[0]), ci[1], COLORS[2])  # a t-interval over 2 repeats can reach below 0
     if sweep.get("bracket_rps"):  # passed below, failed above: the interpolated crossing
         label = f"SLO knee {knee:.3g} req/s" + (f" (95 % CI {ci[0]:.3g}–{ci[1]:.3g})" if ci else "")
     else:  # no rate tried failed: a lower bound, not a knee
