@@ -26,7 +26,7 @@ def test_plain_progress_lines_without_a_terminal(instant_target, tmp_path):
     env = {**os.environ, "SIM_KEY": instant_target.api_key, "BENCH_PROGRESS_EVERY": "1"}
     r = subprocess.run(_argv(instant_target, tmp_path / "r"), cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=90)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode in (0, 2), r.stdout + r.stderr  # 2: invalid when the loaded client lagged (not tested here)
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("[poisson 20 req/s")]
     assert len(lines) >= 3, r.stderr  # 7 s of load (warmup 2 s, 3 s, cooldown 2 s) at one line a second
     assert all("req/s" in ln and "errors" in ln and "ETA" in ln for ln in lines), lines
@@ -61,6 +61,6 @@ def test_live_line_with_eta_on_a_terminal(instant_target, tmp_path):
         if proc.poll() is None:
             proc.kill()
     text = seen.decode(errors="replace")
-    assert rc == 0, text[-3000:]
+    assert rc in (0, 2), text[-3000:]  # 2: invalid when the loaded client lagged (not tested here)
     assert "ETA" in text and "/140 req" in text and "\r" in text  # redrawn in place
     assert "[poisson 20 req/s" not in text  # no plain lines on a terminal
