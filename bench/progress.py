@@ -96,12 +96,13 @@ def status_line(plan: Plan, st: _State, elapsed_s: float, counts: bool = True) -
     parts = []
     busy_s = elapsed_s if st.load_s is None else st.load_s  # the load's own time: rate and ETA
     if counts:
-        rate = st.done / busy_s if busy_s > 0 else 0.0
         if plan.total:
             parts.append(f"{st.done}/{plan.total} {plan.unit} ({min(100.0, 100.0 * st.done / plan.total):.0f} %)")
         else:
             parts.append(f"{st.done} {plan.unit} done")
-        parts += [f"{rate:.1f} {plan.unit}/s", f"{st.errors} errors"]
+        # a rate over less than a second of load says nothing (records can arrive in batches)
+        parts += [f"{st.done / busy_s:.1f} {plan.unit}/s" if busy_s >= 1.0 else f"— {plan.unit}/s",
+                  f"{st.errors} errors"]
         if st.in_flight >= 0:  # -1: not known (a Locust run)
             parts.append(f"{st.in_flight} in flight")
     else:
@@ -115,7 +116,7 @@ def status_line(plan: Plan, st: _State, elapsed_s: float, counts: bool = True) -
 def _eta(plan: Plan, st: _State, elapsed_s: float, counts: bool) -> float | None:
     if plan.planned_s:
         return max(0.0, plan.planned_s - elapsed_s)
-    if counts and plan.total and st.done and elapsed_s > 0:
+    if counts and plan.total and st.done and elapsed_s >= 1.0:
         return (plan.total - st.done) / (st.done / elapsed_s)
     return None
 

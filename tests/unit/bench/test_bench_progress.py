@@ -18,6 +18,8 @@ def test_status_line_has_counts_rate_and_eta():
     assert status_line(Plan("x", 100), _State(20, 0, 2), 10.0).endswith("ETA 40 s")  # count left at the rate so far
     assert "in flight" not in status_line(Plan("x", None, 30.0), _State(20, 0, -1), 10.0)
     assert status_line(Plan("x"), _State(), 0.0).endswith("ETA unknown")
+    # the first records of a Locust run arrive at once: no rate over a fraction of a second
+    assert "— req/s" in status_line(Plan("x", 120), _State(10, 0, -1, load_s=0.001), 2.0)
     assert status_line(Plan("x", None, 125.0), _State(), 5.0, counts=False).endswith("ETA 2 min 00 s")
 
 
