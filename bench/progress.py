@@ -129,7 +129,7 @@ def run_progress(plan: Plan, console: Console, every: float = DEFAULT_EVERY_S, *
     ``counts`` False: the counts are not known while the run goes (several client processes), so
     only the time is shown. ``poll``: where the counts come from when no callback is called (a
     Locust run: its record files), read at each tick; an in-flight count of -1 means unknown."""
-    st = _State()
+    st = _State(in_flight=-1 if poll is not None else 0)
     start = time.monotonic()
     stop = threading.Event()
 
