@@ -1,55 +1,191 @@
-"""Rich progress while a run is going: a bar over the expected requests and a live table of
-counts. The callback is throttled: the engine calls it per request, the screen updates at
-most 8 times a second so drawing never competes with sending."""
+"""Progress of a long run, on a terminal and off one.
+
+* On a terminal: a live line (rich) with a bar, done/total, rate, errors, requests in flight,
+  elapsed time and ETA, redrawn 4 times a second and erased at the end.
+* Without one (CI logs, pipes): the same facts as one plain line every ``every_s`` seconds
+  (``--progress-every-s`` or $BENCH_PROGRESS_EVERY, default 10; 0 turns the lines off), so a log
+  shows the run is alive even while no request finishes.
+
+The engine calls the callback per finished request; it only stores three integers, and a
+separate thread draws or prints, so drawing never competes with sending. ETA: for a run of a
+planned duration, the planned time left; for a run of a request count, what is left at the
+rate so far.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
 
 from bench.engine import ProgressFn
 from bench.load import LoadSpec
 
+ENV = "BENCH_PROGRESS_EVERY"
+DEFAULT_EVERY_S = 10.0
+TERMINAL_REFRESH_S = 0.25
 
-def expected_requests(load: LoadSpec) -> int | None:
-    if load.mode == "open" and load.rate_rps and load.duration_s:
-        return int(load.rate_rps * (load.warmup_s + load.duration_s + load.cooldown_s))
-    if load.count:
-        return load.count
+
+class ProgressSettingError(ValueError):
+    """A progress interval that is not a number of seconds >= 0."""
+
+
+def every_s(flag: float | None, env: dict[str, str] | None = None) -> float:
+    """Seconds between plain progress lines: the flag, else $BENCH_PROGRESS_EVERY, else 10."""
+    if flag is not None:
+        if flag < 0:
+            raise ProgressSettingError(f"--progress-every-s {flag:g}: must be >= 0 seconds (0 turns the lines off)")
+        return flag
+    raw = (os.environ if env is None else env).get(ENV, "").strip()
+    if not raw:
+        return DEFAULT_EVERY_S
+    try:
+        value = float(raw.removesuffix("s"))
+    except ValueError:
+        value = -1.0
+    if value < 0 or value != value:
+        raise ProgressSettingError(f"${ENV}={raw!r}: not a number of seconds >= 0; set it like "
+                                   f"{ENV}=30 (0 turns the lines off) or unset it for every {DEFAULT_EVERY_S:g} s")
+    return value
+
+
+@dataclass
+class Plan:
+    """What a run expects: its label, requests in total and seconds of load (either may be unknown)."""
+
+    label: str
+    total: int | None = None
+    planned_s: float | None = None
+    unit: str = "req"
+
+
+def plan_for(load: LoadSpec, label: str | None = None) -> Plan:
+    planned = load.warmup_s + load.duration_s + load.cooldown_s if load.duration_s else None
+    total = None
+    if load.mode == "open" and load.rate_rps and planned:
+        total = int(load.rate_rps * planned)
+    elif load.count:
+        total = load.count + (int(load.rate_rps * (load.warmup_s + load.cooldown_s)) if load.rate_rps else 0)
+    return Plan(label or load.target_label, total, planned)
+
+
+@dataclass
+class _State:
+    done: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    load_s: float | None = None  # seconds since the first request finished (start-up excluded)
+
+
+def _dur(s: float) -> str:
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f} s"
+    m, sec = divmod(int(round(s)), 60)
+    return f"{m} min {sec:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def status_line(plan: Plan, st: _State, elapsed_s: float, counts: bool = True) -> str:
+    """One line: done/total, rate, errors, in flight, elapsed and ETA."""
+    parts = []
+    busy_s = elapsed_s if st.load_s is None else st.load_s  # the load's own time: rate and ETA
+    if counts:
+        if plan.total:
+            parts.append(f"{st.done}/{plan.total} {plan.unit} ({min(100.0, 100.0 * st.done / plan.total):.0f} %)")
+        else:
+            parts.append(f"{st.done} {plan.unit} done")
+        # a rate over less than a second of load says nothing (records can arrive in batches)
+        parts += [f"{st.done / busy_s:.1f} {plan.unit}/s" if busy_s >= 1.0 else f"— {plan.unit}/s",
+                  f"{st.errors} errors"]
+        if st.in_flight >= 0:  # -1: not known (a Locust run)
+            parts.append(f"{st.in_flight} in flight")
+    else:
+        parts.append("counts at the end (several client processes)")
+    parts.append(f"{_dur(elapsed_s)} elapsed")
+    eta = _eta(plan, st, busy_s, counts)
+    parts.append(f"ETA {_dur(eta)}" if eta is not None else "ETA unknown")
+    return " · ".join(parts)
+
+
+def _eta(plan: Plan, st: _State, elapsed_s: float, counts: bool) -> float | None:
+    if plan.planned_s:
+        return max(0.0, plan.planned_s - elapsed_s)
+    if counts and plan.total and st.done and elapsed_s >= 1.0:
+        return (plan.total - st.done) / (st.done / elapsed_s)
     return None
 
 
 @contextmanager
-def live_progress(load: LoadSpec, console: Console, enabled: bool = True) -> Iterator[ProgressFn | None]:
-    if not enabled or load.processes > 1:  # child processes report at the end only
-        yield None
+def run_progress(plan: Plan, console: Console, every: float = DEFAULT_EVERY_S, *, counts: bool = True,
+                 poll: Callable[[], tuple[int, int, int]] | None = None) -> Iterator[ProgressFn]:
+    """Yield the engine's progress callback while a ticker thread shows progress (see the module doc).
+
+    ``counts`` False: the counts are not known while the run goes (several client processes), so
+    only the time is shown. ``poll``: where the counts come from when no callback is called (a
+    Locust run: its record files), read at each tick; an in-flight count of -1 means unknown."""
+    st = _State(in_flight=-1 if poll is not None else 0)
+    start = time.monotonic()
+    stop = threading.Event()
+
+    first: list[float] = []  # when the first request finished: the load's clock starts there
+
+    def cb(done: int, errors: int, in_flight: int) -> None:
+        st.done, st.errors, st.in_flight = done, errors, in_flight
+        if not first:
+            first.append(time.monotonic())
+
+    def refresh() -> None:
+        if poll is not None:
+            try:
+                done, errors, in_flight = poll()
+            except OSError:
+                done = 0  # a file being written: the next tick reads it
+            if done:
+                cb(done, errors, in_flight)
+        if first:
+            st.load_s = time.monotonic() - first[0]
+
+    if console.is_terminal:
+        bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[line]}"),
+                       console=console, transient=True, auto_refresh=False)
+        task = bar.add_task(plan.label, total=plan.total if counts else plan.planned_s, line="starting")
+
+        def tick() -> None:
+            while not stop.wait(TERMINAL_REFRESH_S):
+                refresh()
+                el = time.monotonic() - start
+                bar.update(task, completed=st.done if counts and plan.total else min(el, plan.planned_s or el),
+                           line=status_line(plan, st, el, counts))
+                bar.refresh()
+
+        with bar:
+            t = threading.Thread(target=tick, name="bench-progress", daemon=True)
+            t.start()
+            try:
+                yield cb
+            finally:
+                stop.set()
+                t.join(timeout=2)
         return
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console)
-    task = bar.add_task(load.target_label, total=expected_requests(load))
-    state = {"t": 0.0, "done": 0, "err": 0, "inflight": 0, "start": time.monotonic()}
 
-    def table() -> Table:
-        t = Table(show_header=True, box=None)
-        for col in ("finished", "errors", "in flight", "req/s"):
-            t.add_column(col, justify="right")
-        el = max(1e-9, time.monotonic() - state["start"])
-        t.add_row(str(state["done"]), str(state["err"]), str(state["inflight"]), f"{state['done'] / el:.1f}")
-        return t
+    def lines() -> None:
+        while not stop.wait(every):
+            refresh()
+            console.print(f"[{plan.label}] {status_line(plan, st, time.monotonic() - start, counts)}",
+                          soft_wrap=True, highlight=False, markup=False)
 
-    with Live(Group(bar, table()), console=console, refresh_per_second=8, transient=True) as live:
-        def cb(done: int, errors: int, in_flight: int) -> None:
-            state.update(done=done, err=errors, inflight=in_flight)
-            now = time.monotonic()
-            if now - state["t"] >= 0.125:
-                state["t"] = now
-                bar.update(task, completed=done)
-                live.update(Group(bar, table()))
-
+    t = threading.Thread(target=lines, name="bench-progress", daemon=True)
+    if every > 0:
+        t.start()
+    try:
         yield cb
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join(timeout=2)

@@ -43,7 +43,10 @@ def _point(spec: SearchSpec, rate: float, rep: int, s: dict[str, Any]) -> Point:
     valid = s["validity"]["valid"]
     meets = valid and value is not None and value <= spec.max_value and (err or 0) <= spec.max_error_rate
     return {"rate_rps": rate, "repeat": rep, "achieved_rps": s["throughput"]["completed_rps"],
-            "value": value, "error_rate": err, "valid": valid, "meets": bool(meets)}
+            "value": value, "error_rate": err, "valid": valid, "meets": bool(meets),
+            # the metric's percentiles, for the report's curves against the offered rate
+            "percentiles": {k: lat.get(k) for k in ("p50", "p90", "p95", "p99")},
+            "output_tokens_per_s": s["throughput"].get("output_tokens_per_s")}
 
 
 def _crossing(lo: float, v_lo: float | None, hi: float, v_hi: float | None, thr: float) -> float:

@@ -80,6 +80,30 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
     return prev_b
 
 
+def bucket_quantile(q: float, buckets: dict[float, float]) -> dict[str, Any]:
+    """A quantile of a histogram as what it is: an estimate inside one bucket.
+
+    Returns ``{"estimate_s", "bucket_s": [lower, upper]}`` where the estimate is Prometheus'
+    linear interpolation, or ``{"estimate_s": None, "why": ...}`` when the buckets cannot support
+    one: the quantile falls in the first bucket (its lower edge is unknown: interpolating from 0
+    gave "p50 0.15 s" for requests whose mean was 0.0002 s, all inside a 0-0.3 s bucket) or in
+    the +Inf bucket (no upper edge)."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return {"estimate_s": None, "why": "no observations"}
+    rank = q * total
+    for i, b in enumerate(bounds):
+        if buckets[b] >= rank:
+            if math.isinf(b):
+                return {"estimate_s": None, "why": f"above the last finite bucket (> {bounds[i - 1]:g} s)"
+                        if i else "every observation is in the +Inf bucket"}
+            if i == 0:
+                return {"estimate_s": None, "why": f"in the first bucket (<= {b:g} s): too coarse to estimate"}
+            return {"estimate_s": histogram_quantile(q, buckets), "bucket_s": [bounds[i - 1], b]}
+    return {"estimate_s": None, "why": "no observations"}
+
+
 def diff(before: Snapshot | None, after: Snapshot | None) -> dict[str, Any] | None:
     if before is None or after is None:
         return None
@@ -93,8 +117,8 @@ def diff(before: Snapshot | None, after: Snapshot | None) -> dict[str, Any] | No
         out["histograms"][name] = {
             "count": count, "sum_s": a["sum"] - b["sum"],
             "mean_s": (a["sum"] - b["sum"]) / count if count > 0 else None,
-            "p50_s": histogram_quantile(0.5, buckets), "p95_s": histogram_quantile(0.95, buckets),
-            "p99_s": histogram_quantile(0.99, buckets),
+            # bucket estimates (bucket_quantile says when they are omitted), never exact percentiles
+            "quantiles": {f"p{round(q * 100)}": bucket_quantile(q, buckets) for q in (0.5, 0.95, 0.99)},
             "buckets": {("+Inf" if math.isinf(k) else repr(k)): v for k, v in sorted(buckets.items())},
         }
     for name in COUNTERS:

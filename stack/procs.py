@@ -46,7 +46,7 @@ def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float, *, term_le
     reap = _reaper(proc_or_pid)
     for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, KILL_WAIT_S)):
         reap()
-        if not _group_runs(pgid):
+        if not group_runs(pgid):
             break
         try:
             if sig == signal.SIGTERM and term_leader_only:
@@ -89,14 +89,14 @@ def _wait_gone(pgid: int, reap: Callable[[], object], wait_s: float) -> bool:
     deadline = time.monotonic() + wait_s
     while True:
         reap()
-        if not _group_runs(pgid):
+        if not group_runs(pgid):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(_POLL_S)
 
 
-def _group_runs(pgid: int) -> bool:
+def group_runs(pgid: int) -> bool:
     """Whether a process of the group is still running. Zombies do not count: an orphan's zombie
     waits for pid 1 to reap it, which in a container may take a while or never happen."""
     try:

@@ -5,7 +5,7 @@ what it returns.
 
 from __future__ import annotations
 
-import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from rich.console import Console
 from bench.gating.context import GateContext
 from bench.gating.spec import GateFile, load_gate_file
 from bench.gating.verdict import evaluate, verdict
-from bench.progress import live_progress
+from bench.progress import DEFAULT_EVERY_S, plan_for, run_progress
 from bench.records import AnyRecord, read_jsonl
 from bench.report.writer import load_summary, new_run_dir, records_path, write_run
 from bench.runner import run_scenario
@@ -52,16 +52,19 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[AnyRecord]]:
 def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None = "local",
              url: str | None = None, model: str | None = None, api_key_env: str | None = None,
              queue: QueueOptions | None = None, baseline: Path | None = None, out_dir: Path | None = None,
-             console: Console | None = None, topology: str | None = None) -> GateRun:
+             console: Console | None = None, topology: str | None = None,
+             progress_every: float = DEFAULT_EVERY_S) -> GateRun:
     """Run the gate file's scenario against ``target`` (or the target the options name), evaluate
-    its gates and write the run folder. ``console`` shows live progress when it is a terminal.
+    its gates and write the run folder. ``console`` shows progress: a live line on a terminal, else
+    a line every ``progress_every`` seconds.
     Raises ValueError/RuntimeError for inputs or targets that cannot be run (exit 2 territory)."""
     gf, scn = load_gate(gate_file)
     run_dir = new_run_dir(out_dir, f"gate-{gf.name}")  # a bad --out or baseline is refused before any load
     base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
     target = target or resolve(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline", topology)
-    show = console is not None and sys.stderr.isatty()
-    with live_progress(scn.load, console or Console(stderr=True), enabled=show) as progress:
+    shown = (run_progress(plan_for(scn.load, f"gate {gf.name}"), console, progress_every,
+                          counts=scn.load.processes == 1) if console is not None else nullcontext())
+    with shown as progress:
         res = run_scenario(scn, target, progress=progress,
                            limits=gf.validity if "validity" in gf.model_fields_set else scn.validity)
     with httpx.Client(timeout=30.0) as http:

@@ -89,7 +89,7 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
     warnings = len(CPU_WARNING.findall(locust_log))
     extra = [{"check": "locust CPU warnings", "measured": warnings, "threshold": "== 0", "passed": warnings == 0,
               "why": "no Locust process reported high CPU" if warnings == 0 else
-              "a Locust process reported CPU saturation: add workers (--workers N / more machines)"}]
+              "a Locust process reported CPU saturation: add Locust processes (--processes N / more machines)"}]
     manifest = read_manifest(records_dir)
     if manifest is not None:
         extra.append(collection_check(manifest))

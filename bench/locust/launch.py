@@ -2,7 +2,7 @@
 
 Three shapes, all supervised by procs.Fleet (every process stopped afterwards, whatever happens):
 * headless: one Locust process (``bench locust run``);
-* a master plus N local workers on a free loopback port (``bench locust run --workers N``);
+* a master plus N local workers on a free loopback port (``bench locust run --processes N``);
 * a master waiting for workers on other machines (``bench locust master``), each of which runs
   ``bench locust worker --master-host HOST``.
 Records always end up in ``<out>/locust-records`` of the headless process or master.

@@ -54,3 +54,31 @@ def finish_run(paths: RunPaths, scn: ChatScenario, target: Target, settings: Loc
                            all_logs(paths), server=server, rate_rps=rate_rps)
     summary["server_source"] = source
     return summary, write_run(paths.out_dir, recs, summary)
+
+
+class RecordsProgress:
+    """Counts for the progress display of a Locust run, read from its records folder while the
+    run goes (finished requests and errors; the headless process and the master write the records
+    as they arrive, workers ship theirs every second). Reads only what was appended since the
+    last call."""
+
+    def __init__(self, records_dir: Path) -> None:
+        self.dir = records_dir
+        self.offsets: dict[Path, int] = {}
+        self.done = 0
+        self.errors = 0
+
+    def __call__(self) -> tuple[int, int, int]:
+        for path in sorted(self.dir.glob("records-*.jsonl")) if self.dir.is_dir() else []:
+            start = self.offsets.get(path, 0)
+            if path.stat().st_size < start:  # rewritten (the folder is cleared when a run starts)
+                start = 0
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                chunk = fh.read()
+            end = chunk.rfind(b"\n") + 1  # whole lines only: the rest is read next time
+            lines = chunk[:end]
+            self.offsets[path] = start + end
+            self.done += lines.count(b"\n")
+            self.errors += lines.count(b'"error":"')
+        return self.done, self.errors, -1  # -1: requests in flight are not known here

@@ -1,4 +1,8 @@
-"""The self-contained HTML report (jinja2 template + inline SVG plots; no external assets)."""
+"""The self-contained HTML report: a jinja2 template with plotly figures (plots.py).
+
+One file that opens offline: plotly.js is inlined once in the page's head (what plotly's
+``include_plotlyjs=True`` does, shared by every figure), so zoom and hover work without a network.
+"""
 
 from __future__ import annotations
 
@@ -6,68 +10,108 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from bench.metrics import derive
+from bench.metrics import derive, itl_gaps_ms
 from bench.records import AnyRecord, RequestRecord
-from bench.report import svg
+from bench.report import plots
+from bench.report.series import RunSeries, build
 
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"),
                    autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
+    """A table cell: numbers rounded, None as a dash, mappings as ``key value`` pairs (never a repr)."""
     if v is None:
         return "—"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.{digits}g}" if abs(v) < 1e-3 or abs(v) >= 1e5 else f"{v:,.{digits}f}".rstrip("0").rstrip(".")
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_fmt(x, digits)}" for k, x in v.items()) or "—"
+    if isinstance(v, list | tuple):
+        return ", ".join(_fmt(x, digits) for x in v) or "—"
     return str(v)
 
 
 _ENV.filters["fmt"] = _fmt
 
 
-def plots(summary: dict[str, Any], records: list[AnyRecord]) -> list[str]:
-    out: list[str] = []
+def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> list[Any]:
+    """The report's plotly figures, in page order."""
+    rs = rs or build(records)
+    figs: list[Any] = []
+    sweep = summary.get("sweep")
+    if sweep and sweep.get("points"):
+        figs += [plots.sweep_latency(sweep), plots.sweep_throughput(sweep)]
     measured = [r for r in records if r.phase == "measure" and r.ok]
     chats = [r for r in measured if isinstance(r, RequestRecord)]
     if chats:
         ds = [derive(r) for r in chats]
-        out.append(svg.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
-                            "TTFC": [d.ttfc_ms for d in ds if d.ttfc_ms is not None]},
-                           "ms", "Latency CDF: time to first token / content token"))
-        out.append(svg.cdf({"E2E": [d.e2e_ms for d in ds if d.e2e_ms is not None]}, "ms",
-                           "Latency CDF: end to end"))
-        out.append(svg.cdf({"TPOT": [d.tpot_ms for d in ds if d.tpot_ms is not None]}, "ms",
-                           "Latency CDF: time per output token"))
+        gaps = [g for r in chats for g in itl_gaps_ms(r)]
+        chunk = [(r.event_ns[i] - r.event_ns[i - 1]) / 1e6 for r in chats for i in range(1, len(r.event_ns))]
+        figs.append(plots.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
+                               "TTFC (first content)": [d.ttfc_ms for d in ds if d.ttfc_ms is not None],
+                               "TTFB (headers)": [d.ttfb_ms for d in ds if d.ttfb_ms is not None]},
+                              "ms", "Time to first token: CDF (measured requests)"))
+        figs.append(plots.cdf({"ITL (per token)": gaps, "chunk gap (per SSE event)": chunk,
+                               "TPOT (per request)": [d.tpot_ms for d in ds if d.tpot_ms is not None]},
+                              "ms", "Inter-token latency: CDF (measured requests)", of="samples"))
+        figs.append(plots.cdf({"E2E": [d.e2e_ms for d in ds if d.e2e_ms is not None]}, "ms",
+                              "End-to-end latency: CDF (measured requests)"))
     elif measured:
-        lat = [(r.end_ns - r.sent_ns) / 1e9 for r in measured if r.end_ns is not None]
-        out.append(svg.cdf({"document": lat}, "s", "Latency CDF: document enqueue to output written"))
-    everyone = [r for r in records if r.end_ns is not None]
-    if everyone:
-        series: dict[str, list[tuple[float, float]]] = {}
-        for r in everyone:
-            if r.sent_ns is None or r.end_ns is None:
-                continue  # never sent or never finished: no latency to plot
-            key = r.phase if r.ok else "error"
-            series.setdefault(key, []).append((r.sent_ns / 1e9, (r.end_ns - r.sent_ns) / 1e6))
-        out.append(svg.scatter(series, "send time, s after start", "end-to-end latency, ms",
-                               "Timeline: every request (warmup/cooldown shown, not measured)"))
-        lag = [(r.sent_ns / 1e9, (r.sent_ns - r.intended_ns) / 1e6) for r in records]
-        out.append(svg.scatter({"lag": lag}, "send time, s", "schedule lag, ms", "Timeline: client schedule lag"))
-    sweep = summary.get("sweep")
-    if sweep and sweep.get("points"):
-        pts = sweep["points"]
-        metric = sweep.get("metric", "ttft_ms")
-        out.append(svg.lines({metric: [(p["achieved_rps"], p["value"]) for p in pts if p.get("value") is not None]},
-                             "achieved request throughput, req/s", metric,
-                             f"Sweep: {metric} p{sweep.get('percentile', 95):g} vs throughput",
-                             hline=(sweep["threshold"], "SLO") if sweep.get("threshold") else None))
-        out.append(svg.lines({"achieved": [(p["rate_rps"], p["achieved_rps"]) for p in pts],
-                              "target": [(p["rate_rps"], p["rate_rps"]) for p in pts]},
-                             "target rate, req/s", "req/s", "Sweep: achieved vs offered load"))
-    return out
+        figs.append(plots.cdf({"document": [(r.end_ns - r.sent_ns) / 1e9 for r in measured if r.end_ns is not None]},
+                              "s", "Document latency (enqueue to output written): CDF"))
+    if rs.rows:
+        ok = [row for row in rs.rows if row["ok"]]
+        lat_key = "ttft_ms" if rs.kind == "chat" else "doc_latency_s"
+        unit = "ms" if rs.kind == "chat" else "s"
+        label = "TTFT" if rs.kind == "chat" else "document latency"
+        figs.append(plots.over_time(
+            {f"{label}, each request": ([r["sent_s"] for r in ok if r[lat_key] is not None],
+                                        [r[lat_key] for r in ok if r[lat_key] is not None])},
+            {"p50 per second": (rs.bins, rs.lat_p50), "p95 per second": (rs.bins, rs.lat_p95)},
+            f"{label}, {unit}", f"{label} over time (by send time)", rs.windows))
+        if rs.kind == "chat" and any(v is not None for v in rs.itl_p50):
+            itl_pts = [(r["sent_s"], r["itl_mean_ms"]) for r in ok if r["itl_mean_ms"] is not None]
+            figs.append(plots.over_time(
+                {"mean ITL of each request": ([p[0] for p in itl_pts], [p[1] for p in itl_pts])},
+                {"p50 per second (all tokens)": (rs.bins, rs.itl_p50),
+                 "p95 per second (all tokens)": (rs.bins, rs.itl_p95)},
+                "inter-token latency, ms", "Inter-token latency over time (by send time)", rs.windows))
+        figs.append(plots.throughput(rs, "Throughput over time"))
+        if rs.kind == "chat":
+            lengths = {"prompt tokens": [r["prompt_tokens"] for r in rs.rows if r["prompt_tokens"] is not None],
+                       "output tokens": [r["output_tokens"] for r in ok if r["output_tokens"] is not None]}
+            if any(lengths.values()):
+                figs.append(plots.histograms(lengths, "Prompt and output lengths (every request; output: successful)"))
+        failed = [row for row in rs.rows if not row["ok"]]
+        e2e_key = "e2e_ms" if rs.kind == "chat" else "doc_latency_s"
+        by_phase: dict[str, tuple[list[float], list[float]]] = {}
+        for row in ok + failed:
+            if row[e2e_key] is None:
+                continue
+            key = row["phase"] if row["ok"] else "error"
+            by_phase.setdefault(key, ([], []))
+            by_phase[key][0].append(row["sent_s"])
+            by_phase[key][1].append(row[e2e_key])
+        figs.append(plots.over_time(by_phase, {}, f"{'end-to-end' if rs.kind == 'chat' else 'document'} latency, "
+                                    f"{unit}", "Every request: latency by send time (warmup and cooldown not "
+                                    "measured)", rs.windows))
+        figs.append(plots.over_time({"schedule lag": ([r["sent_s"] for r in rs.rows], [r["lag_ms"] for r in rs.rows])},
+                                    {}, "sent − intended, ms", "Client schedule lag (open loop: a late send "
+                                    "means the client could not keep up)", rs.windows))
+    return figs
 
 
-def render(summary: dict[str, Any], records: list[AnyRecord]) -> str:
-    return _ENV.get_template("report.html.j2").render(s=summary, plots=plots(summary, records))
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
+def render(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> str:
+    divs = [plots.to_html(f, f"plot-{i}") for i, f in enumerate(figures(summary, records, rs))]
+    n = 2 if (summary.get("sweep") or {}).get("points") else 0  # figures() puts the sweep's two first
+    return _ENV.get_template("report.html.j2").render(s=summary, sweep_plots=divs[:n], plots=divs[n:],
+                                                      plotly_js=plotly_js())

@@ -1,14 +1,18 @@
-"""Write a run's files: records.jsonl, summary.json, report.html (one folder per run)."""
+"""Write a run's files: records.jsonl, summary.json, report.html and the CSV exports
+requests.csv and timeseries.csv (one folder per run; docs/bench-report.md lists the columns)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.records import AnyRecord, write_jsonl
 from bench.report.html import render
+from bench.report.series import TIME_COLUMNS, build
 from contract.spec_loader import project_root
 
 
@@ -57,8 +61,29 @@ def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
     if sweep is not None:
         full["sweep"] = sweep
     write_summary(paths["summary"], full)
-    paths["report"].write_text(render(full, records))
+    paths.update(write_report(out_dir, full, records))
     return paths
+
+
+def write_report(out_dir: Path, summary: dict[str, Any], records: list[AnyRecord]) -> dict[str, Path]:
+    """report.html, requests.csv and timeseries.csv of a run folder, from its summary and records."""
+    rs = build(records)
+    paths = {"report": out_dir / "report.html", "requests_csv": out_dir / "requests.csv",
+             "timeseries_csv": out_dir / "timeseries.csv"}
+    _write_csv(paths["requests_csv"], rs.columns, rs.rows)
+    _write_csv(paths["timeseries_csv"], TIME_COLUMNS, rs.time_rows())
+    paths["report"].write_text(render(summary, records, rs))
+    return paths
+
+
+def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+    """Empty cells for missing values; booleans as true/false."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(columns)
+        for row in rows:
+            w.writerow(["" if row.get(c) is None else str(row[c]).lower() if isinstance(row[c], bool) else row[c]
+                        for c in columns])
 
 
 class RunFolderError(ValueError):

@@ -16,10 +16,9 @@ from rich.table import Table
 from bench.compare import compare as do_compare
 from bench.gating.run import check_run, load_run, run_gate
 from bench.gating.spec import GATE_DIR
-from bench.progress import live_progress
+from bench.progress import every_s, plan_for, run_progress
 from bench.records import read_jsonl
-from bench.report.html import render
-from bench.report.writer import load_summary, new_run_dir, records_path, write_run
+from bench.report.writer import load_summary, new_run_dir, records_path, write_report, write_run
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
@@ -27,7 +26,7 @@ from bench.target import QueueOptions, mask_url, resolve
 from contract.enums import DeploymentMode
 from splitstack.cli.bench_locust import locust_app
 from splitstack.cli.bench_output import console, fail, out, print_gates, print_summary
-from splitstack.cli.options import OptionalStack, add_version, epilog
+from splitstack.cli.options import OptionalStack, ProgressEvery, add_version, epilog
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 add_version(app, "bench", "Load tests, go/no-go gates, comparisons and reports for splitstack.")
@@ -62,8 +61,9 @@ def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_d
                         prometheus_url, documents_at)
 
 
-def _run(scn, target, tokenizer=None):
-    with live_progress(scn.load, console, enabled=console.is_terminal) as cb:
+def _run(scn, target, tokenizer=None, progress_every: float | None = None, label: str | None = None):
+    with run_progress(plan_for(scn.load, label), console, every_s(progress_every),
+                      counts=scn.load.processes == 1) as cb:
         return run_scenario(scn, target, progress=cb, tokenizer=tokenizer)
 
 
@@ -101,8 +101,9 @@ def run(
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
     documents_at: str | None = DOCS_AT, topology: DeploymentMode | None = TOPOLOGY,
+    progress_every: ProgressEvery = None,
 ) -> None:
-    """Run a scenario; write records.jsonl, summary.json and report.html.
+    """Run a scenario; write records.jsonl, summary.json, report.html and the CSV exports.
 
     Exit codes: 0 a valid run; 2 an invalid run (the validity checks of its summary failed: the
     client could not keep up, more errors than the scenario's validity.error_rate_max allows (5 %
@@ -120,7 +121,7 @@ def run(
                        documents_at)
         target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline",
                          topology.value if topology else None)
-        res = _run(scn, target, tokenizer=tokenizer)
+        res = _run(scn, target, tokenizer=tokenizer, progress_every=progress_every)
     except (ValueError, RuntimeError) as exc:
         raise fail(str(exc)) from None
     paths = write_run(run_dir, res.records, res.summary)
@@ -144,6 +145,7 @@ def gate(
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
     documents_at: str | None = DOCS_AT, topology: DeploymentMode | None = TOPOLOGY,
+    progress_every: ProgressEvery = None,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
     input, or a target that cannot be trusted (as `bench run`).
@@ -153,7 +155,7 @@ def gate(
     try:
         result = run_gate(gate_file, stack=stack, url=url, model=model, api_key_env=api_key_env, queue=queue,
                           baseline=baseline, out_dir=out_dir, console=console,
-                          topology=topology.value if topology else None)
+                          topology=topology.value if topology else None, progress_every=every_s(progress_every))
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
     print_gate_run(result.summary, result.gates, result.paths)
@@ -255,11 +257,13 @@ def sweep(
     model: str | None = typer.Option(None),
     api_key_env: str | None = typer.Option(None),
     out_dir: Path | None = typer.Option(None, "--out"),
+    progress_every: ProgressEvery = None,
 ) -> None:
     """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
     try:
         run_dir = new_run_dir(out_dir, "sweep")
         target = resolve(stack, url, model, api_key_env)
+        every = every_s(progress_every)
     except ValueError as exc:
         raise fail(str(exc)) from None
     spec = SearchSpec(metric=metric, percentile=percentile, max_value=max_value, start_rps=start_rps,
@@ -268,7 +272,7 @@ def sweep(
 
     def run_at(rate: float, rep: int) -> dict:
         scn = load_scenario(scenario, {"rate_rps": rate, "seed": rep, "duration_s": duration_s})
-        res = run_scenario(scn, target)
+        res = _run(scn, target, progress_every=every, label=f"sweep {rate:.3g} req/s #{rep}")
         last["res"] = res
         return res.summary
 
@@ -277,6 +281,7 @@ def sweep(
     except (ValueError, RuntimeError) as exc:  # a bad scenario or a refused target (checked before each point)
         raise fail(str(exc)) from None
     res = last["res"]
+    result["scenario"] = scenario
     paths = write_run(run_dir, res.records, res.summary, sweep=result)
     out.print(result["conclusion"])
     out.print(f"report: {paths['report']}")
@@ -284,17 +289,17 @@ def sweep(
 
 @app.command(epilog=epilog("bench report .state/bench/RUN", exits="0 written; 2 not a run folder"))
 def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json).")) -> None:
-    """Re-render report.html of a run folder from its files. Exit 2 when the folder is not a run."""
+    """Re-render report.html, requests.csv and timeseries.csv of a run folder from its files. Exit 2
+    when the folder is not a run."""
     try:
         s = load_summary(run_dir)
-        html = render(s, list(read_jsonl(records_path(run_dir))))
+        paths = write_report(run_dir, s, list(read_jsonl(records_path(run_dir))))
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     except (KeyError, TypeError) as exc:  # a summary.json of another shape (edited by hand, another version)
         raise fail(f"{run_dir}: summary.json lacks what the report needs ({type(exc).__name__}: {exc}); "
                    "re-run the scenario with this version of the bench") from None
-    (run_dir / "report.html").write_text(html)
-    out.print(f"report: {run_dir / 'report.html'}")
+    out.print(f"report: {paths['report']}  (exports: {paths['requests_csv'].name}, {paths['timeseries_csv'].name})")
 
 
 @app.command(epilog=epilog("bench scenarios", exits="0 listed"))

@@ -12,15 +12,16 @@ from rich.markup import escape
 from bench.locust.ingest import ingest
 from bench.locust.launch import RunPaths, locust_env, run_distributed, run_headless, run_worker
 from bench.locust.procs import LocustRunError, free_port, raise_on_sigterm
-from bench.locust.session import chat_scenario_and_target, finish_run, watch_server
+from bench.locust.session import RecordsProgress, chat_scenario_and_target, finish_run, watch_server
 from bench.locust.settings import DEFAULT_MASTER_PORT, LocustSettings, default
+from bench.progress import Plan, every_s, run_progress
 from bench.report.writer import new_run_dir, write_run
 from bench.scenario import ScenarioError, load_chat_scenario
 from bench.target import Target
 from contract.extras import MissingExtra
 from splitstack.cli.bench_output import console as err
 from splitstack.cli.bench_output import fail, out, print_summary
-from splitstack.cli.options import epilog
+from splitstack.cli.options import ProgressEvery, epilog
 
 locust_app = typer.Typer(help="Load from many machines with Locust; results feed the same reports and gates.",
                          no_args_is_help=True)
@@ -103,22 +104,29 @@ def run(
     stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
     api_key_env: str | None = _KEY_ENV,
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
+    progress_every: ProgressEvery = None,
 ) -> None:
     """Run Locust with the bench's locustfile on this machine; then ingest its records."""
+    try:
+        every = every_s(progress_every)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     out_dir = _run_dir(out_dir, f"locust-{Path(scenario).stem}")
     scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
     env = locust_env(scenario, target, api_key_env, s, paths.records)
-    if processes == 0:
-        server = watch_server(target, lambda: _guarded(
-            lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths))
-    else:
-        port = free_port()
-        server = watch_server(target, lambda: _guarded(
-            lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=processes,
-                                    local_workers=processes, bind_host="127.0.0.1", port=port), paths))
+    plan = Plan("locust", int(rate_rps * s.run_time_s) if rate_rps else None, float(s.run_time_s))
+    with run_progress(plan, err, every, poll=RecordsProgress(paths.records)):  # records so far, read as they come
+        if processes == 0:
+            server = watch_server(target, lambda: _guarded(
+                lambda: run_headless(paths, env, target.base_url, s, rate_rps), paths))
+        else:
+            port = free_port()
+            server = watch_server(target, lambda: _guarded(
+                lambda: run_distributed(paths, env, env, target.base_url, s, rate_rps, expect_workers=processes,
+                                        local_workers=processes, bind_host="127.0.0.1", port=port), paths))
     _finish(paths, scn, target, s, rate_rps, *server)
 
 

@@ -83,3 +83,8 @@ def add_version(app: typer.Typer, prog: str, help_text: str, extra: Iterable[str
             "--version", is_eager=True, callback=version_callback(prog),
             help="Print the version and exit.")] = False) -> None:
         del version
+
+# every long-running bench command (run, gate, sweep, locust run): see bench/progress.py
+ProgressEvery = Annotated[float | None, typer.Option(
+    "--progress-every-s", metavar="SECONDS", help="Without a terminal (CI, pipes): one progress line every "
+    "SECONDS (default: $BENCH_PROGRESS_EVERY, else 10; 0: none). On a terminal: a live line with the ETA.")]

@@ -139,7 +139,7 @@ def test_ingest_counts_worker_cpu_warnings_from_the_master_log(tmp_path):
     log = "Worker host_1 (index 1) exceeded cpu threshold (will only log this once per worker)\n"
     _, s = ingest(tmp_path, load_scenario("chat-smoke"), Target("http://h:1", "m"), 1, 0.5, 0.5, log)
     cpu = next(c for c in s["validity"]["checks"] if c["check"] == "locust CPU warnings")
-    assert cpu["measured"] == 1 and not cpu["passed"] and "--workers N" in cpu["why"]
+    assert cpu["measured"] == 1 and not cpu["passed"] and "--processes N" in cpu["why"]
 
 
 def test_ingest_of_an_empty_folder_says_where_records_are(tmp_path):

