@@ -135,10 +135,17 @@ def _alive(ps: psutil.Process) -> bool:
 
 def raise_on_sigterm() -> None:
     """Turn SIGTERM (and SIGHUP: the terminal closed) to `bench` into KeyboardInterrupt, so the same
-    cleanup as Ctrl-C runs; the Locust processes run in sessions of their own and get neither."""
+    cleanup as Ctrl-C runs; the Locust processes run in sessions of their own and get neither.
+
+    Ctrl-C itself is made to raise KeyboardInterrupt too: a process started in the background by a
+    shell without job control (a CI job's `make test &`, `nohup`) inherits SIGINT *ignored*, and
+    Python then installs no handler, so SIGINT would be dropped and the fleet run on for its whole
+    duration (what `test_ctrl_c_stops_master_and_workers` hit in a full `make test` started that
+    way, and never alone from a terminal)."""
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGHUP, handler)
 

@@ -57,9 +57,12 @@ class Bench:
     def target_args(self) -> list[str]:
         return ["--url", self.target.base_url, "--model", "tiny", "--api-key-env", "SIM_KEY"]
 
-    def start(self, *args: str) -> subprocess.Popen:
+    def start(self, *args: str, sigint_ignored: bool = False) -> subprocess.Popen:
+        """`bench ARGS`; ``sigint_ignored``: as a shell without job control starts a background job
+        (SIGINT inherited as ignored: what CI's `make test` in the background gave)."""
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
         return subprocess.Popen([sys.executable, "-m", "splitstack.cli.bench", *args], cwd=ROOT, env=self.env,
-                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ignore)
 
     def watch(self, proc: subprocess.Popen, timeout_s: float) -> tuple[int, str, str]:
         """Wait for proc, recording its descendants (psutil children) while it runs."""
@@ -298,8 +301,10 @@ def _wait_until_loaded(bench: Bench, proc: subprocess.Popen, out: Path) -> None:
 
 def test_ctrl_c_stops_master_and_workers(bench, tmp_path):
     out = tmp_path / "int"
+    # Started with SIGINT ignored, the harder case: Ctrl-C must still stop everything (a terminal's
+    # foreground job, where SIGINT is not ignored, is the easy one).
     proc = bench.start("locust", "run", "chat-smoke", "--processes", "2", *bench.target_args(), "--users", "2",
-                       "--duration-s", "120", "--out", str(out))
+                       "--duration-s", "120", "--out", str(out), sigint_ignored=True)
     try:
         _wait_until_loaded(bench, proc, out)
         t0 = time.monotonic()
@@ -319,8 +324,10 @@ def test_ctrl_c_stops_master_and_workers(bench, tmp_path):
 
 def test_a_worker_dying_mid_run_fails_the_run(bench, tmp_path):
     out = tmp_path / "die"
+    # Started with SIGINT ignored, the harder case: Ctrl-C must still stop everything (a terminal's
+    # foreground job, where SIGINT is not ignored, is the easy one).
     proc = bench.start("locust", "run", "chat-smoke", "--processes", "2", *bench.target_args(), "--users", "2",
-                       "--duration-s", "120", "--out", str(out))
+                       "--duration-s", "120", "--out", str(out), sigint_ignored=True)
     try:
         _wait_until_loaded(bench, proc, out)
         worker = next(c for c in psutil.Process(proc.pid).children() if "--worker" in c.cmdline())
