@@ -227,15 +227,10 @@ def spec_validate(
     failed = missing = False
     for name in [*(stack or []), *(targets or [])] or available_stacks():
         try:
-            spec = _load_target(name)
-        except FileNotFoundError as exc:
-            missing = True
-            err.print(str(exc), style="red", markup=False)
-            continue
-        try:
-            problems = check_cluster_fit(spec)
-        except SpecError as exc:
-            failed = True
+            problems = check_cluster_fit(_load_target(name))
+        except (FileNotFoundError, SpecError) as exc:
+            missing = missing or isinstance(exc, FileNotFoundError)
+            failed = failed or isinstance(exc, SpecError)
             err.print(str(exc), style="red", markup=False)
             continue
         if problems:

@@ -37,6 +37,7 @@ def _files(tmp: Path) -> dict[str, str]:
     run.mkdir()
     (run / "summary.json").write_text("{}")
     (tmp / "chat-summary.json").write_text(json.dumps({"kind": "chat", "throughput": {"completed_rps": 3}}))
+    (tmp / "bad-spec.yaml").write_text("config:\n  splitstack:target: local\n  splitstack:queue: {port: 70000}\n")
     (tmp / "bad-gate.yaml").write_text("name: g\nscenario: chat-smoke\ngates: [{kind: latency, metric: ttft}]\n")
     return {"tmp": str(tmp), "run": str(run)}
 
@@ -64,6 +65,8 @@ def cases(f: dict[str, str]) -> list[Case]:
         Case("unknown stack for a run", ["bench", "run", "chat-smoke", "--stack", "nosuch"], "nosuch"),
         Case("spec validate: unknown stack", ["spec", "validate", "nosuch"], "no stack of that name"),
         Case("spec validate: missing file", ["spec", "validate", f"{t}/none.yaml"], "no such file"),
+        Case("spec validate: an invalid spec file", ["spec", "validate", f"{t}/bad-spec.yaml"], "queue.port",
+             code=1),
         Case("spec show: unknown stack", ["spec", "show", "--stack", "nosuch"], "known stacks"),
         Case("up: malformed override", ["up", "--spec-override", "queue.port"], "expected KEY=VALUE"),
         Case("up: a Kubernetes stack", ["up", "--stack", "dev"], "pulumi up"),
