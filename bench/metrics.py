@@ -14,9 +14,12 @@ Per request (ms, from monotonic ns stamps relative to the run's t0):
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub, truediv
 from typing import Any
 
 import numpy as np
@@ -58,16 +61,21 @@ def derive(r: RequestRecord) -> Derived:
     )
 
 
-def itl_gaps_ms(r: RequestRecord) -> list[float]:
-    out: list[float] = []
-    for i in range(1, len(r.event_ns)):
-        k = max(1, r.event_tokens[i])
-        out.extend([(r.event_ns[i] - r.event_ns[i - 1]) / MS / k] * k)
-    return out
-
-
 def chunk_gaps_ms(r: RequestRecord) -> list[float]:
-    return [(r.event_ns[i] - r.event_ns[i - 1]) / MS for i in range(1, len(r.event_ns))]
+    ns = r.event_ns
+    return list(map(truediv, map(sub, ns[1:], ns), repeat(MS)))  # C-level: runs for every request
+
+
+def itl_gaps_ms(r: RequestRecord) -> list[float]:
+    chunks = chunk_gaps_ms(r)
+    toks = r.event_tokens[1:]
+    if toks.count(1) == len(toks):  # one token per event (the usual stream): the chunk gaps themselves
+        return chunks
+    out: list[float] = []
+    for gap, k in zip(chunks, toks):
+        k = max(1, k)
+        out.extend([gap / k] * k)
+    return out
 
 
 def meets_slo(d: Derived, ok: bool, slo: RequestSLO) -> bool:
@@ -116,6 +124,13 @@ def throughput_end(records: list, end_ns: int, cooldown_s: float) -> int:
     return max([end_ns, *ends]) + 1
 
 
+def _tokens_between(r: RequestRecord, start_ns: int, end_ns: int) -> int:
+    """Output tokens of ``r`` whose events arrived in [start_ns, end_ns) (event stamps are in order)."""
+    ns, toks = r.event_ns, r.event_tokens
+    i, j = bisect_left(ns, start_ns), bisect_left(ns, end_ns)
+    return j - i if toks.count(1) == len(toks) else sum(toks[i:j])
+
+
 def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: RequestSLO,
                  tput_end_ns: int | None = None) -> dict[str, Any]:
     """Aggregate metrics over the measured window [start_ns, end_ns).
@@ -145,8 +160,7 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
         series["itl_ms"].extend(itl_gaps_ms(r))
         series["chunk_gap_ms"].extend(chunk_gaps_ms(r))
     done_in_window = sum(1 for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < t_end)
-    tokens_in_window = sum(k for r in records if r.ok
-                           for t, k in zip(r.event_ns, r.event_tokens) if start_ns <= t < t_end)
+    tokens_in_window = sum(_tokens_between(r, start_ns, t_end) for r in records if r.ok)
     prompt_mismatch = sum(1 for r in ok if r.prompt_tokens is not None and r.server_prompt_tokens is not None
                           and r.prompt_tokens != r.server_prompt_tokens)
     return {

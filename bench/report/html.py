@@ -10,7 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from bench.metrics import derive, itl_gaps_ms
+from bench.metrics import chunk_gaps_ms, derive, itl_gaps_ms
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.series import RunSeries, build
@@ -49,7 +49,7 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
     if chats:
         ds = [derive(r) for r in chats]
         gaps = [g for r in chats for g in itl_gaps_ms(r)]
-        chunk = [(r.event_ns[i] - r.event_ns[i - 1]) / 1e6 for r in chats for i in range(1, len(r.event_ns))]
+        chunk = [g for r in chats for g in chunk_gaps_ms(r)]
         figs.append(plots.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
                                "TTFC (first content)": [d.ttfc_ms for d in ds if d.ttfc_ms is not None],
                                "TTFB (headers)": [d.ttfb_ms for d in ds if d.ttfb_ms is not None]},

@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from bench.report.series import RunSeries
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -62,6 +64,15 @@ def _thin(xs: Sequence[float], ys: Sequence[float], n: int = MAX_POINTS) -> tupl
         return list(xs), list(ys)
     idx = sorted({round(i * (len(xs) - 1) / (n - 1)) for i in range(n)})
     return [xs[i] for i in idx], [ys[i] for i in idx]
+
+
+def _ecdf(vals: Sequence[float], n: int = MAX_POINTS) -> tuple[list[float], list[float]]:
+    """The empirical CDF's points (value, share at or below it), thinned as :func:`_thin` does;
+    sorted with numpy: a run's ITL samples number hundreds of thousands."""
+    s = np.sort(np.asarray(vals, dtype=float))
+    m = s.size
+    idx = np.unique(np.round(np.arange(n) * (m - 1) / (n - 1)).astype(np.int64)) if m > n else np.arange(m)
+    return s[idx].tolist(), ((idx + 1) / m).tolist()
 
 
 def _layout(fig: Fig, title: str, xtitle: str, ytitle: str, xs: Iterable[float | None],
@@ -114,10 +125,9 @@ def cdf(series: dict[str, list[float]], unit: str, title: str, of: str = "reques
     for i, (label, vals) in enumerate(series.items()):
         if not vals:
             continue
-        s = sorted(vals)
-        xs, ys = _thin(s, [(k + 1) / len(s) for k in range(len(s))])
-        xs_all += [s[0], s[-1]]
-        fig["data"].append(dict(type="scatter", x=xs, y=ys, mode="lines", name=f"{label} (n={len(s)})",
+        xs, ys = _ecdf(vals)
+        xs_all += [xs[0], xs[-1]]
+        fig["data"].append(dict(type="scatter", x=xs, y=ys, mode="lines", name=f"{label} (n={len(vals)})",
                                 line={"color": COLORS[i % len(COLORS)], "width": 2, "shape": "hv",
                                       "dash": DASHES[i % len(DASHES)]},
                                 hovertemplate=f"{label}: %{{x:.4g}} {unit}<br>share at or below: %{{y:.1%}}"

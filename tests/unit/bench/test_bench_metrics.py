@@ -58,3 +58,28 @@ def test_summary_window_and_phases():
     assert s["throughput"]["completed_rps"] == pytest.approx(2.0)
     assert s["throughput"]["output_tokens_per_s"] == pytest.approx(8.0)
     assert s["goodput"]["good"] == 1 and s["goodput"]["fraction"] == 0.5
+
+
+def test_ecdf_points_are_the_sorted_values_and_their_shares():
+    import random
+
+    from bench.report.plots import MAX_POINTS, _ecdf
+
+    small = [3.0, 1.0, 2.0, 2.0]
+    assert _ecdf(small) == ([1.0, 2.0, 2.0, 3.0], [0.25, 0.5, 0.75, 1.0])
+    rng = random.Random(7)
+    vals = [rng.random() for _ in range(10 * MAX_POINTS)]
+    xs, ys = _ecdf(vals)
+    s = sorted(vals)
+    assert len(xs) <= MAX_POINTS and xs[0] == s[0] and xs[-1] == s[-1] and ys[-1] == 1.0
+    for x, y in zip(xs, ys):  # every point is (k-th smallest value, k / n)
+        assert s[round(y * len(s)) - 1] == x
+
+
+def test_tokens_between_counts_events_in_the_window():
+    from bench.metrics import _tokens_between
+
+    r = rec(event_ns=[100, 200, 300, 400], event_tokens=[1, 1, 1, 1], event_content=[True] * 4)
+    assert _tokens_between(r, 150, 400) == 2
+    r = rec(event_ns=[100, 200, 300, 400], event_tokens=[1, 3, 1, 2], event_content=[True] * 4)
+    assert _tokens_between(r, 150, 401) == 6 and _tokens_between(r, 0, 100) == 0
