@@ -7,12 +7,14 @@ process, and the sender turns (index, intended time, phase) into a record, or in
 compact row (bench/records.py).
 
 No pause in the measured window: each finished request is a row of plain values, written to a
-spool file as the run goes, so the heap the garbage collector walks does not grow with the run;
-everything that exists when the load starts is frozen out of collections (``gc.freeze``), full
-collections are held off until the load ends (young ones stay: they cost what a few hundred new
-objects cost), and every collection is timed (``gc.callbacks``) into the process's stats. The
-GIL switch interval is lowered for the run, so a helper thread (the server-gauge sampler) that
-holds the GIL delays the event loop by at most that interval.
+spool file as the run goes, so the heap does not grow with the run; everything that exists when
+the load starts is frozen out of collections (``gc.freeze``) and automatic collection is off
+until the load ends (what the hot path makes is freed by reference counting; a guard collects
+the young generations only if tracked objects pile up, see :func:`collect_backlog`); every
+collection is timed (``gc.callbacks``) into the process's stats. The GIL switch interval is
+lowered for the run, so a helper thread (the server-gauge sampler) that holds the GIL delays the
+event loop by at most that interval. Open-loop sends wake on a timerfd (bench/timer.py), not on
+the loop's millisecond timers.
 """
 
 from __future__ import annotations
@@ -43,11 +45,14 @@ from bench.records import (
     read_spool,
     to_row,
 )
+from bench.timer import Waker
 
 ProgressFn = Callable[[int, int, int], None]  # (finished, errors, in_flight)
 Row = tuple[Any, ...]
 SWITCH_INTERVAL_S = 0.0005  # GIL hand-off bound during a run (Python's default: 5 ms)
 GC_PAUSES_KEPT = 20  # the longest collections of a process, listed in its stats
+GC_BACKLOG_MAX = 200_000  # tracked objects made and not freed since the last collection (~30-60 MB)
+GC_CHECK_EVERY = 1024  # finished requests between two looks at that count
 _ERROR_AT = {"chat": CHAT_FIELDS.index("error"), "pipeline": PIPELINE_FIELDS.index("error")}
 
 
@@ -120,8 +125,8 @@ def quiet_heap(t0_ns: int) -> Iterator[GCLog]:
     """The measured run's garbage-collection regime (see the module docstring); restored after.
     :func:`settle_heap` has run before t0; what was made since (the sender) is frozen too."""
     gc.freeze()
-    threshold = gc.get_threshold()
-    gc.set_threshold(threshold[0], threshold[1], 1 << 30)  # no full collection while the load runs
+    enabled = gc.isenabled()
+    gc.disable()  # no automatic collection while the load runs: only the backlog guard collects
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     log = GCLog(t0_ns)
@@ -131,8 +136,19 @@ def quiet_heap(t0_ns: int) -> Iterator[GCLog]:
     finally:
         gc.callbacks.remove(log)
         sys.setswitchinterval(switch)
-        gc.set_threshold(*threshold)
+        if enabled:
+            gc.enable()
         gc.unfreeze()
+
+
+def collect_backlog() -> None:
+    """The guard against a heap that grows while collections are off: objects the run keeps
+    (requests in flight) or leaves in reference cycles (an exception's traceback) raise the
+    collector's count of tracked objects; past ``GC_BACKLOG_MAX`` the young generations are
+    collected once (timed like any collection). A healthy run frees what it makes by reference
+    counting and never gets here."""
+    if gc.get_count()[0] > GC_BACKLOG_MAX:
+        gc.collect(1)
 
 
 @dataclass
@@ -175,6 +191,8 @@ class _Sink:
         self.spool.append(row)
         if row[_ERROR_AT[row[0]]] is not None:
             self.errors += 1
+        if not self.spool.rows % GC_CHECK_EVERY:
+            collect_backlog()
         if self.progress:
             self.progress(self.spool.rows, self.errors, in_flight)
 
@@ -188,21 +206,24 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
         pending.discard(task)
         sink.add(task.result(), len(pending))
 
-    sleep = asyncio.sleep
+    waker = Waker(asyncio.get_running_loop())
+    until = waker.until
     mono = time.monotonic_ns
     ensure = asyncio.ensure_future
-    for index, intended in arrivals:
-        delay = t0 + intended - mono()
-        if delay > 0:
-            await sleep(delay / NS)
-        phase = phase_of(intended, start_ns, end_ns)
-        if len(pending) >= spec.max_in_flight:
-            overloaded += 1
-            sink.add(_overload_row(index, intended, phase, t0, process), len(pending))
-            continue
-        task = ensure(sender.send(index, intended, phase, t0))
-        pending.add(task)
-        task.add_done_callback(done)
+    try:
+        for index, intended in arrivals:
+            if t0 + intended > mono():
+                await until(t0 + intended)
+            phase = phase_of(intended, start_ns, end_ns)
+            if len(pending) >= spec.max_in_flight:
+                overloaded += 1
+                sink.add(_overload_row(index, intended, phase, t0, process), len(pending))
+                continue
+            task = ensure(sender.send(index, intended, phase, t0))
+            pending.add(task)
+            task.add_done_callback(done)
+    finally:
+        waker.close()
     while pending:
         await asyncio.wait(set(pending))
     return overloaded
