@@ -22,6 +22,7 @@ _CLOCK_MONOTONIC = 1
 _TFD_NONBLOCK = os.O_NONBLOCK
 _TFD_CLOEXEC = 0o2000000
 _TFD_TIMER_ABSTIME = 1
+USE_TIMERFD = True  # False: the loop's own timer (benchmarks compare the two)
 
 
 class _Timespec(ctypes.Structure):
@@ -52,7 +53,7 @@ class Waker:
         self.fd = -1
         self._fut: asyncio.Future | None = None
         self._spec = _Itimerspec()
-        libc = _libc()
+        libc = _libc() if USE_TIMERFD else None
         if libc is None:
             return
         fd = libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)

