@@ -224,6 +224,8 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
             task = ensure(sender.send(index, intended, phase, t0))
             pending.add(task)
             task.add_done_callback(done)
+            if not index % GC_CHECK_EVERY:  # an overloaded server finishes little: look on sends too
+                collect_backlog()
     finally:
         waker.close()
     while pending:

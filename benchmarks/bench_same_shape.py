@@ -99,10 +99,31 @@ def stub() -> Iterator[tuple[str, int]]:
         yield server.url, server.pid
 
 
+def cstub_binary() -> Path:
+    """benchmarks/stub_sse_server.c compiled (``cc -O2``) into .cache/bin when missing or older than its source."""
+    src = ROOT / "benchmarks" / "stub_sse_server.c"
+    exe = ROOT / ".cache" / "bin" / "stub_sse_server"
+    if not exe.is_file() or exe.stat().st_mtime < src.stat().st_mtime:
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cc", "-O2", "-Wall", "-o", str(exe), str(src)], check=True)
+    return exe
+
+
+@contextlib.contextmanager
+def cstub() -> Iterator[tuple[str, int]]:
+    port = free_port()
+    with running("cstub", [str(cstub_binary()), "--port", str(port)], port=port, ready="/v1/models",
+                 ready_timeout_s=30) as server:
+        yield server.url, server.pid
+
+
 @contextlib.contextmanager
 def server(kind: str) -> Iterator[tuple[str, int]]:
     if kind == "stub":
         with stub() as s:
+            yield s
+    elif kind == "cstub":
+        with cstub() as s:
             yield s
     else:
         with sim_process("instant", "--tokenizer", str(MODEL_DIR), "--timings-max-entries", "0", api_key=None) as s:
@@ -112,7 +133,7 @@ def server(kind: str) -> Iterator[tuple[str, int]]:
 def served(kind: str, url: str) -> float:
     import httpx
 
-    if kind == "stub":
+    if kind in ("stub", "cstub"):
         return float(httpx.get(f"{url}/stub/stats", timeout=10).json()["requests"])
     from bench.server_metrics import parse
 
@@ -130,7 +151,7 @@ def ours(url, shape, rate, n, work, kind):
                    f"server_gauge_interval_s: 0\nload: {loop}\n")
     argv = [sys.executable, "-m", "splitstack.cli.bench", "run", str(scn), "--url", url, "--model", "tiny",
             "--out", str(work / f"ours-{n}")]
-    if kind == "stub":
+    if kind in ("stub", "cstub"):  # no /tokenize: this bench counts prompts with the model's tokenizer
         argv += ["--tokenizer", str(MODEL_DIR)]
     return argv, {}
 
@@ -366,21 +387,27 @@ def part_wakeup(a: argparse.Namespace) -> None:
 
 
 def part_maxrate(a: argparse.Namespace) -> None:
+    for kind in a.maxrate_servers.split(","):
+        _maxrate_against(a, kind)
+
+
+def _maxrate_against(a: argparse.Namespace, kind: str) -> None:
     from bench.runner import run_scenario
     from bench.validity import ValidityLimits
 
-    with server("sim") as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
+    tokenizer = None if kind == "sim" else str(MODEL_DIR)  # the stubs have no /tokenize
+    with server(kind) as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
         for seconds in a.maxrate_windows:
             seen: list[dict] = []
 
             def ok_at(rate: float) -> bool:
                 c0, w0 = proc_cpu_s(pid), time.monotonic()  # noqa: B023 - used at once
                 out = run_scenario(_scenario(rate, seconds), _target(url),  # noqa: B023 - used at once
-                                   limits=ValidityLimits(lag_p99_ms_max=2.0))
+                                   limits=ValidityLimits(lag_p99_ms_max=2.0), tokenizer=tokenizer)
                 s = out.summary
                 procs = s["run"]["client"]["processes"]
                 gc = procs[0]["gc"]
-                seen.append({"window_s": seconds, "rate": rate, "valid": s["validity"]["valid"],  # noqa: B023
+                seen.append({"server": kind, "window_s": seconds, "rate": rate, "valid": s["validity"]["valid"],  # noqa: B023
                              "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3),
                              "lag_max_ms": round(s["latency"]["lag_ms"]["max"], 3),
                              "idle_stalls": idle_stalls(out.records),
@@ -406,8 +433,8 @@ def part_maxrate(a: argparse.Namespace) -> None:
                 mid = round((lo + hi) / 2)
                 lo, hi = (mid, hi) if ok_at(mid) else (lo, mid)
             worst = max((p["gc_max_pause_ms"] for p in seen), default=0.0)
-            print(f"max rate, window {seconds:g} s: {lo} req/s (lag p99 < 2 ms, valid run); longest GC pause in "
-                  f"any probe {worst:.2f} ms; {load()}\n", flush=True)
+            print(f"max rate against {kind}, window {seconds:g} s: {lo} req/s (lag p99 < 2 ms, valid run); "
+                  f"longest GC pause in any probe {worst:.2f} ms; {load()}\n", flush=True)
 
 
 def part_rates(a: argparse.Namespace) -> None:
@@ -633,6 +660,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rate", type=float, default=200.0, help="open shape's rate, req/s")
     ap.add_argument("--maxrate-start", type=float, default=250.0)
+    ap.add_argument("--maxrate-servers", default="sim,cstub",
+                    help="servers of the max-rate search: sim (the simulator's instant profile), cstub "
+                    "(benchmarks/stub_sse_server.c), stub (the Python stub)")
     ap.add_argument("--maxrate-windows", type=float, nargs="+", default=[5.0, 30.0],
                     help="measured windows of the max-rate search, s: the maximum must not depend on it")
     ap.add_argument("--client-cpu", type=int, default=0)

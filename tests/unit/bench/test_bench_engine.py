@@ -78,10 +78,12 @@ class _CyclicWorkload(_Workload):
         return _CyclicSender(process)
 
 
-def test_a_run_that_leaves_cycles_is_collected_by_the_backlog_guard(monkeypatch):
+@pytest.mark.parametrize("spec", [LoadSpec(mode="closed", concurrency=4, count=2000),
+                                  LoadSpec(rate_rps=50_000, count=2000, arrival="constant")])
+def test_a_run_that_leaves_cycles_is_collected_by_the_backlog_guard(monkeypatch, spec):
     monkeypatch.setattr(engine, "GC_BACKLOG_MAX", 500)
     monkeypatch.setattr(engine, "GC_CHECK_EVERY", 64)
-    res = engine.run(_CyclicWorkload(), LoadSpec(mode="closed", concurrency=4, count=2000))
+    res = engine.run(_CyclicWorkload(), spec)
     log = res.processes[0].gc
     assert log["collections"]["gen1"] >= 2 and log["collections"]["gen2"] == 0  # young generations only
     assert len(log["longest"]) == sum(log["collections"].values()) or len(log["longest"]) == engine.GC_PAUSES_KEPT
