@@ -86,13 +86,15 @@ class GCLog:
         self.t0_ns = t0_ns
         self.count = [0, 0, 0]
         self.total_ns = 0
-        self.pauses: list[tuple[int, int, int]] = []  # (duration ns, generation, start ns after t0)
-        self._start = 0
+        # (wall ns, CPU ns of this thread, generation, start ns after t0): a pause much longer in wall
+        # time than in CPU time is the machine not running the process, not the collector's work
+        self.pauses: list[tuple[int, int, int, int]] = []
+        self._start = self._start_cpu = 0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
-        now = time.perf_counter_ns()
+        now, cpu = time.perf_counter_ns(), time.thread_time_ns()
         if phase == "start":
-            self._start = now
+            self._start, self._start_cpu = now, cpu
             return
         took = now - self._start
         gen = info["generation"]
@@ -100,7 +102,7 @@ class GCLog:
         self.total_ns += took
         pauses = self.pauses
         if len(pauses) < GC_PAUSES_KEPT or took > pauses[-1][0]:
-            pauses.append((took, gen, time.monotonic_ns() - took - self.t0_ns))
+            pauses.append((took, cpu - self._start_cpu, gen, time.monotonic_ns() - took - self.t0_ns))
             pauses.sort(reverse=True)
             del pauses[GC_PAUSES_KEPT:]
 
@@ -108,8 +110,8 @@ class GCLog:
         return {"collections": {f"gen{g}": n for g, n in enumerate(self.count)},
                 "total_pause_ms": round(self.total_ns / 1e6, 3),
                 "max_pause_ms": round(self.pauses[0][0] / 1e6, 3) if self.pauses else 0.0,
-                "longest": [{"ms": round(d / 1e6, 3), "generation": g, "at_s": round(t / 1e9, 3)}
-                            for d, g, t in self.pauses]}
+                "longest": [{"ms": round(d / 1e6, 3), "cpu_ms": round(c / 1e6, 3), "generation": g,
+                             "at_s": round(t / 1e9, 3)} for d, c, g, t in self.pauses]}
 
 
 def settle_heap() -> None:

@@ -87,6 +87,7 @@ def test_a_run_that_leaves_cycles_is_collected_by_the_backlog_guard(monkeypatch,
     log = res.processes[0].gc
     assert log["collections"]["gen1"] >= 2 and log["collections"]["gen2"] == 0  # young generations only
     assert len(log["longest"]) == sum(log["collections"].values()) or len(log["longest"]) == engine.GC_PAUSES_KEPT
+    assert all(0 <= p["cpu_ms"] and p["ms"] >= 0 for p in log["longest"])  # wall and CPU time of each
     assert gc.isenabled()
 
 
