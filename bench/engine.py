@@ -52,7 +52,7 @@ Row = tuple[Any, ...]
 SWITCH_INTERVAL_S = 0.0005  # GIL hand-off bound during a run (Python's default: 5 ms)
 GC_PAUSES_KEPT = 20  # the longest collections of a process, listed in its stats
 GC_BACKLOG_MAX = 10_000  # tracked objects made and not freed since the last collection: ~1-2 ms to walk
-GC_CHECK_EVERY = 64  # finished requests between two looks at that count (a look costs ~50 ns)
+GC_CHECK_EVERY = 64  # sends, and finished requests, between two looks at that count (a look costs ~50 ns)
 _ERROR_AT = {"chat": CHAT_FIELDS.index("error"), "pipeline": PIPELINE_FIELDS.index("error")}
 
 
@@ -202,7 +202,7 @@ class _Sink:
 
 
 async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadSpec,
-                    start_ns: int, end_ns: int | None, t0: int, process: int, sink: _Sink) -> int:
+                    start_ns: int, end_ns: int | None, t0: int, process: int, sink: _Sink, waker: Waker) -> int:
     pending: set[asyncio.Task] = set()
     overloaded = 0
 
@@ -210,26 +210,22 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
         pending.discard(task)
         sink.add(task.result(), len(pending))
 
-    waker = Waker(asyncio.get_running_loop())
     until = waker.until
     mono = time.monotonic_ns
     ensure = asyncio.ensure_future
-    try:
-        for index, intended in arrivals:
-            if t0 + intended > mono():
-                await until(t0 + intended)
-            phase = phase_of(intended, start_ns, end_ns)
-            if len(pending) >= spec.max_in_flight:
-                overloaded += 1
-                sink.add(_overload_row(index, intended, phase, t0, process), len(pending))
-                continue
-            task = ensure(sender.send(index, intended, phase, t0))
-            pending.add(task)
-            task.add_done_callback(done)
-            if not index % GC_CHECK_EVERY:  # an overloaded server finishes little: look on sends too
-                collect_backlog()
-    finally:
-        waker.close()
+    for index, intended in arrivals:
+        if t0 + intended > mono():
+            await until(t0 + intended)
+        phase = phase_of(intended, start_ns, end_ns)
+        if len(pending) >= spec.max_in_flight:
+            overloaded += 1
+            sink.add(_overload_row(index, intended, phase, t0, process), len(pending))
+            continue
+        task = ensure(sender.send(index, intended, phase, t0))
+        pending.add(task)
+        task.add_done_callback(done)
+        if not index % GC_CHECK_EVERY:  # an overloaded server finishes little: look on sends too
+            collect_backlog()
     while pending:
         await asyncio.wait(set(pending))
     return overloaded
@@ -279,6 +275,7 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
     sender = await workload.sender(process, spec.request_timeout_s)
     spool = Spool(spool_path)
     sink = _Sink(spool, progress)
+    waker = Waker(asyncio.get_running_loop())
     try:
         if spec.mode == "open":
             schedule, start_ns, open_end = open_schedule(spec)
@@ -290,13 +287,9 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
         with quiet_heap(t0) as gclog:
             cpu0, wall0 = _cpu_s(), time.monotonic()
             overloaded = 0
-            wait = t0 - time.monotonic_ns()
-            if wait > 0:
-                await asyncio.sleep(wait / NS)
-            while time.monotonic_ns() < t0:  # uvloop's millisecond timers can wake up to ~1 ms early:
-                await asyncio.sleep(0)  # a closed loop's first request would be stamped before t0 (warmup)
+            await waker.until(t0)  # never early: a closed loop's first request stamped before t0 is warmup
             if spec.mode == "open":
-                overloaded = await _run_open(sender, mine, spec, start_ns, open_end, t0, process, sink)
+                overloaded = await _run_open(sender, mine, spec, start_ns, open_end, t0, process, sink, waker)
                 end = open_end
             else:
                 await _run_closed(sender, users, spec, t0, sink, closed_share(spec, process))
@@ -306,6 +299,7 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
             end = start_ns + int(spec.duration_s * NS) if spec.duration_s is not None else None
         return ProcessStats(process, cpu, wall, spool.rows, overloaded, gclog.summary()), start_ns, end
     finally:
+        waker.close()
         spool.close()
         await sender.aclose()
 
