@@ -107,7 +107,11 @@ def cstub_binary() -> Path:
     exe = ROOT / ".cache" / "bin" / "stub_sse_server"
     if not exe.is_file() or exe.stat().st_mtime < src.stat().st_mtime:
         exe.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cc", "-O2", "-Wall", "-o", str(exe), str(src)], check=True)
+        try:
+            subprocess.run(["cc", "-O2", "-Wall", "-o", str(exe), str(src)], check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SystemExit(f"cannot build the C stub {src} with cc ({exc}): install a C compiler "
+                             "(apt-get install gcc) or leave it out (--maxrate-servers sim)") from None
     return exe
 
 
