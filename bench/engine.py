@@ -9,9 +9,9 @@ compact row (bench/records.py).
 No pause in the measured window: each finished request is a row of plain values, written to a
 spool file as the run goes, so the heap does not grow with the run; everything that exists when
 the load starts is frozen out of collections (``gc.freeze``) and automatic collection is off
-until the load ends (what the hot path makes is freed by reference counting; a guard collects
-the young generations only if tracked objects pile up, see :func:`collect_backlog`); every
-collection is timed (``gc.callbacks``) into the process's stats. The GIL switch interval is
+until the load ends (what the hot path makes is freed by reference counting; a guard acts only
+if tracked objects pile up, see :meth:`GCLog.guard`); every collection is timed
+(``gc.callbacks``) into the process's stats. The GIL switch interval is
 lowered for the run, so a helper thread (the server-gauge sampler) that holds the GIL delays the
 event loop by at most that interval. Open-loop sends wake on a timerfd (bench/timer.py), not on
 the loop's millisecond timers.
@@ -53,6 +53,10 @@ SWITCH_INTERVAL_S = 0.0005  # GIL hand-off bound during a run (Python's default:
 GC_PAUSES_KEPT = 20  # the longest collections of a process, listed in its stats
 GC_BACKLOG_MAX = 10_000  # tracked objects made and not freed since the last collection: ~1-2 ms to walk
 GC_CHECK_EVERY = 64  # sends, and finished requests, between two looks at that count (a look costs ~50 ns)
+# Requests in flight past which the young generation is mostly those requests, not garbage: each
+# holds ~10 tracked objects (task, coroutines, future, response, its piece and stamp lists) that a
+# collection walks at 0.2-0.5 us apiece here (their lists' items too), so 256 of them are ~1 ms.
+GC_WALK_IN_FLIGHT_MAX = 256
 _ERROR_AT = {"chat": CHAT_FIELDS.index("error"), "pipeline": PIPELINE_FIELDS.index("error")}
 
 
@@ -90,6 +94,31 @@ class GCLog:
         # time than in CPU time is the machine not running the process, not the collector's work
         self.pauses: list[tuple[int, int, int, int]] = []
         self._start = self._start_cpu = 0
+        self.freezes = 0  # backlogs of requests in flight frozen out of collections (see guard)
+        self.frozen_garbage: int | None = None  # what the collection after the load found of them
+
+    def guard(self, in_flight: int) -> None:
+        """The guard against a heap that grows while collections are off; called every
+        ``GC_CHECK_EVERY`` sends and finished requests. Objects the run keeps or leaves in
+        reference cycles raise the collector's count of tracked objects; past ``GC_BACKLOG_MAX``:
+
+        * few requests in flight (``GC_WALK_IN_FLIGHT_MAX``): the backlog is garbage (a cycle an
+          error left); the young generations are collected once, a walk of ~1 ms that frees it;
+          what survives moves to the old generation, not collected before the load ends.
+        * many in flight (an overloaded server, thousands waiting): the young generation is those
+          requests, and more of them than the count says, since freeing an old object lowers the
+          count too (in a saturated run it saw 10-50k where the generation held 16-115k objects,
+          a 15-51 ms walk). Walking them would find nothing to free: they are frozen instead
+          (``gc.freeze``: a constant-time move out of every generation), freed by reference
+          counting when they finish; the load's end unfreezes and collects them, and the stats
+          say how much of what was frozen was garbage (``frozen_garbage``).
+        """
+        if gc.get_count()[0] > GC_BACKLOG_MAX:
+            if in_flight > GC_WALK_IN_FLIGHT_MAX:
+                gc.freeze()
+                self.freezes += 1
+            else:
+                gc.collect(1)
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         now, cpu = time.perf_counter_ns(), time.thread_time_ns()
@@ -110,6 +139,7 @@ class GCLog:
         return {"collections": {f"gen{g}": n for g, n in enumerate(self.count)},
                 "total_pause_ms": round(self.total_ns / 1e6, 3),
                 "max_pause_ms": round(self.pauses[0][0] / 1e6, 3) if self.pauses else 0.0,
+                "freezes": self.freezes, "frozen_garbage": self.frozen_garbage,
                 "longest": [{"ms": round(d / 1e6, 3), "cpu_ms": round(c / 1e6, 3), "generation": g,
                              "at_s": round(t / 1e9, 3)} for d, c, g, t in self.pauses]}
 
@@ -138,21 +168,11 @@ def quiet_heap(t0_ns: int) -> Iterator[GCLog]:
     finally:
         gc.callbacks.remove(log)
         sys.setswitchinterval(switch)
+        gc.unfreeze()
+        if log.freezes:  # the load is over: what the guard froze is collected now, and counted
+            log.frozen_garbage = gc.collect()
         if enabled:
             gc.enable()
-        gc.unfreeze()
-
-
-def collect_backlog() -> None:
-    """The guard against a heap that grows while collections are off: objects the run keeps
-    (requests in flight) or leaves in reference cycles (an exception's traceback) raise the
-    collector's count of tracked objects; past ``GC_BACKLOG_MAX`` the young generations are
-    collected once (timed like any collection), and what survives (requests still in flight)
-    moves to the old generation, which is not collected before the load ends: each such pause
-    walks only what was made since the last one. A healthy run frees what it makes by reference
-    counting and never gets here; an overloaded one (thousands of requests in flight) does."""
-    if gc.get_count()[0] > GC_BACKLOG_MAX:
-        gc.collect(1)
 
 
 @dataclass
@@ -182,6 +202,10 @@ def _overload_row(index: int, intended: int, phase: Phase, t0: int, process: int
                                 "up with the schedule (raise load.max_in_flight or lower rate_rps)"))
 
 
+def _no_guard(in_flight: int) -> None:
+    pass
+
+
 class _Sink:
     """Where finished requests go: the spool, plus the counts the progress display shows."""
 
@@ -189,6 +213,7 @@ class _Sink:
         self.spool = spool
         self.progress = progress
         self.errors = 0
+        self.guard: Callable[[int], None] = _no_guard  # the run's GCLog.guard while the load runs
 
     def add(self, rec: AnyRecord | Row, in_flight: int) -> None:
         row = rec if type(rec) is tuple else to_row(rec)  # type: ignore[arg-type]
@@ -196,7 +221,7 @@ class _Sink:
         if row[_ERROR_AT[row[0]]] is not None:
             self.errors += 1
         if not self.spool.rows % GC_CHECK_EVERY:
-            collect_backlog()
+            self.guard(in_flight)
         if self.progress:
             self.progress(self.spool.rows, self.errors, in_flight)
 
@@ -225,7 +250,7 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
         pending.add(task)
         task.add_done_callback(done)
         if not index % GC_CHECK_EVERY:  # an overloaded server finishes little: look on sends too
-            collect_backlog()
+            sink.guard(len(pending))
     while pending:
         await asyncio.wait(set(pending))
     return overloaded
@@ -262,7 +287,7 @@ async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int,
                     measured += 1
             index = next_index
             next_index += step
-            sink.add(await sender.send(index, intended, phase, t0), 0)
+            sink.add(await sender.send(index, intended, phase, t0), len(users))
             intended = mono() - t0  # next request is due now: the user thinks for 0 s
 
     await asyncio.gather(*(user(u) for u in users))
@@ -285,6 +310,7 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
             users = [u for u in range(spec.concurrency or 0) if u % spec.processes == process]
         end: int | None = None
         with quiet_heap(t0) as gclog:
+            sink.guard = gclog.guard
             cpu0, wall0 = _cpu_s(), time.monotonic()
             overloaded = 0
             await waker.until(t0)  # never early: a closed loop's first request stamped before t0 is warmup

@@ -43,6 +43,15 @@ class Response:
         self.times: list[int] = []  # ... and the stamp (ns - t0) of the read of each
 
 
+class _Unbound:
+    """Stands for a closed connection's parser: httptools' parser holds bound methods of its
+    protocol, a reference cycle the collector would have to find; dropping it at close leaves
+    the connection to reference counting (the engine runs with collections off)."""
+
+
+_CLOSED_PARSER = httptools.HttpResponseParser(_Unbound())
+
+
 class _Conn(asyncio.Protocol):
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -53,12 +62,13 @@ class _Conn(asyncio.Protocol):
         self.active = False  # a request is in flight: parser callbacks may touch resp and fut
         self.t0 = 0
         self.now = 0
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser = _CLOSED_PARSER  # one per connection from connection_made: a refused connect leaves no cycle
         self.closed = False
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # create_connection gives a stream protocol a Transport
+        self.parser = httptools.HttpResponseParser(self)
 
     def data_received(self, data: bytes) -> None:
         self.now = time.monotonic_ns()
@@ -77,6 +87,10 @@ class _Conn(asyncio.Protocol):
             except httptools.HttpParserError:
                 pass
         self._fail("server_disconnected", f"connection closed before the response was complete ({exc})")
+        # no cycle left behind (parser <-> protocol <-> transport), and the pool forgets it
+        self.parser = _CLOSED_PARSER
+        self.transport = None
+        self.pool.all.discard(self)
 
     # httptools callbacks: they fire only while a request is in flight
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -150,9 +164,12 @@ class Pool:
                 loop.create_connection(lambda: _Conn(self), self.host, self.port, ssl=self.ssl),
                 self.connect_timeout_s)
         except (TimeoutError, OSError) as exc:
-            raise TransportError("connect_error", f"cannot connect to {self.host}:{self.port}: {exc}") from None
-        self.all.add(conn)
-        return conn
+            detail = f"cannot connect to {self.host}:{self.port}: {exc}"
+            exc.__traceback__ = None  # its frames hold the future that holds it: a cycle per refused connect
+        else:
+            self.all.add(conn)
+            return conn
+        raise TransportError("connect_error", detail)
 
     def request_head(self, method: str, path: str, headers: dict[str, str], body_len: int) -> bytes:
         lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self.host_header}",
@@ -176,6 +193,8 @@ class Pool:
             return await fut
         finally:
             timer.cancel()
+            # a failed future holds its exception, whose traceback holds this frame: no cycle
+            fut = None  # type: ignore[assignment]
 
     def close(self) -> None:
         for conn in self.all:

@@ -61,7 +61,8 @@ def test_open_loop_sends_the_schedule_and_logs_collections():
     schedule, _, _ = open_schedule(spec)
     assert len(res.records) == len(schedule)
     log = res.processes[0].gc
-    assert set(log) == {"collections", "total_pause_ms", "max_pause_ms", "longest"}
+    assert set(log) == {"collections", "total_pause_ms", "max_pause_ms", "longest", "freezes", "frozen_garbage"}
+    assert log["freezes"] == 0 and log["frozen_garbage"] is None
     assert log["collections"] == {"gen0": 0, "gen1": 0, "gen2": 0}  # no collection while the load runs
     assert gc.get_freeze_count() == 0 and gc.isenabled()  # the run's regime is undone
 
@@ -89,6 +90,34 @@ def test_a_run_that_leaves_cycles_is_collected_by_the_backlog_guard(monkeypatch,
     assert len(log["longest"]) == sum(log["collections"].values()) or len(log["longest"]) == engine.GC_PAUSES_KEPT
     assert all(0 <= p["cpu_ms"] and p["ms"] >= 0 for p in log["longest"])  # wall and CPU time of each
     assert gc.isenabled()
+
+
+class _SlowSender(_Sender):
+    async def send(self, index, intended_ns, phase, t0):
+        keep = [[i] for i in range(40)]  # tracked objects alive while the request is in flight
+        await asyncio.sleep(0.2)
+        del keep
+        return await super().send(index, intended_ns, phase, t0)
+
+
+class _SlowWorkload(_Workload):
+    async def sender(self, process, timeout_s):
+        return _SlowSender(process)
+
+
+def test_many_requests_in_flight_are_frozen_not_walked(monkeypatch):
+    """An overloaded run's young generation is its requests in flight: the guard freezes them (no
+    pause) instead of collecting (a walk over all of them), and collects them after the load."""
+    monkeypatch.setattr(engine, "GC_BACKLOG_MAX", 2000)
+    monkeypatch.setattr(engine, "GC_WALK_IN_FLIGHT_MAX", 32)
+    spec = LoadSpec(rate_rps=5000, count=1500, arrival="constant")
+    res = engine.run(_SlowWorkload(), spec)
+    assert len(res.records) == 1500
+    log = res.processes[0].gc
+    assert log["freezes"] >= 1
+    assert log["collections"] == {"gen0": 0, "gen1": 0, "gen2": 0}
+    assert log["frozen_garbage"] == 0  # the requests were freed by reference counting: nothing left to collect
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
 
 
 def test_rows_round_trip_through_the_spool(tmp_path):
