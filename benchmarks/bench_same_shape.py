@@ -25,6 +25,8 @@ Parts (all by default; each prints its own table):
   never from a tool. ``--repeats`` times each.
 * ``wakeup``: the machine's own wake-up latency on the client's CPU (10,000 sleeps of 1 ms): no
   send can be more punctual than the machine wakes a sleeping process.
+* ``window``: at fixed rates (``--window-rates``), probes of each window length filling the same
+  time under load (``--window-total-s``): whether the lag p99 at a rate depends on the window.
 * ``maxrate``: this bench's maximum open-loop rate with schedule lag p99 < 2 ms and a valid run
   against the simulator (pinned as above), searched with two window lengths; each probe prints
   the client's garbage collections (count per generation, longest pauses), the client's and the
@@ -397,11 +399,34 @@ def part_maxrate(a: argparse.Namespace) -> None:
         _maxrate_against(a, kind)
 
 
-def _maxrate_against(a: argparse.Namespace, kind: str) -> None:
+def _probe(kind: str, url: str, pid: int, rate: float, seconds: float) -> dict:
+    """One open-loop run of ``seconds`` at ``rate`` against a pinned server: its validity (lag p99
+    < 2 ms among the checks), lag, idle stalls, CPU shares, E2E and the client's collections."""
     from bench.runner import run_scenario
     from bench.validity import ValidityLimits
 
     tokenizer = None if kind == "sim" else str(MODEL_DIR)  # the stubs have no /tokenize
+    c0, w0 = proc_cpu_s(pid), time.monotonic()
+    out = run_scenario(_scenario(rate, seconds), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0),
+                       tokenizer=tokenizer)
+    s = out.summary
+    procs = s["run"]["client"]["processes"]
+    gc = procs[0]["gc"]
+    row = {"server": kind, "window_s": seconds, "rate": rate, "valid": s["validity"]["valid"],
+           "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3), "lag_max_ms": round(s["latency"]["lag_ms"]["max"], 3),
+           "idle_stalls": idle_stalls(out.records),
+           "e2e_p50_ms": round(s["latency"]["e2e_ms"].get("p50", float("nan")), 2),
+           "cpu": round(procs[0]["cpu_s"] / procs[0]["wall_s"], 3),
+           "server_cpu": round((proc_cpu_s(pid) - c0) / (time.monotonic() - w0), 3),
+           "requests": s["requests"]["all_phases"], "gc_collections": gc["collections"],
+           "gc_max_pause_ms": gc["max_pause_ms"], "gc_longest": gc["longest"][:3],
+           "gc_freezes": gc["freezes"], "gc_frozen_garbage": gc["frozen_garbage"],
+           "failed": [c["check"] for c in s["validity"]["checks"] if not c["passed"]], "load": load()}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _maxrate_against(a: argparse.Namespace, kind: str) -> None:
     with server(kind) as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
         for seconds in a.maxrate_windows:
             seen: list[dict] = []
@@ -412,32 +437,12 @@ def _maxrate_against(a: argparse.Namespace, kind: str) -> None:
                 need = a.maxrate_tries // 2 + 1
                 good = bad = 0
                 while good < need and bad < need:
-                    if probe(rate):
+                    seen.append(_probe(kind, url, pid, rate, seconds))  # noqa: B023 - used at once
+                    if seen[-1]["valid"]:  # noqa: B023
                         good += 1
                     else:
                         bad += 1
                 return good >= need
-
-            def probe(rate: float) -> bool:
-                c0, w0 = proc_cpu_s(pid), time.monotonic()  # noqa: B023 - used at once
-                out = run_scenario(_scenario(rate, seconds), _target(url),  # noqa: B023 - used at once
-                                   limits=ValidityLimits(lag_p99_ms_max=2.0), tokenizer=tokenizer)
-                s = out.summary
-                procs = s["run"]["client"]["processes"]
-                gc = procs[0]["gc"]
-                seen.append({"server": kind, "window_s": seconds, "rate": rate, "valid": s["validity"]["valid"],  # noqa: B023
-                             "lag_p99_ms": round(s["latency"]["lag_ms"]["p99"], 3),
-                             "lag_max_ms": round(s["latency"]["lag_ms"]["max"], 3),
-                             "idle_stalls": idle_stalls(out.records),
-                             "e2e_p50_ms": round(s["latency"]["e2e_ms"].get("p50", float("nan")), 2),
-                             "cpu": round(procs[0]["cpu_s"] / procs[0]["wall_s"], 3),
-                             "server_cpu": round((proc_cpu_s(pid) - c0) / (time.monotonic() - w0), 3),  # noqa: B023
-                             "requests": s["requests"]["all_phases"], "gc_collections": gc["collections"],
-                             "gc_max_pause_ms": gc["max_pause_ms"], "gc_longest": gc["longest"][:3],
-                             "failed": [c["check"] for c in s["validity"]["checks"] if not c["passed"]],
-                             "load": load()})
-                print(json.dumps(seen[-1]), flush=True)  # noqa: B023
-                return s["validity"]["valid"]
 
             lo, hi, rate = None, None, a.maxrate_start
             while rate < 20_000:
@@ -455,6 +460,34 @@ def _maxrate_against(a: argparse.Namespace, kind: str) -> None:
             print(f"max rate against {kind}, window {seconds:g} s: {lo} req/s (lag p99 < 2 ms, valid run, "
                   f"{a.maxrate_tries // 2 + 1} of {a.maxrate_tries} probes); longest GC pause in any probe "
                   f"{worst:.2f} ms, in a valid one {healthy:.2f} ms; {load()}\n", flush=True)
+
+
+def part_window(a: argparse.Namespace) -> None:
+    """Does the lag p99 at a fixed rate depend on the window? At each ``--window-rates`` rate,
+    probes of each ``--maxrate-windows`` length, as many of each as fill ``--window-total-s``
+    (the same time under load for every length, so each meets the machine's stalls as often)."""
+    kind = a.maxrate_servers.split(",")[0]
+    rows = []
+    with server(kind) as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
+        for rate in a.window_rates:
+            for seconds in a.maxrate_windows:
+                times = max(1, round(a.window_total_s / seconds))
+                probes = [_probe(kind, url, pid, rate, seconds) for _ in range(times)]
+                rows.append((rate, seconds, probes))
+    print(f"\nLag p99 at fixed rates against {kind}, by window length ({a.window_total_s:g} s under load per "
+          f"cell; client on CPU {a.client_cpu}, server on CPU {a.server_cpu}); {load()}")
+    print("| rate req/s | window s | probes valid | lag p99 ms: median (min-max) | lag max ms: median | "
+          "idle stalls per 10 s | longest GC pause ms | freezes |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|")
+    import numpy as np
+
+    for rate, seconds, probes in rows:
+        p99 = np.array([p["lag_p99_ms"] for p in probes])
+        stalls = sum(p["idle_stalls"] for p in probes) / (len(probes) * seconds) * 10
+        print(f"| {rate:g} | {seconds:g} | {sum(p['valid'] for p in probes)} of {len(probes)} | "
+              f"{np.median(p99):.2f} ({p99.min():.2f}-{p99.max():.2f}) | "
+              f"{np.median([p['lag_max_ms'] for p in probes]):.1f} | {stalls:.1f} | "
+              f"{max(p['gc_max_pause_ms'] for p in probes):.2f} | {sum(p['gc_freezes'] for p in probes)} |", flush=True)
 
 
 def part_rates(a: argparse.Namespace) -> None:
@@ -687,6 +720,10 @@ def main() -> None:
                     "(benchmarks/stub_sse_server.c), stub (the Python stub)")
     ap.add_argument("--maxrate-windows", type=float, nargs="+", default=[5.0, 30.0],
                     help="measured windows of the max-rate search, s: the maximum must not depend on it")
+    ap.add_argument("--window-rates", type=float, nargs="+", default=[1500.0, 2000.0, 2250.0],
+                    help="rates of the window part, req/s")
+    ap.add_argument("--window-total-s", type=float, default=60.0,
+                    help="time under load per rate and window length in the window part, s")
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--skip-install", action="store_true", help="use .cache/venvs as they are")
@@ -694,7 +731,7 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {load()}; {os.cpu_count()} CPUs", flush=True)
     parts = {"table": part_table, "maxrate": part_maxrate, "rates": part_rates, "no-tokenize": part_no_tokenize,
              "counts": part_counts, "peers": part_peers, "vllm-lag": part_vllm_lag,
-             "wakeup": part_wakeup}
+             "wakeup": part_wakeup, "window": part_window}
     for name in a.parts.split(","):
         parts[name](a)
 
