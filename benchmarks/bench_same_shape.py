@@ -399,14 +399,23 @@ def part_maxrate(a: argparse.Namespace) -> None:
         _maxrate_against(a, kind)
 
 
-def _probe(kind: str, url: str, pid: int, rate: float, seconds: float) -> dict:
+def cpu_softirq_s(cpu: int) -> float:
+    """Softirq time of one CPU (/proc/stat): loopback delivery runs there on the sender's core and
+    is charged to no process (IRQ time accounting), so a server's process CPU leaves it out."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{cpu} "):
+            return int(line.split()[7]) / TICK
+    return float("nan")
+
+
+def _probe(kind: str, url: str, pid: int, rate: float, seconds: float, server_cpu: int = 1) -> dict:
     """One open-loop run of ``seconds`` at ``rate`` against a pinned server: its validity (lag p99
     < 2 ms among the checks), lag, idle stalls, CPU shares, E2E and the client's collections."""
     from bench.runner import run_scenario
     from bench.validity import ValidityLimits
 
     tokenizer = None if kind == "sim" else str(MODEL_DIR)  # the stubs have no /tokenize
-    c0, w0 = proc_cpu_s(pid), time.monotonic()
+    c0, w0, q0 = proc_cpu_s(pid), time.monotonic(), cpu_softirq_s(server_cpu)
     out = run_scenario(_scenario(rate, seconds), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0),
                        tokenizer=tokenizer)
     s = out.summary
@@ -418,6 +427,7 @@ def _probe(kind: str, url: str, pid: int, rate: float, seconds: float) -> dict:
            "e2e_p50_ms": round(s["latency"]["e2e_ms"].get("p50", float("nan")), 2),
            "cpu": round(procs[0]["cpu_s"] / procs[0]["wall_s"], 3),
            "server_cpu": round((proc_cpu_s(pid) - c0) / (time.monotonic() - w0), 3),
+           "server_core_softirq": round((cpu_softirq_s(server_cpu) - q0) / (time.monotonic() - w0), 3),
            "requests": s["requests"]["all_phases"], "gc_collections": gc["collections"],
            "gc_max_pause_ms": gc["max_pause_ms"], "gc_longest": gc["longest"][:3],
            "gc_freezes": gc["freezes"], "gc_frozen_garbage": gc["frozen_garbage"],
@@ -437,7 +447,7 @@ def _maxrate_against(a: argparse.Namespace, kind: str) -> None:
                 need = a.maxrate_tries // 2 + 1
                 good = bad = 0
                 while good < need and bad < need:
-                    seen.append(_probe(kind, url, pid, rate, seconds))  # noqa: B023 - used at once
+                    seen.append(_probe(kind, url, pid, rate, seconds, a.server_cpu))  # noqa: B023
                     if seen[-1]["valid"]:  # noqa: B023
                         good += 1
                     else:
@@ -472,13 +482,13 @@ def part_window(a: argparse.Namespace) -> None:
         for rate in a.window_rates:
             for seconds in a.maxrate_windows:
                 times = max(1, round(a.window_total_s / seconds))
-                probes = [_probe(kind, url, pid, rate, seconds) for _ in range(times)]
+                probes = [_probe(kind, url, pid, rate, seconds, a.server_cpu) for _ in range(times)]
                 rows.append((rate, seconds, probes))
     print(f"\nLag p99 at fixed rates against {kind}, by window length ({a.window_total_s:g} s under load per "
           f"cell; client on CPU {a.client_cpu}, server on CPU {a.server_cpu}); {load()}")
     print("| rate req/s | window s | probes valid | lag p99 ms: median (min-max) | lag max ms: median | "
-          "idle stalls per 10 s | longest GC pause ms | freezes |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|")
+          "idle stalls per 10 s | client CPU | server core: process + softirq | longest GC pause ms | freezes |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
     import numpy as np
 
     for rate, seconds, probes in rows:
@@ -487,6 +497,9 @@ def part_window(a: argparse.Namespace) -> None:
         print(f"| {rate:g} | {seconds:g} | {sum(p['valid'] for p in probes)} of {len(probes)} | "
               f"{np.median(p99):.2f} ({p99.min():.2f}-{p99.max():.2f}) | "
               f"{np.median([p['lag_max_ms'] for p in probes]):.1f} | {stalls:.1f} | "
+              f"{np.median([p['cpu'] for p in probes]):.2f} | "
+              f"{np.median([p['server_cpu'] for p in probes]):.2f} + "
+              f"{np.median([p['server_core_softirq'] for p in probes]):.2f} | "
               f"{max(p['gc_max_pause_ms'] for p in probes):.2f} | {sum(p['gc_freezes'] for p in probes)} |", flush=True)
 
 
