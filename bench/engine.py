@@ -55,7 +55,7 @@ GC_BACKLOG_MAX = 10_000  # tracked objects made and not freed since the last col
 GC_CHECK_EVERY = 64  # sends, and finished requests, between two looks at that count (a look costs ~50 ns)
 # Requests in flight past which the young generation is mostly those requests, not garbage: each
 # holds ~10 tracked objects (task, coroutines, future, response, its piece and stamp lists) that a
-# collection walks at 0.2-0.5 us apiece here (their lists' items too), so 256 of them are ~1 ms.
+# collection walks at 0.1-0.45 us apiece here (their lists' items too), so 256 of them are ~1 ms.
 GC_WALK_IN_FLIGHT_MAX = 256
 _ERROR_AT = {"chat": CHAT_FIELDS.index("error"), "pipeline": PIPELINE_FIELDS.index("error")}
 
@@ -102,13 +102,13 @@ class GCLog:
         ``GC_CHECK_EVERY`` sends and finished requests. Objects the run keeps or leaves in
         reference cycles raise the collector's count of tracked objects; past ``GC_BACKLOG_MAX``:
 
-        * few requests in flight (``GC_WALK_IN_FLIGHT_MAX``): the backlog is garbage (a cycle an
-          error left); the young generations are collected once, a walk of ~1 ms that frees it;
+        * few requests in flight (``GC_WALK_IN_FLIGHT_MAX``): the backlog is garbage (reference cycles a
+          workload left); the young generations are collected once, a walk of ~1-2 ms that frees it;
           what survives moves to the old generation, not collected before the load ends.
         * many in flight (an overloaded server, thousands waiting): the young generation is those
           requests, and more of them than the count says, since freeing an old object lowers the
-          count too (in a saturated run it saw 10-50k where the generation held 16-115k objects,
-          a 15-51 ms walk). Walking them would find nothing to free: they are frozen instead
+          count too (in a saturated run it read 10-53k where the generation held 11-116k objects,
+          walks of up to 51 ms). Walking them would find nothing to free: they are frozen instead
           (``gc.freeze``: a constant-time move out of every generation), freed by reference
           counting when they finish; the load's end unfreezes and collects them, and the stats
           say how much of what was frozen was garbage (``frozen_garbage``).
