@@ -202,18 +202,14 @@ def _overload_row(index: int, intended: int, phase: Phase, t0: int, process: int
                                 "up with the schedule (raise load.max_in_flight or lower rate_rps)"))
 
 
-def _no_guard(in_flight: int) -> None:
-    pass
-
-
 class _Sink:
     """Where finished requests go: the spool, plus the counts the progress display shows."""
 
-    def __init__(self, spool: Spool, progress: ProgressFn | None) -> None:
+    def __init__(self, spool: Spool, progress: ProgressFn | None, guard: Callable[[int], None]) -> None:
         self.spool = spool
         self.progress = progress
         self.errors = 0
-        self.guard: Callable[[int], None] = _no_guard  # the run's GCLog.guard while the load runs
+        self.guard = guard  # the run's GCLog.guard, given the requests in flight
 
     def add(self, rec: AnyRecord | Row, in_flight: int) -> None:
         row = rec if type(rec) is tuple else to_row(rec)  # type: ignore[arg-type]
@@ -299,7 +295,6 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
     to the spool at ``spool_path``."""
     sender = await workload.sender(process, spec.request_timeout_s)
     spool = Spool(spool_path)
-    sink = _Sink(spool, progress)
     waker = Waker(asyncio.get_running_loop())
     try:
         if spec.mode == "open":
@@ -310,7 +305,7 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
             users = [u for u in range(spec.concurrency or 0) if u % spec.processes == process]
         end: int | None = None
         with quiet_heap(t0) as gclog:
-            sink.guard = gclog.guard
+            sink = _Sink(spool, progress, gclog.guard)
             cpu0, wall0 = _cpu_s(), time.monotonic()
             overloaded = 0
             await waker.until(t0)  # never early: a closed loop's first request stamped before t0 is warmup

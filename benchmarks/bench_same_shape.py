@@ -418,6 +418,7 @@ def _probe(kind: str, url: str, pid: int, rate: float, seconds: float, server_cp
     c0, w0, q0 = proc_cpu_s(pid), time.monotonic(), cpu_softirq_s(server_cpu)
     out = run_scenario(_scenario(rate, seconds), _target(url), limits=ValidityLimits(lag_p99_ms_max=2.0),
                        tokenizer=tokenizer)
+    elapsed, softirq = time.monotonic() - w0, cpu_softirq_s(server_cpu) - q0
     s = out.summary
     procs = s["run"]["client"]["processes"]
     gc = procs[0]["gc"]
@@ -426,8 +427,8 @@ def _probe(kind: str, url: str, pid: int, rate: float, seconds: float, server_cp
            "idle_stalls": idle_stalls(out.records),
            "e2e_p50_ms": round(s["latency"]["e2e_ms"].get("p50", float("nan")), 2),
            "cpu": round(procs[0]["cpu_s"] / procs[0]["wall_s"], 3),
-           "server_cpu": round((proc_cpu_s(pid) - c0) / (time.monotonic() - w0), 3),
-           "server_core_softirq": round((cpu_softirq_s(server_cpu) - q0) / (time.monotonic() - w0), 3),
+           "server_cpu": round((proc_cpu_s(pid) - c0) / elapsed, 3),
+           "server_core_softirq": round(softirq / elapsed, 3),
            "requests": s["requests"]["all_phases"], "gc_collections": gc["collections"],
            "gc_max_pause_ms": gc["max_pause_ms"], "gc_longest": gc["longest"][:3],
            "gc_freezes": gc["freezes"], "gc_frozen_garbage": gc["frozen_garbage"],
@@ -476,6 +477,8 @@ def part_window(a: argparse.Namespace) -> None:
     """Does the lag p99 at a fixed rate depend on the window? At each ``--window-rates`` rate,
     probes of each ``--maxrate-windows`` length, as many of each as fill ``--window-total-s``
     (the same time under load for every length, so each meets the machine's stalls as often)."""
+    import numpy as np
+
     kind = a.maxrate_servers.split(",")[0]
     rows = []
     with server(kind) as (url, pid), pinned({os.getpid(): {a.client_cpu}, pid: {a.server_cpu}}):
@@ -489,8 +492,6 @@ def part_window(a: argparse.Namespace) -> None:
     print("| rate req/s | window s | probes valid | lag p99 ms: median (min-max) | lag max ms: median | "
           "idle stalls per 10 s | client CPU | server core: process + softirq | longest GC pause ms | freezes |")
     print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
-    import numpy as np
-
     for rate, seconds, probes in rows:
         p99 = np.array([p["lag_p99_ms"] for p in probes])
         stalls = sum(p["idle_stalls"] for p in probes) / (len(probes) * seconds) * 10
