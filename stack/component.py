@@ -23,20 +23,25 @@ class HealthCheck:
     kind: Literal["http", "redis"]
     url: str
     password_file: str | None = None  # redis: the AUTH password's file (never the value)
+    # https: the CA that signed the server's certificate (the local cluster's API server); "none"
+    # for a loopback component that serves a self-signed certificate of its own (the cluster's
+    # controller manager and scheduler), where only its liveness is asked.
+    ca_file: str | None = None
 
     def to_state(self) -> dict[str, str]:
         return {"kind": self.kind, "url": self.url,
-                **({"password_file": self.password_file} if self.password_file else {})}
+                **({"password_file": self.password_file} if self.password_file else {}),
+                **({"ca_file": self.ca_file} if self.ca_file else {})}
 
     @classmethod
     def from_state(cls, data: dict) -> HealthCheck:
-        return cls(data["kind"], data["url"], data.get("password_file"))
+        return cls(data["kind"], data["url"], data.get("password_file"), data.get("ca_file"))
 
 
 @dataclass(frozen=True)
 class Component:
     name: str  # supervisord program name: letters, digits, '-' only
-    role: Literal["queue", "prometheus", "alertmanager", "server", "engine", "worker"]
+    role: Literal["queue", "prometheus", "alertmanager", "server", "engine", "worker", "cluster"]
     argv: list[str]
     health: HealthCheck
     url: str

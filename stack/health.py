@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,10 @@ def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
         except redis.RedisError as exc:
             return False, f"redis: {exc}"
     try:
-        response = httpx.get(check.url, timeout=timeout_s)
+        verify: ssl.SSLContext | bool = True
+        if check.ca_file:
+            verify = False if check.ca_file == "none" else ssl.create_default_context(cafile=check.ca_file)
+        response = httpx.get(check.url, timeout=timeout_s, verify=verify)
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
     return response.status_code == 200, f"HTTP {response.status_code}"

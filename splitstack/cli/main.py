@@ -19,6 +19,7 @@ from contract.spec import DeploymentMode, Engine, LocalRuntime
 from contract.spec_loader import SpecError, available_stacks, load_file, load_stack, project_root, stack_file
 from contract.spec_schema import SCHEMA_PATH, render_schema
 from splitstack.cli import bench as bench_cli
+from splitstack.cli import cluster as cluster_cli
 from splitstack.cli import images as images_cli
 from splitstack.cli import infra as infra_cli
 from splitstack.cli import runbook as runbook_cli
@@ -277,6 +278,7 @@ app.add_typer(runbook_cli.app, name="runbook")
 app.add_typer(infra_cli.app, name="infra")
 app.add_typer(bench_cli.app, name="bench")
 app.add_typer(images_cli.app, name="images")
+app.add_typer(cluster_cli.app, name="cluster")
 worker_cli.register(app)
 worker_cli.register_dead_letters(app)
 

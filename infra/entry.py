@@ -1,0 +1,30 @@
+"""The Pulumi program's body: the stack's ``splitstack:`` config -> the typed spec -> every
+resource, and the stack outputs. ``infra/__main__.py`` (what `pulumi up` runs) and the
+Automation API driver (infra/automation.py, an inline program) both call :func:`run_program`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+
+from contract.cluster_fit import ClusterFitError
+from contract.spec_loader import SpecError
+from infra.components.config import spec_from_pulumi_config
+from infra.components.program import build
+from infra.components.secrets import SecretsConfigError
+
+
+def run_program(root: Path) -> None:
+    """Build the stack's deployment; ``root`` holds alerts/ and dashboards/."""
+    try:
+        spec = spec_from_pulumi_config()
+    except SpecError as exc:
+        raise pulumi.RunError(str(exc)) from None
+    try:
+        deployment = build(spec, root)
+    except (SecretsConfigError, ClusterFitError) as exc:
+        raise pulumi.RunError(str(exc)) from None
+    for key, value in deployment.outputs.items():
+        pulumi.export(key, value)
