@@ -23,3 +23,21 @@ def quantity_gib(gib: float) -> str:
 def duration(seconds: int) -> str:
     """A Pulumi customTimeouts duration (Go syntax)."""
     return f"{int(seconds)}s"
+
+
+# Our workload Deployments are the program's: a later `pulumi up` takes back a field that another
+# manager changed (a runbook's patch, the HPA's replica count once autoscaling is turned off)
+# instead of failing on a server-side apply conflict (pulumi-kubernetes does not force by default).
+PATCH_FORCE = {"pulumi.com/patchForce": "true"}
+
+
+def replicas_ignored(scaled: bool) -> list[str]:
+    """ignore_changes of a Deployment whose count an autoscaler may own.
+
+    The Deployment always says ``replicas`` (the autoscaler's minimum): removing the field from
+    a live object would let the API server default it to 1 (prod's 8 workers down to 1) before
+    KEDA's HPA first writes it. Ignored while autoscaled, pulumi-kubernetes applies the live
+    value while it still owns the field and leaves it out once the HPA does, so `pulumi up`
+    never fights the autoscaler; turning autoscaling off applies the spec's count again.
+    """
+    return ["spec.replicas"] if scaled else []

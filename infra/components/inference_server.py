@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 
 from contract import clusters, naming, sizing
 from contract.spec import Engine, InferenceServer, Spec
-from infra.components.base import child, duration, metadata, quantity_gib
+from infra.components.base import PATCH_FORCE, child, duration, metadata, quantity_gib, replicas_ignored
 from infra.policy.rules import (
     GPU_HEADROOM_ANNOTATION,
     SPEC_PATH_ANNOTATION,
@@ -76,7 +76,7 @@ def probes(server: InferenceServer) -> dict:
     }
 
 
-def pod_spec(spec: Spec, server: InferenceServer) -> dict:
+def pod_spec(spec: Spec, server: InferenceServer, cache_claim: str) -> dict:
     gpu = server.engine is Engine.vllm
     env: list[dict] = [{"name": "HF_HOME", "value": f"{naming.MODEL_CACHE_MOUNT}/hf"}]
     if server.api_key:
@@ -121,7 +121,7 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
             {"name": "dshm", "empty_dir": {
                 "medium": "Memory", "size_limit": quantity_gib(sizing.shm_gib(tp))}},
             {"name": "model-cache",
-             "persistent_volume_claim": {"claim_name": cache_claim_name(spec, server)}},
+             "persistent_volume_claim": {"claim_name": cache_claim}},
             {"name": "tmp", "empty_dir": {}},
         ],
     }
@@ -131,12 +131,14 @@ def pod_spec(spec: Spec, server: InferenceServer) -> dict:
     return pod
 
 
-def cache_claim_name(spec: Spec, server: InferenceServer) -> str:
-    """The access mode is in the name: a PVC's accessModes cannot change, so going from one
-    replica (ReadWriteOnce) to several (ReadWriteMany) creates a new claim, the Deployment moves
-    to it, and Pulumi deletes the old one afterwards, instead of failing on an immutable field."""
+def cache_claim_name(spec: Spec, server: InferenceServer, storage_min_gib: int = 1) -> str:
+    """The access mode and the size are in the name: a PVC's accessModes cannot change and the
+    API server refuses to shrink a claim, so a new replica count (ReadWriteOnce to ReadWriteMany)
+    or a smaller model creates a new claim, the Deployment moves to it, and Pulumi deletes the
+    old one afterwards, instead of failing on an immutable field. It is a cache: the new claim
+    fills on the server's first start."""
     mode = "rwx" if sizing.cache_shared(spec, server) else "rwo"
-    return f"{server.name}-model-cache-{mode}"
+    return f"{server.name}-model-cache-{mode}-{cache_size_gib(spec, server, storage_min_gib)}gi"
 
 
 def cache_size_gib(spec: Spec, server: InferenceServer, storage_min_gib: int) -> int:
@@ -181,7 +183,7 @@ class InferenceServerComponent(pulumi.ComponentResource):
         ns = spec.namespace
         sel = naming.server_labels(server)
 
-        claim = cache_claim_name(spec, server)
+        claim = cache_claim_name(spec, server, args.storage_min_gib)
         size = cache_size_gib(spec, server, args.storage_min_gib)
         self.cache = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-{claim.removeprefix(server.name + '-')}",
@@ -195,19 +197,19 @@ class InferenceServerComponent(pulumi.ComponentResource):
         scaled = server.engine is Engine.vllm and max_replicas > server.replicas
         self.deployment = k8s.apps.v1.Deployment(
             name,
-            metadata=metadata(server.name, ns, sel),
+            metadata=metadata(server.name, ns, sel, annotations=dict(PATCH_FORCE)),
             spec={
-                # With a ScaledObject KEDA owns the count (it starts from minReplicaCount): a
-                # replica count here would scale a busy server back down on every `pulumi up`.
-                **({} if scaled else {"replicas": server.replicas}),
+                # With a ScaledObject: KEDA's minimum, then ignored (infra/components/base.py).
+                "replicas": server.replicas,
                 "progress_deadline_seconds": sizing.server_progress_deadline_s(server),
                 "selector": {"match_labels": sel},
                 "strategy": strategy(spec, server),
                 "template": {"metadata": {"labels": sel, "annotations": template_annotations(
                                  spec, server, args.path)},
-                             "spec": pod_spec(spec, server)},
+                             "spec": pod_spec(spec, server, claim)},
             },
-            opts=child(self, depends_on=[self.cache], custom_timeouts=custom_timeouts(server)),
+            opts=child(self, depends_on=[self.cache], custom_timeouts=custom_timeouts(server),
+                       ignore_changes=replicas_ignored(scaled)),
         )
         self.service = k8s.core.v1.Service(
             f"{name}-svc",

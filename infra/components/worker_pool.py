@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.spec import DeploymentMode, Spec
-from infra.components.base import child, metadata, quantity_gib
+from infra.components.base import PATCH_FORCE, child, metadata, quantity_gib, replicas_ignored
 from infra.components.inference_server import custom_timeouts
 from infra.policy.rules import SPEC_PATH_ANNOTATION, STARTUP_BUDGET_ANNOTATION
 
@@ -208,11 +208,9 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         )
         self.deployment = k8s.apps.v1.Deployment(
             name,
-            metadata=metadata(dep_name, ns, sel),
+            metadata=metadata(dep_name, ns, sel, annotations=dict(PATCH_FORCE)),
             spec={
-                # A scaler owns the replica count: leave it unset there so `pulumi up` does not
-                # fight the autoscaler; KEDA starts from minReplicaCount.
-                **({} if scales else {"replicas": w.replicas}),
+                "replicas": w.replicas,  # with a scaler: its minimum, then ignored (base.py)
                 "selector": {"match_labels": sel},
                 "progress_deadline_seconds": progress_deadline_s(spec),
                 "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
@@ -221,7 +219,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                              "spec": pod_spec(spec, args.output_claim, args.cache_class)},
             },
             # Pulumi waits for the workers to be ready, which waits for the server's cold start.
-            opts=child(self, depends_on=[self.spec_config],
+            opts=child(self, depends_on=[self.spec_config], ignore_changes=replicas_ignored(scales),
                        custom_timeouts=custom_timeouts(spec.worker_server)),
         )
         self.service = k8s.core.v1.Service(

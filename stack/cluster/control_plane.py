@@ -82,8 +82,7 @@ def write_kwok_config(layout: ClusterLayout, tools: GoTools) -> Path:
     """kwok's configuration: the stages of its module (tools/build-go-tools.sh copies them)."""
     path = layout.kwok_config
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
-    path.write_text(head + tools.kwok_stages.read_text())
+    path.write_text(tools.kwok_stages.read_text())  # no KwokConfiguration: its defaults hold
     return path
 
 

@@ -51,7 +51,9 @@ def _node(name: str, pool: Pool, node: Node, spec: Spec, labels: dict[str, str],
           taints: list[dict]) -> dict:
     inst = _instance(pool, "gpu_node_pool.instance_type")
     region = spec.gpu_node_pool.region if spec.gpu_node_pool else ""
-    zone = node.zone or (f"{region}-a" if region else "local-a")
+    cloud = cloud_of(spec)
+    # The cloud's spelling of a first zone: us-central1-a (GKE), us-east-1a (EKS), 1 (AKS).
+    zone = node.zone or {"gke": f"{region}-a", "eks": f"{region}a", "aks": "1"}.get(cloud, "local-a")
     gpus = node.capacity.gpus
     pods = inst.max_pods or DEFAULT_MAX_PODS
     return {
@@ -72,8 +74,6 @@ def _node(name: str, pool: Pool, node: Node, spec: Spec, labels: dict[str, str],
         "status": {
             "capacity": _quantities(inst.vcpu * 1000, int(inst.memory_gib * 1024), gpus, pods),
             "allocatable": _quantities(node.capacity.cpu_m, node.capacity.memory_mib, gpus, pods),
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                         "kubeletVersion": "fake", "kubeProxyVersion": "fake"},
             "phase": "Running",
         },
     }
