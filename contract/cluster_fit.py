@@ -323,6 +323,8 @@ def features_used(spec: Spec) -> list[str]:
     out = ["pod-security-admission"]
     if spec.deployment_mode is DeploymentMode.split:
         out.append("preStop.sleep")  # the servers' drain (contract/sizing.py PRESTOP_SLEEP_S)
+    if spec.queue.kind == "in-cluster":
+        out.append("statefulset-pvc-retention")  # Redis' claim goes with `pulumi destroy`
     return out
 
 

@@ -40,7 +40,11 @@ MONITORING_NAMESPACE = "monitoring"
 KEDA_NAMESPACE = "keda"
 # Secret holding redis://... for queue kind=external (derived until the spec has a SecretRef).
 EXTERNAL_REDIS_SECRET = SecretRef(name="splitstack-redis", key="url", env="SPLITSTACK_REDIS_URL")
-EXTERNAL_REDIS_ADDRESS_KEY = "address"  # host:port in the same Secret, for KEDA's scaler
+# KEDA's redis-streams scaler takes no URL: it reads host:port and the password as separate
+# parameters (https://keda.sh/docs/2.19/scalers/redis-streams/), from keys of the same Secret.
+EXTERNAL_REDIS_ADDRESS = SecretRef(name="splitstack-redis", key="address", env="SPLITSTACK_REDIS_ADDRESS")
+EXTERNAL_REDIS_PASSWORD = SecretRef(name="splitstack-redis", key="password",
+                                    env="SPLITSTACK_REDIS_PASSWORD")
 
 
 def labels(component: str, instance: str) -> dict[str, str]:

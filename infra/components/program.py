@@ -206,8 +206,10 @@ def secret_commands(spec: Spec, managed: set[str] | None = None) -> list[str]:
             if ref is not None:
                 refs.setdefault((ref.name, ref.key), ref.env)
     if spec.queue.kind == "external":
-        r = naming.EXTERNAL_REDIS_SECRET
-        refs[(r.name, r.key)] = r.env
+        # One Secret, three keys: the workers read the URL, KEDA's scaler the address and password.
+        for r in (naming.EXTERNAL_REDIS_SECRET, naming.EXTERNAL_REDIS_ADDRESS,
+                  naming.EXTERNAL_REDIS_PASSWORD):
+            refs[(r.name, r.key)] = r.env
     elif spec.queue.password is not None:
         refs[(spec.queue.password.name, spec.queue.password.key)] = spec.queue.password.env
     for ref in output_store_refs(spec):

@@ -72,6 +72,11 @@ class QueueComponent(pulumi.ComponentResource):
             spec={
                 "service_name": naming.REDIS_NAME,
                 "replicas": 1,
+                # The claim `data-redis-0` is the StatefulSet's, not a Pulumi resource: without
+                # this, `pulumi destroy` leaves it (and its disk) behind. The queue's jobs go with
+                # the deployment; a scale-down keeps them.
+                "persistent_volume_claim_retention_policy": {"when_deleted": "Delete",
+                                                             "when_scaled": "Retain"},
                 "selector": {"match_labels": sel},
                 "template": {"metadata": {"labels": sel}, "spec": {
                     "enable_service_links": False,

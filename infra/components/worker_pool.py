@@ -7,6 +7,7 @@ Monolithic (rollback): each worker gets a GPU and loads the model in-process, as
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import Enum
 
@@ -161,8 +162,19 @@ def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
     }
 
 
+SPEC_DIGEST_ANNOTATION = "splitstack.dev/spec-sha256"
+
+
+def spec_document(spec: Spec) -> str:
+    """What the worker-spec ConfigMap holds: the resolved spec (SecretRefs only)."""
+    return spec.model_dump_json(indent=2)
+
+
 def template_annotations(spec: Spec) -> dict:
-    out = {SPEC_PATH_ANNOTATION: "worker_pool"}
+    # The worker reads its spec once, at start: a digest of it in the pod template makes any
+    # change of the ConfigMap (concurrency, retries, timeouts...) roll the workers.
+    out = {SPEC_PATH_ANNOTATION: "worker_pool",
+           SPEC_DIGEST_ANNOTATION: hashlib.sha256(spec_document(spec).encode()).hexdigest()}
     if monolithic(spec):
         out[STARTUP_BUDGET_ANNOTATION] = str(spec.worker_server.startup_budget_s)
     return {"annotations": out}
@@ -179,8 +191,9 @@ def trigger_auth_targets(spec: Spec) -> list[dict]:
     """What KEDA's redis-streams scaler reads from Secrets: the external Redis' address, or
     the in-cluster Redis' password (https://keda.sh/docs/2.19/scalers/redis-streams/)."""
     if spec.queue.kind == "external":
-        return [{"parameter": "address", "name": naming.EXTERNAL_REDIS_SECRET.name,
-                 "key": naming.EXTERNAL_REDIS_ADDRESS_KEY}]
+        return [{"parameter": p, "name": ref.name, "key": ref.key}
+                for p, ref in (("address", naming.EXTERNAL_REDIS_ADDRESS),
+                               ("password", naming.EXTERNAL_REDIS_PASSWORD))]
     if spec.queue.password is not None:
         return [{"parameter": "password", "name": spec.queue.password.name,
                  "key": spec.queue.password.key}]
@@ -203,7 +216,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         self.spec_config = k8s.core.v1.ConfigMap(
             f"{name}-spec",
             metadata=metadata(spec_config_map_name(spec), ns, sel),
-            data={naming.WORKER_SPEC_KEY: spec.model_dump_json(indent=2)},
+            data={naming.WORKER_SPEC_KEY: spec_document(spec)},
             opts=child(self),
         )
         self.deployment = k8s.apps.v1.Deployment(

@@ -164,12 +164,16 @@ def test_deadlines_cover_the_cold_start(stack):
         assert release["timeout"] >= 600
 
 
-def test_prod_workers_leave_the_replica_count_to_keda():
+def test_prod_workers_start_at_kedas_minimum():
+    """The count stays in the Deployment (removing it resets a live one to 1); `pulumi up` ignores
+    it while KEDA owns it (ignore_changes: proven against a real API server in
+    tests/integration/cluster)."""
     result = real_render("prod")
     (scaler,) = of_kind(result, "ScaledObject")
     target = scaler["spec"]["scaleTargetRef"]["name"]
     (dep,) = [d for d in of_kind(result, "Deployment") if d["metadata"]["name"] == target]
-    assert "replicas" not in dep["spec"]
+    assert dep["spec"]["replicas"] == scaler["spec"]["minReplicaCount"]
+    assert dep["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
     assert scaler["spec"]["minReplicaCount"] == result.spec.worker_pool.replicas
     (auth,) = of_kind(result, "TriggerAuthentication")
     assert auth["spec"]["secretTargetRef"][0]["parameter"] == "password"
@@ -244,7 +248,7 @@ def test_a_readwriteonce_cache_under_two_replicas_is_flagged():
     dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "mineru-vlm")
     dep["spec"]["replicas"] = 2
     found = cluster_fit(objs)
-    assert any("up to 2 pods mount the ReadWriteOnce claim 'mineru-vlm-model-cache-rwo'" in v
+    assert any("up to 2 pods mount the ReadWriteOnce claim 'mineru-vlm-model-cache-rwo-9gi'" in v
                for v in found), found
 
 

@@ -251,7 +251,7 @@ def test_hpa_fallback_when_keda_is_absent(mocks):
     assert not [o for o in mocks.kubernetes_objects if o["kind"] == "ScaledObject"]
     assert validate_object(hpa, "1.30.0") == []
     (dep,) = [o for o in mocks.kubernetes_objects if o["kind"] == "Deployment"]
-    assert "replicas" not in dep["spec"]  # the autoscaler owns the count
+    assert dep["spec"]["replicas"] == 1  # the HPA's minimum; ignored by `pulumi up` from then on
 
 
 def test_hpa_cannot_scale_from_zero():
