@@ -28,7 +28,7 @@ endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: setup apt containers python model s3server images demo lint test test-unit test-integration clean
+.PHONY: setup apt containers python model s3server tools images demo lint test test-unit test-integration clean
 
 setup: apt containers python model s3server
 
@@ -86,6 +86,13 @@ $(S3SERVER)/bin/moto_server:
 	$(PYTHON) -m venv $(S3SERVER)
 	$(S3SERVER)/bin/pip install -q 'moto[server]==5.2.5'
 
+# The Go-built tools of the local Kubernetes cluster and of `pulumi up` against it: the Pulumi CLI,
+# the Kubernetes provider, etcd, the control plane, kubectl and kwok, at the versions pinned in
+# tools/go-tools.env, built from the Go module proxy once per machine into
+# ~/.cache/splitstack/tools/<digest> (SPLITSTACK_TOOLS_CACHE moves it; nothing in the checkout).
+tools:
+	bash tools/build-go-tools.sh
+
 # The worker, simulator and inference-server images (images/*/Containerfile), tagged as the
 # `local` spec names them; the base image and the wheels are cached (.cache/images).
 images: apt containers python
@@ -104,7 +111,7 @@ lint: python
 
 # Two at a time (pytest-xdist; integration tests by file, so a file's fixtures stay in one
 # process), then the timing-sensitive tests (marker `serial`) alone.
-test: setup lint
+test: setup lint tools
 	$(PY) -m pytest tests/unit -q -n 2 $(PYTEST_ARGS)
 	$(PY) -m pytest tests/integration -q -n 2 --dist loadfile -m "not serial" --durations=15 $(PYTEST_ARGS)
 	$(PY) -m pytest tests/integration -q -m serial --durations=10 $(PYTEST_ARGS)

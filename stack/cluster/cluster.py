@@ -154,6 +154,21 @@ class LocalCluster:
             time.sleep(0.5)
         self.log(f"nodes Ready: {', '.join(n['metadata']['name'] for n in nodes)}")
 
+    def reshape(self, shape: Spec, timeout_s: float = 60) -> list[str]:
+        """Replace every node with the nodes of ``shape`` (pods on the old ones go with them)."""
+        nodes = shaped_nodes(shape)
+        api = self.api()
+        core = _kubernetes().client.CoreV1Api(api)
+        for n in core.list_node().items:
+            core.delete_node(n.metadata.name)
+        deadline = time.monotonic() + timeout_s
+        while core.list_node().items:
+            if time.monotonic() > deadline:
+                raise SetupError(f"old nodes not gone after {timeout_s:.0f} s")
+            time.sleep(0.3)
+        self._create_nodes(api, nodes, timeout_s)
+        return [n["metadata"]["name"] for n in nodes]
+
     def down(self) -> list[str]:
         """Stop every process of the cluster (and strays of a killed supervisord)."""
         paths = self.layout.paths

@@ -1,0 +1,261 @@
+"""`pulumi preview`, `up`, the day-2 `up`s, `refresh` and `destroy` of the localk8s stack
+(cloud existing, dev's topology) against a real API server, scheduler and controllers.
+
+The tests of this file run in order on one stack, as an operator's day 1 and day 2 do; each
+asserts on the objects the cluster holds, read from the API server. The Pulumi transcripts go to
+the test's output (`pytest -rA` shows them).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from infra.automation import PulumiSession
+from stack.cluster.cluster import LocalCluster
+from testsupport.cluster import Cluster, edit_stack, session
+
+pytestmark = pytest.mark.integration
+STACK = "localk8s"
+NS = "splitstack-localk8s"
+SERVER, WORKERS = "mineru-vlm", "worker"
+SECRETS = {"splitstack-secrets:splitstack-api-key.api-key": "test-api-key",
+           "splitstack-secrets:splitstack-hf-token.token": "hf_test",
+           "splitstack-secrets:splitstack-redis-auth.password": "redis-test"}
+
+
+class Engine:
+    """The stack and what `pulumi` printed, step by step."""
+
+    def __init__(self, s: PulumiSession) -> None:
+        self.session = s
+        self.stack = s.stack_handle()
+        self.transcript: list[str] = []
+
+    def _out(self, step: str) -> Any:
+        self.transcript.append(f"\n$ pulumi {step} --stack {STACK}")
+        return lambda line: self.transcript.append(line.rstrip("\n"))
+
+    def preview(self, **kw: Any) -> Any:
+        return self.stack.preview(on_output=self._out("preview" + (" --expect-no-changes" if
+                                                                   kw.get("expect_no_changes") else "")),
+                                  color="never", **kw)
+
+    def up(self) -> Any:
+        return self.stack.up(on_output=self._out("up --yes"), color="never")
+
+    def refresh(self) -> Any:
+        return self.stack.refresh(on_output=self._out("refresh --yes"), color="never")
+
+    def destroy(self) -> Any:
+        return self.stack.destroy(on_output=self._out("destroy --yes"), color="never")
+
+
+@pytest.fixture(scope="module")
+def engine(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    work: Path = tmp_path_factory.mktemp("pulumi")
+    s = session(work, STACK, cluster)
+    e = Engine(s)
+    for key, value in SECRETS.items():
+        s.set_secret(key, value)
+    try:
+        yield e
+    finally:
+        print("\n".join(e.transcript))
+        if not getattr(e, "destroyed", False):
+            try:
+                e.destroy()
+            except Exception as exc:  # noqa: BLE001 - teardown reports, the cluster goes anyway
+                print(f"teardown destroy failed: {exc}")
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster) -> Cluster:
+    return Cluster(cluster, NS)
+
+
+def pools_of(kube: Cluster, selector: str) -> set[str]:
+    return {kube.node_pool(p.spec.node_name) for p in kube.pods(selector)}
+
+
+def assert_bound_to_pools(kube: Cluster) -> None:
+    """Every pod is bound by the scheduler, the server's on GPU nodes, the rest on CPU nodes."""
+    pods = kube.pods()
+    unbound = [p.metadata.name for p in pods if not p.spec.node_name]
+    assert not unbound, f"pods the scheduler left Pending: {unbound}"
+    for p in pods:
+        pool = kube.node_pool(p.spec.node_name)
+        component = p.metadata.labels.get("app.kubernetes.io/component", "")
+        gpu = p.spec.containers[0].resources.requests.get("nvidia.com/gpu")
+        assert pool == ("gpu" if gpu else "cpu"), (p.metadata.name, component, pool)
+
+
+def test_preview_then_up_creates_a_running_deployment(engine: Engine, kube: Cluster) -> None:
+    preview = engine.preview()
+    assert preview.change_summary.get("create", 0) > 30, preview.change_summary
+    with pytest.raises(ApiException) as missing:
+        kube.core.read_namespace(NS)
+    assert missing.value.status == 404  # a preview changes nothing
+
+    result = engine.up()
+    assert result.summary.result == "succeeded"
+    for name in (SERVER, WORKERS):
+        kube.wait_available(name)
+    assert kube.apps.read_namespaced_stateful_set("redis", NS).status.ready_replicas == 1
+    assert_bound_to_pools(kube)
+    assert pools_of(kube, f"app.kubernetes.io/name={SERVER}") == {"gpu"}
+    # The objects the cluster accepted: namespace enforcing restricted Pod Security, CRs, claims.
+    ns = kube.core.read_namespace(NS)
+    assert ns.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    monitors = kube.custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", NS, "servicemonitors")
+    assert len(monitors["items"]) == 2
+    rules = kube.custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", NS, "prometheusrules")
+    assert rules["items"]
+    claims = {c.metadata.name: c.status.phase for c in kube.core.list_namespaced_persistent_volume_claim(NS).items}
+    assert all(phase == "Bound" for phase in claims.values()), claims
+    secret = kube.core.read_namespaced_secret("splitstack-api-key", NS)
+    assert set(secret.data) == {"api-key"}
+
+    engine.preview(expect_no_changes=True)
+
+
+def test_refresh_right_after_up_is_clean(engine: Engine) -> None:
+    result = engine.refresh()
+    assert set(result.summary.resource_changes or {}) <= {"same"}, result.summary.resource_changes
+
+
+def refresh_clean(engine: Engine) -> None:
+    result = engine.refresh()
+    assert set(result.summary.resource_changes or {}) <= {"same"}, result.summary.resource_changes
+
+
+def worker_spec(kube: Cluster) -> dict:
+    import json
+
+    cm = kube.core.read_namespaced_config_map(f"{WORKERS}-spec", NS)
+    return json.loads(next(iter(cm.data.values())))
+
+
+def test_worker_settings_roll_the_workers(engine: Engine, kube: Cluster) -> None:
+    before = {p.metadata.name for p in kube.pods(f"app.kubernetes.io/name={WORKERS}")}
+    edit_stack(engine.session, {"worker_pool.concurrency_per_worker": 8, "worker_pool.max_retries": 5})
+    assert engine.up().summary.result == "succeeded"
+    dep = kube.wait_available(WORKERS)
+    after = {p.metadata.name for p in kube.pods(f"app.kubernetes.io/name={WORKERS}")}
+    assert before.isdisjoint(after), "the workers kept running with the old settings"
+    spec = worker_spec(kube)
+    assert (spec["worker_pool"]["concurrency_per_worker"], spec["worker_pool"]["max_retries"]) == (8, 5)
+    env = {e.name: e.value for e in dep.spec.template.spec.containers[0].env if e.value is not None}
+    assert env.get("SPLITSTACK_CONCURRENCY_PER_WORKER") == "8"
+    refresh_clean(engine)
+
+
+class ReplicaWatch:
+    """The Deployment's spec.replicas, polled while a `pulumi up` runs: the lowest it went."""
+
+    def __init__(self, kube: Cluster, name: str) -> None:
+        self.kube, self.name, self.seen = kube, name, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.seen.append(self.kube.deployment(self.name).spec.replicas)
+            time.sleep(0.05)
+
+    def __enter__(self) -> ReplicaWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def keda_hpa(kube: Cluster, minimum: int, maximum: int) -> None:
+    """The HPA KEDA's operator makes for the ScaledObject (keda-hpa-<name>): KEDA itself does not
+    run here, but the real controller manager's HPA controller scales the Deployment up to the
+    HPA's minimum through the scale subresource, taking ownership of spec.replicas as it does
+    under KEDA."""
+    body = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": f"keda-hpa-{WORKERS}"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": WORKERS},
+                     "minReplicas": minimum, "maxReplicas": maximum,
+                     "metrics": [{"type": "External", "external": {
+                         "metric": {"name": "s0-redis-streams-jobs"},
+                         "target": {"type": "AverageValue", "averageValue": "4"}}}]}}
+    client.AutoscalingV2Api(kube.core.api_client).create_namespaced_horizontal_pod_autoscaler(NS, body)
+
+
+def test_autoscaling_on_and_off_keeps_the_workers(engine: Engine, kube: Cluster) -> None:
+    edit_stack(engine.session, {"worker_pool.max_replicas": 4})
+    with ReplicaWatch(kube, WORKERS) as watch:
+        assert engine.up().summary.result == "succeeded"
+    assert min(watch.seen) == 2, f"the worker count dipped: {sorted(set(watch.seen))}"
+    scaled = kube.custom.get_namespaced_custom_object("keda.sh", "v1alpha1", NS, "scaledobjects", WORKERS)
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (2, 4)
+    # The autoscaler takes the count (3), and a second `up` leaves it alone.
+    keda_hpa(kube, 3, 4)
+    deadline = time.monotonic() + 60
+    while kube.deployment(WORKERS).spec.replicas != 3:
+        assert time.monotonic() < deadline, "the HPA controller did not scale the workers"
+        time.sleep(0.5)
+    engine.preview(expect_no_changes=True)
+    assert engine.up().summary.result == "succeeded"
+    assert kube.deployment(WORKERS).spec.replicas == 3
+    refresh_clean(engine)
+    # Off again: the spec's count wins over the field manager that owned it, no conflict.
+    kube.core.api_client  # noqa: B018 - keep the client alive across the HPA's deletion
+    client.AutoscalingV2Api(kube.core.api_client).delete_namespaced_horizontal_pod_autoscaler(
+        f"keda-hpa-{WORKERS}", NS)
+    edit_stack(engine.session, {"worker_pool.max_replicas": None})
+    assert engine.up().summary.result == "succeeded"
+    assert kube.wait_available(WORKERS).spec.replicas == 2
+    with pytest.raises(ApiException):
+        kube.custom.get_namespaced_custom_object("keda.sh", "v1alpha1", NS, "scaledobjects", WORKERS)
+    refresh_clean(engine)
+
+
+def test_model_size_changes_both_ways(engine: Engine, kube: Cluster) -> None:
+    def claims() -> set[str]:
+        return {c.metadata.name for c in kube.core.list_namespaced_persistent_volume_claim(NS).items
+                if c.metadata.name.startswith(SERVER) and c.metadata.deletion_timestamp is None}
+
+    assert claims() == {f"{SERVER}-model-cache-rwo-9gi"}
+    edit_stack(engine.session, {"inference_servers.0.model.size_gib": 16.6})
+    assert engine.up().summary.result == "succeeded"
+    kube.wait_available(SERVER)
+    assert claims() == {f"{SERVER}-model-cache-rwo-30gi"}
+    edit_stack(engine.session, {"inference_servers.0.model.size_gib": 2.5})
+    assert engine.up().summary.result == "succeeded"  # a smaller model: a new, smaller claim
+    dep = kube.wait_available(SERVER)
+    assert claims() == {f"{SERVER}-model-cache-rwo-9gi"}
+    mounted = {v.persistent_volume_claim.claim_name for v in dep.spec.template.spec.volumes
+               if v.persistent_volume_claim}
+    assert mounted == {f"{SERVER}-model-cache-rwo-9gi"}
+    refresh_clean(engine)
+
+
+def test_destroy_leaves_nothing(engine: Engine, kube: Cluster) -> None:
+    result = engine.destroy()
+    engine.destroyed = True  # type: ignore[attr-defined]
+    assert result.summary.result == "succeeded"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            kube.core.read_namespace(NS)
+        except ApiException as exc:
+            assert exc.status == 404
+            break
+        assert time.monotonic() < deadline, "the namespace is still there"
+        time.sleep(0.5)
+    left = [v.metadata.name for v in kube.core.list_persistent_volume().items
+            if v.spec.claim_ref and v.spec.claim_ref.namespace == NS]
+    assert not left, f"volumes of {NS} left behind: {left}"
