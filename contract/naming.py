@@ -5,6 +5,8 @@ No pulumi import: the Compose renderer and the policy rules use these too.
 
 from __future__ import annotations
 
+import hashlib
+
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
 from contract.spec import InferenceServer, SecretRef, Spec
 from contract.worker_env import (
@@ -31,6 +33,17 @@ OUTPUTS_MOUNT = "/data/outputs"
 # The resolved deployment spec (JSON, no secret values) the worker reads instead of Pulumi.<stack>.yaml.
 WORKER_SPEC_MOUNT = "/etc/splitstack"
 WORKER_SPEC_KEY = "spec.json"
+# The ConfigMap `<deployment>-spec` holds the worker's spec; its digest in the pod template makes
+# a change of it roll the workers (infra/components/worker_pool.py, the runbooks' `tune`).
+WORKER_SPEC_DIGEST_ANNOTATION = "splitstack.dev/spec-sha256"
+
+
+def worker_spec_config_map(monolithic: bool = False) -> str:
+    return f"{MONOLITHIC_NAME if monolithic else WORKER_NAME}-spec"
+
+
+def spec_digest(document: str) -> str:
+    return hashlib.sha256(document.encode()).hexdigest()
 MODEL_CACHE_MOUNT = "/models"
 # The sidecar of the Grafana chart in kube-prometheus-stack loads ConfigMaps carrying this label.
 GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"

@@ -7,7 +7,6 @@ Monolithic (rollback): each worker gets a GPU and loads the model in-process, as
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import Enum
 
@@ -96,7 +95,7 @@ def container(spec: Spec) -> dict:
 
 
 def spec_config_map_name(spec: Spec) -> str:
-    return f"{naming.MONOLITHIC_NAME if monolithic(spec) else naming.WORKER_NAME}-spec"
+    return naming.worker_spec_config_map(monolithic(spec))
 
 
 def wait_for_server(spec: Spec) -> dict:
@@ -162,9 +161,6 @@ def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
     }
 
 
-SPEC_DIGEST_ANNOTATION = "splitstack.dev/spec-sha256"
-
-
 def spec_document(spec: Spec) -> str:
     """What the worker-spec ConfigMap holds: the resolved spec (SecretRefs only)."""
     return spec.model_dump_json(indent=2)
@@ -174,7 +170,7 @@ def template_annotations(spec: Spec) -> dict:
     # The worker reads its spec once, at start: a digest of it in the pod template makes any
     # change of the ConfigMap (concurrency, retries, timeouts...) roll the workers.
     out = {SPEC_PATH_ANNOTATION: "worker_pool",
-           SPEC_DIGEST_ANNOTATION: hashlib.sha256(spec_document(spec).encode()).hexdigest()}
+           naming.WORKER_SPEC_DIGEST_ANNOTATION: naming.spec_digest(spec_document(spec))}
     if monolithic(spec):
         out[STARTUP_BUDGET_ANNOTATION] = str(spec.worker_server.startup_budget_s)
     return {"annotations": out}

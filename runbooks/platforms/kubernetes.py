@@ -11,6 +11,7 @@ and 5xx are PlatformError.
 from __future__ import annotations
 
 import base64
+import json
 import os
 from datetime import UTC, datetime
 from types import ModuleType
@@ -29,11 +30,9 @@ RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"  # what `kubectl rollout rest
 SERVER_CONTAINER = "server"
 SERVER_FLAGS = {"max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs",
                 "max_model_len": "--max-model-len", "gpu_memory_utilization": "--gpu-memory-utilization"}
-# Env names from infra/components/naming.worker_env.
-WORKER_ENV = {"concurrency_per_worker": "SPLITSTACK_CONCURRENCY_PER_WORKER",
-              "jobs_per_worker": "SPLITSTACK_JOBS_PER_WORKER",
-              "request_timeout_s": "SPLITSTACK_REQUEST_TIMEOUT_S",
-              "max_retries": "SPLITSTACK_MAX_RETRIES"}
+# The worker settings a runbook may change on Kubernetes: fields of worker_pool in the spec the
+# workers read from their ConfigMap (contract/naming.py worker_spec_config_map).
+WORKER_FIELDS = ("concurrency_per_worker", "jobs_per_worker", "request_timeout_s", "max_retries")
 
 
 def _selector(labels: dict[str, str]) -> str:
@@ -183,10 +182,8 @@ class KubernetesPlatform:
         c = self._container(dep, component)
         out: dict[str, Any] = {"image_tag": c.image.rsplit(":", 1)[-1]}
         if component == WORKERS:
-            env = {e.name: e.value for e in c.env or []}
-            for key, var in WORKER_ENV.items():
-                if var in env:
-                    out[key] = typed_changes(self.spec, WORKERS, {key: env[var]})[key]
+            pool = self._worker_spec()[1].get("worker_pool", {})
+            out.update({k: pool[k] for k in WORKER_FIELDS if k in pool})
             return out
         args = list(c.args or c.command or [])
         for key, flag in SERVER_FLAGS.items():
@@ -206,17 +203,18 @@ class KubernetesPlatform:
         dep = self._call(f"read deployment {name}", self.apps.read_namespaced_deployment, name, self.ns)
         c = self._container(dep, component)
         patch_c: dict[str, Any] = {"name": c.name}
-        unsupported = [k for k in typed if k not in ("image_tag", *(WORKER_ENV if component == WORKERS
+        unsupported = [k for k in typed if k not in ("image_tag", *(WORKER_FIELDS if component == WORKERS
                                                                    else (*SERVER_FLAGS, "extra_args")))]
         if unsupported:
             raise Refused(f"{component}: {', '.join(unsupported)} is not a run-time setting of the "
                           "Kubernetes objects infra/ renders; change it in the spec and `pulumi up`")
         if "image_tag" in typed:
             patch_c["image"] = f"{c.image.rsplit(':', 1)[0]}:{typed['image_tag']}"
+        template_meta: dict[str, Any] = {}
         if component == WORKERS:
-            env = [{"name": WORKER_ENV[k], "value": str(v)} for k, v in typed.items() if k in WORKER_ENV]
-            if env:
-                patch_c["env"] = env  # strategic merge: env merges by name
+            fields = {k: v for k, v in typed.items() if k in WORKER_FIELDS}
+            if fields:
+                template_meta = self._patch_worker_spec(fields)
         else:
             args = list(c.args or [])
             for key, value in typed.items():
@@ -231,8 +229,24 @@ class KubernetesPlatform:
                 args = _replace_extra(args, self.spec.server(component[7:]).extra_args, typed["extra_args"])
             if args != list(c.args or []):
                 patch_c["args"] = args
-        patch = {"spec": {"template": {"spec": {"containers": [patch_c]}}}}
+        patch = {"spec": {"template": {"spec": {"containers": [patch_c]}, **template_meta}}}
         self._call(f"patch deployment {name}", self.apps.patch_namespaced_deployment, name, self.ns, patch)
+
+    def _worker_spec(self) -> tuple[str, dict[str, Any]]:
+        name = naming.worker_spec_config_map(self.spec.deployment_mode is DeploymentMode.monolithic)
+        cm = self._call(f"read configmap {name}", self.core.read_namespaced_config_map, name, self.ns)
+        return name, json.loads((cm.data or {}).get(naming.WORKER_SPEC_KEY, "{}"))
+
+    def _patch_worker_spec(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Write ``fields`` into the workers' spec ConfigMap; the template metadata that rolls
+        them (its new digest). A later `pulumi up` puts the stack file's values back: the spec
+        file stays the source of truth, as `tune`'s report says."""
+        name, doc = self._worker_spec()
+        doc.setdefault("worker_pool", {}).update(fields)
+        text = json.dumps(doc, indent=2)
+        self._call(f"patch configmap {name}", self.core.patch_namespaced_config_map, name, self.ns,
+                   {"data": {naming.WORKER_SPEC_KEY: text}})
+        return {"metadata": {"annotations": {naming.WORKER_SPEC_DIGEST_ANNOTATION: naming.spec_digest(text)}}}
 
     def http(self, component: str, method: str, path: str, json_body: Any = None,
              timeout_s: float = 30.0) -> HttpResult:

@@ -71,7 +71,7 @@ def audit_records(run) -> list[dict]:
 
 
 def server_node(kube: Cluster) -> str:
-    (pod,) = kube.pods(f"app.kubernetes.io/name={SERVER}")
+    (pod,) = kube.pods(f"app.kubernetes.io/instance={SERVER}")
     return pod.spec.node_name
 
 
@@ -82,10 +82,10 @@ def test_diagnose_reads_the_cluster(deployed: Cluster, runbook) -> None:
 
 
 def test_restart_server_rolls_a_new_pod(deployed: Cluster, runbook) -> None:
-    (old,) = deployed.pods(f"app.kubernetes.io/name={SERVER}")
+    (old,) = deployed.pods(f"app.kubernetes.io/instance={SERVER}")
     r = runbook("restart-server", "--force", "--reason", "e2e", "--apply")
     assert r.returncode == 0, r.stdout + r.stderr
-    (new,) = deployed.pods(f"app.kubernetes.io/name={SERVER}")
+    (new,) = deployed.pods(f"app.kubernetes.io/instance={SERVER}")
     assert new.metadata.name != old.metadata.name
     annotations = deployed.deployment(SERVER).spec.template.metadata.annotations
     assert "kubectl.kubernetes.io/restartedAt" in annotations
@@ -143,7 +143,7 @@ def test_patch_workers_rolls_the_new_image(deployed: Cluster, runbook) -> None:
     dep = deployed.wait_available(WORKERS)
     assert dep.spec.template.spec.containers[0].image.endswith(":0.1.1-cve-2026-1234")
     assert all(p.spec.containers[0].image.endswith(":0.1.1-cve-2026-1234")
-               for p in deployed.pods(f"app.kubernetes.io/name={WORKERS}"))
+               for p in deployed.pods(f"app.kubernetes.io/instance={WORKERS}"))
 
 
 def test_update_hf_token_patches_the_secret(deployed: Cluster, runbook) -> None:

@@ -51,9 +51,12 @@ class FakeKube:
             if s.hf_token:
                 self.secrets[s.hf_token.name] = {s.hf_token.key: _b64("old-token")}
         w = spec.worker_pool
-        env = [{"name": "SPLITSTACK_CONCURRENCY_PER_WORKER", "value": str(w.concurrency_per_worker)}]
+        # What the program renders: the spec in ConfigMap worker-spec, mounted by the workers
+        # (infra/components/worker_pool.py); the worker reads nothing else of it.
+        self.config_maps = {naming.worker_spec_config_map():
+                            {naming.WORKER_SPEC_KEY: spec.model_dump_json(indent=2)}}
         self._deploy(naming.WORKER_NAME, naming.worker_labels(), "worker", f"{w.image}:{w.image_tag}",
-                     [], env, w.replicas)
+                     [], [], w.replicas)
 
     # -- the controller ------------------------------------------------------------------------
     def _deploy(self, name, labels, container, image, args, env, replicas) -> None:
@@ -200,6 +203,15 @@ class FakeKube:
     def delete_namespaced_pod(self, name: str, namespace: str, grace_period_seconds: int | None = None) -> None:
         self.calls.append(("delete_pod", (name, grace_period_seconds)))
         self._reschedule(name)
+
+    def read_namespaced_config_map(self, name: str, namespace: str) -> client.V1ConfigMap:
+        if name not in self.config_maps:
+            raise ApiException(status=404, reason="Not Found")
+        return client.V1ConfigMap(data=dict(self.config_maps[name]))
+
+    def patch_namespaced_config_map(self, name: str, namespace: str, body: dict) -> None:
+        self.calls.append(("patch_configmap", name))
+        self.config_maps[name].update(body["data"])
 
     def read_namespaced_secret(self, name: str, namespace: str) -> client.V1Secret:
         if name not in self.secrets:

@@ -19,11 +19,18 @@ def test_tune_sets_the_vllm_flag_and_is_idempotent(make_ctx, kube):
     assert invoke(make_ctx(apply=True), "tune", {"set": {"max_num_batched_tokens": "32768"}}).outcome == "noop"
 
 
-def test_tune_worker_concurrency_patches_the_env(make_ctx, kube):
+def test_tune_worker_concurrency_rewrites_the_spec_the_workers_read(make_ctx, kube):
+    import json
+
+    from contract import naming
+
     report = invoke(make_ctx(apply=True), "tune", {"set": {"concurrency_per_worker": "2"}})
     assert report.outcome == "applied", report.render()
-    env = {e["name"]: e["value"] for e in kube.deployments["worker"]["env"]}
-    assert env["SPLITSTACK_CONCURRENCY_PER_WORKER"] == "2"
+    text = kube.config_maps["worker-spec"][naming.WORKER_SPEC_KEY]
+    assert json.loads(text)["worker_pool"]["concurrency_per_worker"] == 2
+    # ... and the workers roll onto it: the digest in their template is the new document's.
+    assert kube.deployments["worker"]["annotations"][naming.WORKER_SPEC_DIGEST_ANNOTATION] == \
+        naming.spec_digest(text)
 
 
 def test_tune_rejects_what_the_spec_rejects(make_ctx, kube):

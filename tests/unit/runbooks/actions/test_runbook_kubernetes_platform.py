@@ -32,11 +32,13 @@ def test_logs_of_a_crashed_pod_are_the_previous_containers(platform, kube):
     assert ("log", (next(p for p in kube.pods if p.startswith("mineru-vlm")), True)) in kube.calls
 
 
-def test_settings_read_the_rendered_args_and_env(platform):
+def test_settings_read_the_rendered_args_and_the_workers_spec(platform):
     assert platform.settings(SERVER) == {"image_tag": "v0.32.0", "max_num_batched_tokens": 16384,
                                          "max_num_seqs": 256, "max_model_len": 16384,
                                          "gpu_memory_utilization": 0.92}
-    assert platform.settings("workers") == {"image_tag": "0.1.0", "concurrency_per_worker": 16}
+    assert platform.settings("workers") == {"image_tag": "0.1.0", "concurrency_per_worker": 16,
+                                            "jobs_per_worker": 2, "max_retries": 3,
+                                            "request_timeout_s": 600.0}
 
 
 def test_settings_without_a_runtime_home_are_refused(platform):
