@@ -116,4 +116,4 @@ class PulumiSession:
 
     def set_secret(self, key: str, value: str) -> None:
         """An encrypted config value (``splitstack-secrets:<Secret>.<key>``) in the stack file."""
-        self.pulumi(["config", "set", "--secret", "--stack", self.stack, key, value])
+        self.stack_handle().set_config(key, auto.ConfigValue(value=value, secret=True))

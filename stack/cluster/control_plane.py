@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from stack.cluster.nodes import MANAGED_LABEL, MANAGED_VALUE
 from stack.cluster.pki import Pki
 from stack.cluster.tools import GoTools
 from stack.component import Component, HealthCheck
@@ -126,7 +127,7 @@ def components(layout: ClusterLayout, tools: GoTools) -> list[Component]:
     ]
     kwok = [
         tools.path("kwok"), f"--kubeconfig={kube}", f"--config={layout.kwok_config}",
-        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        f"--manage-nodes-with-label-selector={MANAGED_LABEL}={MANAGED_VALUE}",
         f"--server-address={HOST}:{p.kwok}", f"--node-ip={HOST}", f"--cidr={POD_CIDR}",
         "--node-lease-duration-seconds=40",
     ]

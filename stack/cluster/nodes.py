@@ -14,7 +14,10 @@ from contract.cluster_placement import Node, Pool, cloud_of, cpu_pool, gpu_pool
 from contract.clusters import Instance
 from contract.spec import Spec
 
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"  # kwok manages the nodes that carry it (value "fake")
+# kwok manages the nodes that carry this label (its --manage-nodes-with-label-selector): change the
+# value and the node's heartbeats stop, so the node controller marks it NotReady, as a node whose
+# kubelet died.
+MANAGED_LABEL, MANAGED_VALUE = "type", "kwok"
 POOL_LABEL = "splitstack.dev/pool"  # gpu | cpu: what the end-to-end tests check placement by
 DEFAULT_MAX_PODS = 110  # the kubelet's default --max-pods (GKE and AKS pools in our table)
 # Labels each cloud puts on its GPU nodes (GKE and AKS from their node pools; NVIDIA's GPU feature
@@ -60,10 +63,10 @@ def _node(name: str, pool: Pool, node: Node, spec: Spec, labels: dict[str, str],
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
                 "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64", "type": "kwok",
+                "kubernetes.io/arch": "amd64", MANAGED_LABEL: MANAGED_VALUE,
                 "node.kubernetes.io/instance-type": inst.name,
                 "topology.kubernetes.io/zone": zone,
                 **({"topology.kubernetes.io/region": region} if region else {}),

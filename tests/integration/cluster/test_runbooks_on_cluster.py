@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from contract.spec_loader import load_stack
 from stack.cluster.cluster import LocalCluster
-from stack.cluster.nodes import KWOK_ANNOTATION
+from stack.cluster.nodes import MANAGED_LABEL
 from testsupport.cluster import ROOT, Cluster, edit_stack, session, variant
 
 pytestmark = pytest.mark.integration
@@ -56,8 +56,9 @@ def runbook(cluster: LocalCluster, tmp_path: Path):
     audit = tmp_path / "audit.jsonl"
 
     def run(*args: str, env: dict[str, str] | None = None, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+        # The stack file of this deployment has two GPU nodes (the session's copy; see `deployed`).
         argv = [sys.executable, "-m", "splitstack.cli.runbook", *args, "--stack", STACK,
-                "--audit-log", str(audit)]
+                "--spec-override", "gpu_node_pool.node_count=2", "--audit-log", str(audit)]
         return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "COLUMNS": "200",
                                    **(env or {})})
@@ -105,15 +106,16 @@ def test_drain_moves_the_server_through_the_eviction_api(deployed: Cluster, runb
     deployed.core.patch_node(node, {"spec": {"unschedulable": True}})
     r = runbook("drain-gpu-node", "--node", other, "--force", "--apply")
     assert r.returncode != 0, r.stdout
-    assert "spare" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    assert "no other ready, schedulable gpu node" in r.stdout.lower(), r.stdout + r.stderr
     assert server_node(deployed) == other  # refused before it evicted anything
     deployed.core.patch_node(node, {"spec": {"unschedulable": False}})
 
 
 def test_a_notready_gpu_node_is_cordoned_and_the_server_rescheduled(deployed: Cluster, runbook) -> None:
     node = server_node(deployed)
-    # kwok stops its heartbeats: the node controller marks it NotReady after the grace period.
-    deployed.core.patch_node(node, {"metadata": {"annotations": {KWOK_ANNOTATION: None}}})
+    # kwok stops its heartbeats (the node leaves its label selector), as a dead kubelet's: the
+    # node controller marks the node NotReady after its grace period (20 s here).
+    deployed.core.patch_node(node, {"metadata": {"labels": {MANAGED_LABEL: "failed"}}})
     deadline = time.monotonic() + 90
     while not any(c.type == "Ready" and c.status != "True"
                   for c in deployed.core.read_node(node).status.conditions):
@@ -121,7 +123,7 @@ def test_a_notready_gpu_node_is_cordoned_and_the_server_rescheduled(deployed: Cl
         time.sleep(1)
     r = runbook("gpu-node-failure", "--apply")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert deployed.core.read_node(node).spec.unschedulable is True
+    assert deployed.core.read_node(node).spec.unschedulable is True, r.stdout
     deployed.wait_available(SERVER, timeout_s=90)
     assert server_node(deployed) != node
     assert audit_records(runbook)[-1]["action"] == "gpu-node-failure"
