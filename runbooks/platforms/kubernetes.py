@@ -281,13 +281,18 @@ class KubernetesPlatform:
         # The two modes are different objects (the `worker` Deployment and the server's, or the
         # GPU `worker-gpu` Deployment with its model cache): the Pulumi program creates and
         # deletes them, so a cluster switches with `pulumi up`, not with patches made here.
+        other = "split" if mode is DeploymentMode.monolithic else "monolithic"
         raise Refused(
-            f"on Kubernetes the switch to deployment_mode {mode.value!r} is a Pulumi change: set "
-            f"splitstack:deployment_mode: {mode.value} in Pulumi.{self.spec.stack}.yaml, run "
-            f"`splitstack infra plan --stack {self.spec.stack}` and `pulumi up --stack "
-            f"{self.spec.stack}` (the dry run of `runbook rollback` lists what changes and "
-            "whether the cluster fits); then `runbook rollback --to "
-            f"{mode.value} --apply` checks the result")
+            f"on Kubernetes the switch to deployment_mode {mode.value!r} is a Pulumi change, in two "
+            f"`pulumi up --stack {self.spec.stack}` runs: first scale the {other} GPU pods to 0 "
+            "(worker_pool.replicas: 0" + (", every inference_servers[].replicas: 0" if other == "split"
+                                          else "") +
+            f"; the queue keeps the documents), then set splitstack:deployment_mode: {mode.value} "
+            f"with the counts back in Pulumi.{self.spec.stack}.yaml (in one run the new GPU pods "
+            "would wait for GPUs the old ones still hold until Pulumi times out). Check it first "
+            f"with `splitstack infra plan --stack {self.spec.stack}` (the dry run of `runbook "
+            f"rollback` lists what changes and whether the cluster fits); afterwards `runbook "
+            f"rollback --to {mode.value} --apply` checks the result")
 
     def nodes(self) -> list[NodeState]:
         selector = naming.gpu_node_selector(self.spec)

@@ -154,6 +154,15 @@ class LocalCluster:
             time.sleep(0.5)
         self.log(f"nodes Ready: {', '.join(n['metadata']['name'] for n in nodes)}")
 
+    def add_nodes(self, shape: Spec, timeout_s: float = 60) -> list[str]:
+        """Create the nodes of ``shape`` the cluster lacks (a node pool scaled up)."""
+        api = self.api()
+        core = _kubernetes().client.CoreV1Api(api)
+        have = {n.metadata.name for n in core.list_node().items}
+        new = [n for n in shaped_nodes(shape) if n["metadata"]["name"] not in have]
+        self._create_nodes(api, new, timeout_s)
+        return [n["metadata"]["name"] for n in new]
+
     def reshape(self, shape: Spec, timeout_s: float = 60) -> list[str]:
         """Replace every node with the nodes of ``shape`` (pods on the old ones go with them)."""
         nodes = shaped_nodes(shape)

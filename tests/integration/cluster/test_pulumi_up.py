@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from infra.automation import PulumiSession
 from stack.cluster.cluster import LocalCluster
-from testsupport.cluster import Cluster, edit_stack, session
+from testsupport.cluster import Cluster, edit_stack, session, variant
 
 pytestmark = pytest.mark.integration
 STACK = "localk8s"
@@ -239,6 +239,56 @@ def test_model_size_changes_both_ways(engine: Engine, kube: Cluster) -> None:
                if v.persistent_volume_claim}
     assert mounted == {f"{SERVER}-model-cache-rwo-9gi"}
     refresh_clean(engine)
+
+
+def test_a_second_server_replica_on_a_new_gpu_node(engine: Engine, kube: Cluster,
+                                                    cluster: LocalCluster) -> None:
+    assert cluster.add_nodes(variant("dev", {"gpu_node_pool.node_count": 2})) == ["gpu-1"]
+    edit_stack(engine.session, {"gpu_node_pool.node_count": 2, "inference_servers.0.replicas": 2})
+    assert engine.up().summary.result == "succeeded"
+    dep = kube.wait_available(SERVER)
+    assert dep.spec.replicas == 2
+    pods = kube.pods(f"app.kubernetes.io/instance={SERVER}")
+    assert {p.spec.node_name for p in pods} == {"gpu-0", "gpu-1"}  # one GPU each
+    # Two replicas share the cache: a ReadWriteMany claim, the old ReadWriteOnce one deleted.
+    claims = {c.metadata.name: c.spec.access_modes for c in
+              kube.core.list_namespaced_persistent_volume_claim(NS).items
+              if c.metadata.name.startswith(SERVER) and c.metadata.deletion_timestamp is None}
+    assert claims == {f"{SERVER}-model-cache-rwx-9gi": ["ReadWriteMany"]}
+    refresh_clean(engine)
+
+
+def test_monolithic_and_back(engine: Engine, kube: Cluster) -> None:
+    """The switch in both directions, as `runbook rollback` and docs/infra.md spell it: a first
+    `pulumi up` scales the GPU pods of the old mode to 0 (the queue keeps the documents), a second
+    one switches. In one step the new mode's GPU pods would be created (and awaited) while the old
+    ones still hold every GPU: Pending until Pulumi's timeout (found by this test)."""
+    edit_stack(engine.session, {"inference_servers.0.replicas": 0, "worker_pool.replicas": 0})
+    assert engine.up().summary.result == "succeeded"
+    assert kube.wait_available(SERVER).spec.replicas == 0
+    edit_stack(engine.session, {"deployment_mode": "monolithic", "worker_pool.replicas": 2,
+                                "inference_servers.0.replicas": 1})
+    assert engine.up().summary.result == "succeeded"
+    gpu_workers = kube.wait_available("worker-gpu")
+    assert gpu_workers.spec.replicas == 2
+    assert pools_of(kube, "app.kubernetes.io/instance=worker-gpu") == {"gpu"}
+    for gone in (SERVER, WORKERS):
+        with pytest.raises(ApiException):
+            kube.deployment(gone)
+    assert_bound_to_pools(kube)
+    refresh_clean(engine)
+
+    edit_stack(engine.session, {"worker_pool.replicas": 0})
+    assert engine.up().summary.result == "succeeded"
+    edit_stack(engine.session, {"deployment_mode": "split", "worker_pool.replicas": 2})
+    assert engine.up().summary.result == "succeeded"
+    kube.wait_available(SERVER)
+    kube.wait_available(WORKERS)
+    with pytest.raises(ApiException):
+        kube.deployment("worker-gpu")
+    assert_bound_to_pools(kube)
+    refresh_clean(engine)
+    engine.preview(expect_no_changes=True)
 
 
 def test_destroy_leaves_nothing(engine: Engine, kube: Cluster) -> None:
