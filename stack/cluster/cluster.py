@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from contract.extras import require
 from contract.spec import Spec
@@ -191,14 +192,13 @@ class LocalCluster:
         out = ClusterStatus(self.supervisor.running(), self.kubeconfig, self.layout.server)
         if not out.running:
             return out
-        tools_root = self.root
-        for c in components(self.layout, go_tools(tools_root)):
+        for c in components(self.layout, go_tools(self.root)):
             out.components[c.name] = probe(c.health, 2.0)
         try:
             core = _kubernetes().client.CoreV1Api(self.api())
             for n in core.list_node().items:
                 ready = any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
                 out.nodes.append((n.metadata.name, ready, dict(n.status.allocatable or {})))
-        except Exception as exc:  # noqa: BLE001 - status reports what it can; the API may be down
-            out.components.setdefault("kube-apiserver", (False, str(exc)))
+        except (_kubernetes().client.exceptions.ApiException, Urllib3Error, OSError) as exc:
+            out.components["kube-apiserver"] = (False, f"cannot list nodes: {exc}")
         return out
