@@ -296,3 +296,25 @@ def test_worker_pod_runs_the_worker_with_its_own_contract(mocks):
     assert resolved["stack"] == spec.stack and "secure" not in cm["data"][spec_path.rsplit("/", 1)[1]]
     mounted = {m["mountPath"] for m in c["volumeMounts"]}
     assert spec_path.rsplit("/", 1)[0] in mounted
+
+
+def test_external_redis_gives_keda_the_keys_create_secrets_writes(mocks):
+    """KEDA's redis-streams scaler takes address and password, never a URL: the
+    TriggerAuthentication reads keys of Secret splitstack-redis that `create_secrets` writes."""
+    from infra.components.program import secret_commands
+    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, WorkerPoolComponent
+
+    spec = make_spec("existing", "split", queue={"kind": "external"},
+                     worker_pool={"replicas": 1, "max_replicas": 3})
+
+    @pulumi.runtime.test
+    def run():
+        WorkerPoolComponent("workers", WorkerPoolArgs(spec, autoscaler=Autoscaler.keda))
+
+    run()
+    (auth,) = [o for o in mocks.kubernetes_objects if o["kind"] == "TriggerAuthentication"]
+    refs = {(r["parameter"], r["name"], r["key"]) for r in auth["spec"]["secretTargetRef"]}
+    assert refs == {("address", "splitstack-redis", "address"), ("password", "splitstack-redis", "password")}
+    (line,) = [c for c in secret_commands(spec) if "splitstack-redis " in c]
+    for key in ("url", "address", "password"):
+        assert f"--from-literal={key}=" in line
