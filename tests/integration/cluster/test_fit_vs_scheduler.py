@@ -79,14 +79,21 @@ def rendered_pods(spec: Spec, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     return pods
 
 
-def schedule(cluster: LocalCluster, pods: list[dict], timeout_s: float = 30) -> tuple[list[str], list[str]]:
+def clean_namespace(cluster: LocalCluster, timeout_s: float = 60) -> None:
+    """The previous variant's pods gone (while their nodes still run kwok, which lets them go)."""
     core = client.CoreV1Api(cluster.api())
     try:
         core.delete_namespace(NS)
-        while NS in {n.metadata.name for n in core.list_namespace().items}:
-            time.sleep(0.3)
     except client.exceptions.ApiException as exc:
         assert exc.status == 404
+    deadline = time.monotonic() + timeout_s
+    while NS in {n.metadata.name for n in core.list_namespace().items}:
+        assert time.monotonic() < deadline, f"namespace {NS} not deleted in {timeout_s:g} s"
+        time.sleep(0.3)
+
+
+def schedule(cluster: LocalCluster, pods: list[dict], timeout_s: float = 30) -> tuple[list[str], list[str]]:
+    core = client.CoreV1Api(cluster.api())
     core.create_namespace({"metadata": {"name": NS}})
     for pod in pods:
         core.create_namespaced_pod(NS, copy.deepcopy(pod))
@@ -112,6 +119,7 @@ def test_rules_and_scheduler_agree(label: str, cluster: LocalCluster, monkeypatc
     stack, changes = VARIANTS[label]
     spec = variant(stack, changes)
     refusals = [str(p) for p in cluster_fit._nodes_fit(spec)]
+    clean_namespace(cluster)
     cluster.reshape(spec)
     pods = rendered_pods(spec, monkeypatch)
     bound, pending = schedule(cluster, pods)

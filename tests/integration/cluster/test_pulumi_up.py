@@ -291,6 +291,21 @@ def test_monolithic_and_back(engine: Engine, kube: Cluster) -> None:
     engine.preview(expect_no_changes=True)
 
 
+def test_a_smaller_output_store_fails_in_preview_and_changes_nothing(engine: Engine, kube: Cluster) -> None:
+    """A volume cannot shrink: the API server refuses the claim in the preview's server-side dry
+    run, so `pulumi up` stops before it changes anything (the outputs keep their volume)."""
+    from pulumi.automation import CommandError
+
+    before = engine.session.stack_file.read_text()
+    edit_stack(engine.session, {"output_store.size_gib": 10})
+    with pytest.raises(CommandError, match="less than previous value"):
+        engine.up()
+    claim = kube.core.read_namespaced_persistent_volume_claim("splitstack-outputs", NS)
+    assert claim.spec.resources.requests["storage"] == "20Gi"
+    engine.session.stack_file.write_text(before)
+    engine.preview(expect_no_changes=True)
+
+
 def test_destroy_leaves_nothing(engine: Engine, kube: Cluster) -> None:
     result = engine.destroy()
     engine.destroyed = True  # type: ignore[attr-defined]
