@@ -30,7 +30,7 @@ def _fail(exc: Exception, code: int = 2) -> typer.Exit:
 
 
 @app.command("up", epilog=epilog("splitstack cluster up --shape dev",
-                                 "KUBECONFIG=.state/cluster/kubeconfig kubectl get nodes",
+                                 "splitstack cluster up --shape prod --timeout-s 300",
                                  exits="0 up and every node Ready; 1 a component failed; 2 bad input"))
 def up(
     shape: Annotated[str, typer.Option(
