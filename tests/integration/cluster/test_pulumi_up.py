@@ -291,18 +291,25 @@ def test_monolithic_and_back(engine: Engine, kube: Cluster) -> None:
     engine.preview(expect_no_changes=True)
 
 
-def test_a_smaller_output_store_fails_in_preview_and_changes_nothing(engine: Engine, kube: Cluster) -> None:
-    """A volume cannot shrink: the API server refuses the claim in the preview's server-side dry
-    run, so `pulumi up` stops before it changes anything (the outputs keep their volume)."""
+def test_a_smaller_output_store_is_refused_and_nothing_changes(engine: Engine, kube: Cluster) -> None:
+    """A volume cannot shrink: the API server refuses the claim, in the preview's server-side dry
+    run and in the update (the Automation API's `up` skips the preview), and nothing else of the
+    update is applied: the outputs keep their volume."""
     from pulumi.automation import CommandError
 
     before = engine.session.stack_file.read_text()
     edit_stack(engine.session, {"output_store.size_gib": 10})
-    with pytest.raises(CommandError, match="less than previous value"):
+    with pytest.raises(CommandError, match="can not be less than"):
+        engine.preview()
+    with pytest.raises(CommandError, match="can not be less than") as failed:
         engine.up()
+    assert "1 errored" in str(failed.value) or "2 errored" in str(failed.value), failed.value
     claim = kube.core.read_namespaced_persistent_volume_claim("splitstack-outputs", NS)
     assert claim.spec.resources.requests["storage"] == "20Gi"
+    # The failed update recorded the refused size in Pulumi's state: the size put back, one `up`
+    # re-applies what the cluster already has, and the stack is clean again.
     engine.session.stack_file.write_text(before)
+    assert engine.up().summary.result == "succeeded"
     engine.preview(expect_no_changes=True)
 
 
