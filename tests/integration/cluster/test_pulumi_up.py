@@ -114,6 +114,11 @@ def test_preview_then_up_creates_a_running_deployment(engine: Engine, kube: Clus
     # The objects the cluster accepted: namespace enforcing restricted Pod Security, CRs, claims.
     ns = kube.core.read_namespace(NS)
     assert ns.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    # ... and the API server's Pod Security admission enforces it: a root pod is refused there.
+    with pytest.raises(ApiException) as refused:
+        kube.core.create_namespaced_pod(NS, {"metadata": {"name": "root"}, "spec": {"containers": [
+            {"name": "c", "image": "busybox", "securityContext": {"privileged": True}}]}})
+    assert refused.value.status == 403 and "violates PodSecurity" in refused.value.body
     monitors = kube.custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", NS, "servicemonitors")
     assert len(monitors["items"]) == 2
     rules = kube.custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", NS, "prometheusrules")
