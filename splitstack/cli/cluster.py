@@ -5,17 +5,19 @@ Mount with ``app.add_typer(splitstack.cli.cluster.app, name="cluster")``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from contract.extras import MissingExtra
+from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from splitstack.cli.options import epilog
 from stack.cluster.cluster import LocalCluster
 from stack.cluster.nodes import ShapeError
+from stack.cluster.tools import go_tools
 from stack.component import SetupError
 
 app = typer.Typer(help="The local Kubernetes cluster: etcd, API server, controller manager, scheduler "
@@ -88,3 +90,42 @@ def _print(cluster: LocalCluster) -> bool:
     console.print(nodes)
     console.print(f"API server {st.server}; kubeconfig {st.kubeconfig}")
     return all(ok for ok, _ in st.components.values()) and all(r for _, r, _ in st.nodes)
+
+
+PulumiAction = Literal["preview", "up", "refresh", "destroy"]
+
+
+@app.command("pulumi", epilog=epilog("splitstack cluster pulumi preview --stack localk8s",
+                                     "splitstack cluster pulumi up --stack localk8s",
+                                     exits="0 the engine succeeded; 1 it failed; 2 bad input or no cluster"))
+def pulumi_cmd(
+    action: Annotated[PulumiAction, typer.Argument(help="preview, up, refresh or destroy.")],
+    stack: Annotated[str, typer.Option("--stack", "-s", help="Stack to deploy to the local cluster.")] = "localk8s",
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Where the stack's state, plugin cache and copy of its Pulumi.<stack>.yaml live "
+             "(default .state/pulumi/<stack>; edit the copy there for day-2 changes).")] = None,
+) -> None:
+    """The real Pulumi engine (the CLI and provider of `make tools`) on a stack, against the local
+    cluster: the program runs inline (docs/cluster.md says why)."""
+    root = project_root()
+    cluster = LocalCluster(root)
+    if not cluster.supervisor.running():
+        raise _fail(RuntimeError("the local cluster is not running: `splitstack cluster up --shape dev` first"))
+    try:
+        # The infra extra (pulumi) is needed here only: `splitstack` itself runs without it.
+        automation = require("infra.automation", "infra", "running the Pulumi engine")
+        command_error = require("pulumi.automation", "infra", "running the Pulumi engine").CommandError
+        load_stack(stack)
+        session = automation.PulumiSession(stack, root, work_dir or root / ".state" / "pulumi" / stack,
+                                go_tools(root), cluster.kubeconfig)
+        session.prepare()
+        handle = session.stack_handle()
+    except (SpecError, SetupError, MissingExtra) as exc:
+        raise _fail(exc) from None
+    console.print(f"[cyan]pulumi[/cyan] {action} --stack {stack} (work dir {session.work_dir})")
+    run = {"preview": handle.preview, "up": handle.up, "refresh": handle.refresh, "destroy": handle.destroy}[action]
+    try:
+        run(on_output=lambda line: console.print(line, markup=False, highlight=False), color="never")
+    except command_error:
+        err.print(f"[red]pulumi {action} failed; its output is above[/red]")
+        raise typer.Exit(1) from None
