@@ -24,6 +24,7 @@ from stack.cluster.cluster import LocalCluster
 from stack.cluster.control_plane import Ports
 from stack.cluster.nodes import POOL_LABEL
 from stack.cluster.tools import go_tools
+from stack.component import SetupError
 from testsupport.procs import free_port
 
 ROOT = project_root(Path(__file__))
@@ -42,17 +43,29 @@ def variant(stack: str, changes: dict[str, Any]) -> Spec:
 
 
 def free_ports() -> Ports:
-    etcd = free_port()
-    return Ports(etcd=etcd, etcd_peer=free_port(), apiserver=free_port(),
-                 controller_manager=free_port(), scheduler=free_port(), kwok=free_port())
+    """Seven distinct ports free right now (each component listens on its own)."""
+    ports: list[int] = []
+    while len(ports) < 7:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return Ports(*ports)
 
 
 @contextmanager
-def running_cluster(state_dir: Path, shape: Spec | str = "dev") -> Iterator[LocalCluster]:
+def running_cluster(state_dir: Path, shape: Spec | str = "dev", tries: int = 3) -> Iterator[LocalCluster]:
+    """A cluster on free ports. A port free when picked can be taken by a neighbour test before the
+    component binds it: then `up` (which stops what it started) is tried again on fresh ports."""
     spec = load_stack(shape, ROOT) if isinstance(shape, str) else shape
-    cluster = LocalCluster(ROOT, state_dir=str(state_dir), ports=free_ports())
+    for attempt in range(tries):
+        cluster = LocalCluster(ROOT, state_dir=str(state_dir), ports=free_ports())
+        try:
+            cluster.up(spec)
+            break
+        except SetupError as exc:
+            if "address already in use" not in str(exc) or attempt == tries - 1:
+                raise
     try:
-        cluster.up(spec)
         yield cluster
     finally:
         cluster.down()

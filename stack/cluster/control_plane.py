@@ -33,6 +33,7 @@ NODE_MONITOR_GRACE_S = 20  # a node whose heartbeats stop is NotReady after this
 class Ports:
     etcd: int = 23790
     etcd_peer: int = 23800
+    etcd_metrics: int = 23791
     apiserver: int = 26443
     controller_manager: int = 20257
     scheduler: int = 20259
@@ -97,7 +98,7 @@ def components(layout: ClusterLayout, tools: GoTools) -> list[Component]:
         f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
         f"--initial-cluster=node0={peer_url}", "--auto-compaction-retention=1",
         "--quota-backend-bytes=2147483648", "--log-level=warn",
-        f"--listen-metrics-urls=http://{HOST}:{p.etcd + 1}",
+        f"--listen-metrics-urls=http://{HOST}:{p.etcd_metrics}",
     ]
     apiserver = [
         tools.path("kube-apiserver"), f"--etcd-servers={etcd_url}", "--etcd-prefix=/registry",
