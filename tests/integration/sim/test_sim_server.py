@@ -172,16 +172,23 @@ def test_unknown_profile_exits_2_listing_valid_names():
     assert r.stdout == ""
 
 
-def test_fit_drive_recovers_the_profile_it_was_served_with():
-    with sim_server("--profile", "mineru25-a100", "--max-num-seqs", "16") as server:
+def test_fit_drive_recovers_the_profile_it_was_served_with(tmp_path):
+    # A per-sequence cost large enough to stand out of a loaded CI machine's scheduling noise: the
+    # A100 profile's 0.22 ms/seq is ~2 ms across levels 1..8, which a busy neighbour can double.
+    import yaml
+
+    served = yaml.safe_load((ROOT / "simulator" / "profiles" / "mineru25-a100.yaml").read_text())
+    served["name"] = "fit-target"
+    served["latency"].update(step_base_ms=10.0, decode_per_seq_ms=4.0)
+    profile = tmp_path / "fit-target.yaml"
+    profile.write_text(yaml.safe_dump(served))
+    with sim_server("--profile", str(profile), "--max-num-seqs", "16") as server:
         r = subprocess.run([sys.executable, "-m", "splitstack.cli.sim", "fit", f"{server.url}/metrics",
                             "--drive", server.url,
                             "--levels", "1,8", "--requests-per-level", "8", "--max-tokens", "24", "--api-key", API_KEY,
                             "--name", "refit", "--base", "mineru25-a100"], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
     assert r.returncode == 0, r.stderr
-    import yaml
-
     fitted = yaml.safe_load(r.stdout)["latency"]
-    assert fitted["step_base_ms"] == pytest.approx(14.9123, rel=0.25)
-    assert fitted["decode_per_seq_ms"] == pytest.approx(0.2248, abs=0.3)
+    assert fitted["step_base_ms"] == pytest.approx(10.0, rel=0.3)
+    assert fitted["decode_per_seq_ms"] == pytest.approx(4.0, rel=0.3)
