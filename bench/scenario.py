@@ -170,6 +170,8 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
         raise ScenarioError(f"scenario {name_or_path!r}: no such file and no bundled scenario of "
                             f"that name (bundled: {', '.join(known)})")
     data = read_yaml(path, "scenario")
+    if overrides:
+        check_load_flags(overrides)
     if overrides and isinstance(data, dict):
         load = dict(data.get("load") or {})
         for key, value in overrides.items():
@@ -183,6 +185,34 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
             load[key] = value
         data["load"] = load
     return parse_scenario(data, str(path))
+
+
+# The command-line flag of each ``load`` override: what an error about an override names.
+LOAD_FLAGS = {"rate_rps": "--rate", "concurrency": "--concurrency", "duration_s": "--duration-s",
+              "count": "--count", "processes": "--processes", "seed": "--seed", "normalize": "--normalize"}
+# Flags that pick one of two ways to do the same thing: giving both is refused, never resolved silently.
+EXCLUSIVE_LOAD_FLAGS = (("rate_rps", "concurrency", "an open loop at a rate or a closed loop of users"),
+                        ("duration_s", "count", "a measured window in seconds or a number of measured requests"),
+                        ("normalize", "concurrency", "normalize rescales an open loop's arrivals"))
+
+
+def check_load_flags(overrides: dict) -> None:
+    """Refuse load flags given together that contradict each other, and flag values out of the
+    ``load`` field's bounds, naming the flag (not the scenario file the value would land in)."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for a, b, why in EXCLUSIVE_LOAD_FLAGS:
+        if a in given and b in given:
+            raise ScenarioError(f"{LOAD_FLAGS.get(a, a)} and {LOAD_FLAGS.get(b, b)} were both given: {why}; "
+                                "give one of them")
+    for key, value in given.items():
+        field = LoadSpec.model_fields.get(key)
+        if field is None or not field.metadata:
+            continue
+        try:
+            TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(value)
+        except ValidationError as exc:
+            msg = exc.errors()[0]["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+            raise ScenarioError(f"{LOAD_FLAGS.get(key, key)} {value}: must be {msg}") from None
 
 
 def read_yaml(path: Path, what: str) -> object:

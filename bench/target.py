@@ -123,12 +123,45 @@ def resolve(stack: str | None, url: str | None, model: str | None, api_key_env: 
                         topology_override=topology)
     queue = queue or QueueOptions()
     deployed = pipeline and (queue.explicit_queue or (stack not in (None, "local")))
+    check_target_flags(stack, url, model, api_key_env, max_model_len, deployed)
     if url and not deployed:
         if not model:
             raise TargetError("--url needs --model (the served model name)")
         return from_url(url, model, api_key_env, max_model_len)
     return from_stack(stack or "local", queue=queue, url=url, model=model, api_key_env=api_key_env,
                       pipeline=pipeline)
+
+
+def check_target_flags(stack: str | None, url: str | None, model: str | None, api_key_env: str | None,
+                       max_model_len: int | None, deployed: bool = False) -> None:
+    """Refuse target flags that contradict each other or would be ignored, naming both flags.
+
+    ``--stack`` and ``--url`` name two different servers, except for a pipeline run on a deployed
+    stack, where the URL only serves readiness probes and /metrics. ``--model``, ``--api-key-env``
+    and ``--max-model-len`` describe a ``--url`` server: a stack's come from its spec."""
+    if url is not None:
+        check_url(url)
+    if stack is not None and url is not None and not deployed:
+        raise TargetError(f"--stack {stack} and --url {url} name two targets: give --stack for a stack's own "
+                          "server or --url for any other server, not both")
+    if url is None:
+        for flag, value in (("--model", model), ("--api-key-env", api_key_env), ("--max-model-len", max_model_len)):
+            if value is not None and not (deployed and flag == "--model"):
+                raise TargetError(f"{flag} describes a server given with --url, and no --url was given: add "
+                                  f"--url http://HOST:PORT, or leave {flag} out (a stack's comes from its spec)")
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL with a host, or a TargetError naming ``--url`` and the form it takes."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TargetError(f"--url {url!r}: not an http(s) URL of a server; give it like http://HOST:PORT "
+                          "(the server's base, without /v1)")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise TargetError(f"--url {url!r}: the port is not a number; give it like http://HOST:8000") from None
+    return url
 
 
 def from_url(url: str, model: str, api_key_env: str | None = None,

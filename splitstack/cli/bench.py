@@ -82,13 +82,13 @@ def run(
     url: str | None = typer.Option(None, help="Target any OpenAI-compatible server instead."),
     model: str | None = typer.Option(None, help="Served model name (with --url)."),
     api_key_env: str | None = typer.Option(None, help="Env var holding the API key (with --url)."),
-    max_model_len: int | None = typer.Option(None, help="Context window for the guard (with --url)."),
-    rate_rps: float | None = typer.Option(None, "--rate", help="Open loop at this rate, req/s."),
-    concurrency: int | None = typer.Option(None, help="Closed loop with this many users."),
-    duration_s: float | None = typer.Option(None, "--duration-s", help="Measured window, seconds."),
-    count: int | None = typer.Option(None, help="Measured requests."),
-    processes: int | None = typer.Option(None, help="Client processes."),
-    seed: int | None = typer.Option(None, help="Seed."),
+    max_model_len: int | None = typer.Option(None, help="Context window for the guard (with --url).", min=1),
+    rate_rps: float | None = typer.Option(None, "--rate", help="Open loop at this rate, req/s.", min=0),
+    concurrency: int | None = typer.Option(None, help="Closed loop with this many users.", min=1),
+    duration_s: float | None = typer.Option(None, "--duration-s", help="Measured window, seconds.", min=0),
+    count: int | None = typer.Option(None, help="Measured requests.", min=1),
+    processes: int | None = typer.Option(None, help="Client processes.", min=1),
+    seed: int | None = typer.Option(None, help="Seed.", min=0),
     normalize: bool | None = typer.Option(
         None, "--normalize/--no-normalize", help="Open loop: rescale the measured arrivals to exactly the rate "
         "(default: on with --count, off with --duration)."),
@@ -203,7 +203,7 @@ def _warn_differences(diffs: dict[str, list[str]]) -> None:
 def compare(
     baseline: Path = typer.Argument(..., help="Baseline run folder."),
     candidate: Path = typer.Argument(..., help="Candidate run folder."),
-    resamples: int = typer.Option(2000, help="Bootstrap resamples."),
+    resamples: int = typer.Option(2000, help="Bootstrap resamples.", min=100),
     json_out: Path | None = typer.Option(None, "--out", help="Also write the comparison as JSON to this file."),
 ) -> None:
     """Bootstrap CIs of candidate vs baseline; exit 1 if anything is significantly worse."""
@@ -243,15 +243,15 @@ def compare(
                            exits="0 the sweep finished; 2 bad input or an untrusted target"))
 def sweep(
     scenario: str = typer.Argument(...),
-    max_value: float = typer.Option(..., "--max", help="SLO threshold for the metric (its unit)."),
+    max_value: float = typer.Option(..., "--max", help="SLO threshold for the metric (its unit).", min=0),
     metric: str = typer.Option("ttft_ms"),
-    percentile: float = typer.Option(95),
-    start_rps: float = typer.Option(1.0, "--start"),
-    factor: float = typer.Option(2.0),
-    max_rps: float = typer.Option(1000.0),
-    repeats: int = typer.Option(3),
-    bisect_steps: int = typer.Option(3),
-    duration_s: float | None = typer.Option(None, "--duration-s", help="Measured seconds per point."),
+    percentile: float = typer.Option(95, min=0, max=100),
+    start_rps: float = typer.Option(1.0, "--start", min=0),
+    factor: float = typer.Option(2.0, min=1),
+    max_rps: float = typer.Option(1000.0, min=0),
+    repeats: int = typer.Option(3, min=1),
+    bisect_steps: int = typer.Option(3, min=0),
+    duration_s: float | None = typer.Option(None, "--duration-s", help="Measured seconds per point.", min=0),
     stack: OptionalStack = None,
     url: str | None = typer.Option(None),
     model: str | None = typer.Option(None),

@@ -160,7 +160,7 @@ def restart(
 def logs(
     component: Annotated[str | None, typer.Argument(help="Component; omit to list them.")] = None,
     stack: StackOpt = "local",
-    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines to show.")] = 50,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines to show.", min=1)] = 50,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow the log.")] = False,
 ) -> None:
     """Show a component's log."""

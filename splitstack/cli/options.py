@@ -86,5 +86,5 @@ def add_version(app: typer.Typer, prog: str, help_text: str, extra: Iterable[str
 
 # every long-running bench command (run, gate, sweep, locust run): see bench/progress.py
 ProgressEvery = Annotated[float | None, typer.Option(
-    "--progress-every-s", metavar="SECONDS", help="Without a terminal (CI, pipes): one progress line every "
+    "--progress-every-s", metavar="SECONDS", min=0, help="Without a terminal (CI, pipes): one progress line every "
     "SECONDS (default: $BENCH_PROGRESS_EVERY, else 10; 0: none). On a terminal: a live line with the ETA.")]

@@ -44,18 +44,18 @@ def capacity_fit(
     model_config: Annotated[Path | None, typer.Option(
         help="A Hugging Face config.json, for a model outside the catalog.")] = None,
     params_total: Annotated[int | None, typer.Option(
-        help="Checkpoint parameters, when --model-config cannot be counted (MoE etc.).")] = None,
+        help="Checkpoint parameters, when --model-config cannot be counted (MoE etc.).", min=1)] = None,
     gpu: Annotated[str, typer.Option(help="Catalog GPU name, e.g. nvidia-h100-80gb.")] = "",
     gpu_memory_gib: Annotated[float | None, typer.Option(
-        help="CUDA-visible GiB of a GPU outside the catalog (instead of --gpu).")] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.")] = 0.9,
-    max_model_len: Annotated[int, typer.Option(help="vLLM --max-model-len, tokens.")] = 8192,
-    tensor_parallel_size: Annotated[int, typer.Option(help="GPUs per replica.")] = 1,
+        help="CUDA-visible GiB of a GPU outside the catalog (instead of --gpu).", min=0)] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.", min=0, max=1)] = 0.9,
+    max_model_len: Annotated[int, typer.Option(help="vLLM --max-model-len, tokens.", min=1)] = 8192,
+    tensor_parallel_size: Annotated[int, typer.Option(help="GPUs per replica.", min=1)] = 1,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
-        help="vLLM --max-num-batched-tokens (default: vllm_memory.yaml).")] = None,
+        help="vLLM --max-num-batched-tokens (default: vllm_memory.yaml).", min=1)] = None,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto, fp8, float16, bfloat16.")] = "auto",
     activation_gib: Annotated[float | None, typer.Option(
-        help="Measured peak activation (vLLM log), replaces the estimate.")] = None,
+        help="Measured peak activation (vLLM log), replaces the estimate.", min=0)] = None,
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
     """Does a model fit a GPU under vLLM: KV cache tokens and full-length sequences at once."""
@@ -74,8 +74,8 @@ def capacity_fit(
 
 @capacity_app.command("matrix", epilog=epilog("runbook capacity-plan matrix --max-model-len 16384"))
 def capacity_matrix(
-    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.")] = 0.9,
-    max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.")] = 8192,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.", min=0, max=1)] = 0.9,
+    max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.", min=1)] = 8192,
 ) -> None:
     """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
 
@@ -91,13 +91,13 @@ def capacity_forecast(
         help="A pipeline run's summary.json (bench run/gate): per-server PDFs/h from the documents it "
         "completed (throughput.documents_per_h).")] = None,
     pages_per_pdf: Annotated[float | None, typer.Option(
-        help="Average pages per PDF, to convert a summary's pages_per_s.")] = None,
-    avg_pdfs_per_day: Annotated[float | None, typer.Option(help="Average volume in the first quarter.")] = None,
-    quarterly_growth: Annotated[float | None, typer.Option(help="0.2 = 20 %.")] = None,
-    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour.")] = None,
-    per_server_pdfs_per_hour: Annotated[float | None, typer.Option(help="One inference server, PDFs/h.")] = None,
-    per_worker_pdfs_per_hour: Annotated[float | None, typer.Option(help="One CPU worker, PDFs/h.")] = None,
-    quarters: Annotated[int | None, typer.Option(help="Quarters to forecast.")] = None,
+        help="Average pages per PDF, to convert a summary's pages_per_s.", min=0)] = None,
+    avg_pdfs_per_day: Annotated[float | None, typer.Option(help="Average volume in the first quarter.", min=0)] = None,
+    quarterly_growth: Annotated[float | None, typer.Option(help="0.2 = 20 %.", min=-1)] = None,
+    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour.", min=0)] = None,
+    per_server_pdfs_per_hour: Annotated[float | None, typer.Option(help="One inference server, PDFs/h.", min=0)] = None,
+    per_worker_pdfs_per_hour: Annotated[float | None, typer.Option(help="One CPU worker, PDFs/h.", min=0)] = None,
+    quarters: Annotated[int | None, typer.Option(help="Quarters to forecast.", min=1)] = None,
     first_quarter: Annotated[str | None, typer.Option(
         help="First quarter, e.g. 'Q1 2027' (default: the current one; 'Q1 2025' gives the manual's table).")] = None,
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
@@ -134,9 +134,9 @@ def gpu_probe(
     textfile: Annotated[Path | None, typer.Option(
         help="Also write Prometheus text here (node_exporter textfile collector).")] = None,
     serve_port: Annotated[int | None, typer.Option(
-        help="Serve /metrics on this port until interrupted (0 picks a free port).")] = None,
+        help="Serve /metrics on this port until interrupted (0 picks a free port).", min=0, max=65535)] = None,
     serve_addr: Annotated[str, typer.Option(help="Address for --serve-port.")] = "127.0.0.1",
-    xid_watch_s: Annotated[float, typer.Option(help="Watch for Xid events this long.")] = 0.0,
+    xid_watch_s: Annotated[float, typer.Option(help="Watch for Xid events this long.", min=0)] = 0.0,
     kernel_log: Annotated[Path | None, typer.Option(
         help="Kernel log text (dmesg output) to scan for past 'NVRM: Xid' lines.")] = None,
     require_gpu: Annotated[bool, typer.Option(help="Exit 1 when no GPU is found.")] = False,
@@ -174,10 +174,10 @@ def _serve(port: int, addr: str, xid_watch_s: float) -> None:
 @app.command("wait-for-gpu-memory", epilog=epilog("runbook wait-for-gpu-memory --min-free-mib 70000 --timeout-s 600",
                                                   exits="0 ready; 1 timeout; 2 no GPU or bad input"))
 def wait_for_gpu_memory_cmd(
-    min_free_mib: Annotated[float, typer.Option(help="Free memory wanted per GPU, MiB.")],
-    gpu_index: Annotated[int | None, typer.Option(help="GPU index; default all.")] = None,
-    timeout_s: Annotated[float, typer.Option(help="Give up after this many seconds.")] = 300.0,
-    interval_s: Annotated[float, typer.Option(help="Seconds between reads.")] = 5.0,
+    min_free_mib: Annotated[float, typer.Option(help="Free memory wanted per GPU, MiB.", min=0)],
+    gpu_index: Annotated[int | None, typer.Option(help="GPU index; default all.", min=0)] = None,
+    timeout_s: Annotated[float, typer.Option(help="Give up after this many seconds.", min=0)] = 300.0,
+    interval_s: Annotated[float, typer.Option(help="Seconds between reads.", min=0)] = 5.0,
 ) -> None:
     """Wait until GPU memory is free (read-only). Exit 0 ready, 1 timeout, 2 no GPU/bad input."""
 

@@ -86,6 +86,18 @@ def _scalar(annotation: Any) -> Any:
     return annotation
 
 
+def _bounds(field: FieldInfo) -> dict[str, float]:
+    """min/max of a numeric field from its ge/gt/le/lt, so the flag itself refuses a value out of
+    range (exit 2 naming the flag) before the action's model sees it."""
+    out: dict[str, float] = {}
+    for meta in field.metadata:
+        for attr, key in (("ge", "min"), ("gt", "min"), ("le", "max"), ("lt", "max")):
+            value = getattr(meta, attr, None)
+            if value is not None:
+                out[key] = value
+    return out
+
+
 def _option(name: str, field: FieldInfo) -> inspect.Parameter:
     """The typer option of one parameter-model field."""
     flag = _flag(name, field)
@@ -100,7 +112,8 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter:
         annotation = Annotated[bool, typer.Option(f"--{flag}/--no-{flag}", help=help_text)]
     else:
         base = _scalar(field.annotation)
-        annotation = Annotated[base if required else base | None, typer.Option(f"--{flag}", help=help_text)]
+        annotation = Annotated[base if required else base | None,
+                               typer.Option(f"--{flag}", help=help_text, **_bounds(field))]
     return inspect.Parameter(f"p_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
 
 
@@ -181,7 +194,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{a.name:18} {'changes' if a.mutating else 'read-only':9} {a.case}")
 
     @app.command("audit-log", epilog=epilog("runbook audit-log --last 5 --action restart-server"))
-    def audit_log_cmd(last: Annotated[int, typer.Option(help="How many records.")] = 20,
+    def audit_log_cmd(last: Annotated[int, typer.Option(help="How many records.", min=1)] = 20,
                       action: Annotated[str | None, typer.Option(help="Only this action.")] = None,
                       stack: Stack = "local", spec_override: SpecOverride = None,
                       kube_context: KubeContext = None, audit_log: AuditLog = None) -> None:

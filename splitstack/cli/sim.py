@@ -33,32 +33,32 @@ def _fail(message: str, code: int = 2) -> None:
                            exits="0 stopped; 2 bad input (profile, fault, tokenizer, port)"))
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (0: any free port)")] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port)", min=0, max=65535)] = 8000,
     api_key: Annotated[str | None, typer.Option(
         envvar="VLLM_API_KEY", help="require this Bearer token on /v1/* and /sim/* (env: VLLM_API_KEY, as vLLM)",
     )] = None,
     profile: Annotated[str, typer.Option(help="calibration profile name, or a path to a profile YAML")] = "instant",
-    seed: Annotated[int, typer.Option(help="seed of every random draw")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of every random draw", min=0)] = 0,
     model_name: Annotated[str, typer.Option(help="served model name")] = "tiny",
     model_root: Annotated[str | None, typer.Option(help="'root' reported by /v1/models")] = None,
     tokenizer: Annotated[str | None, typer.Option(
         help="served model's tokenizer directory: count tokens with it in /tokenize, usage and metrics "
              "(default: the simulator's own regex pieces)")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="override the profile's max_num_seqs")] = None,
-    max_model_len: Annotated[int | None, typer.Option(help="override the profile's max_model_len")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="override the profile's max_num_seqs", min=1)] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="override the profile's max_model_len", min=1)] = None,
     text_only: Annotated[bool, typer.Option(help="reject images like a text-only model")] = False,
     timings_max_entries: Annotated[int | None, typer.Option(help="per-request timestamps kept for GET "
-                                                                    "/sim/timings (0: none)")] = None,
+                                                                    "/sim/timings (0: none)", min=0)] = None,
     fault: Annotated[list[str] | None, typer.Option(help="KEY=VALUE fault active from start (repeatable), "
                                                              "e.g. error_rate=0.1")] = None,
     private_engines: Annotated[int | None, typer.Option(
         help="the monolithic twin: N independent engines, engine i on --port + i (no batching across them, N "
              "copies of the weights, each loading for the profile's footprint.engine_load_s before /health 200)",
-    )] = None,
+        min=1)] = None,
     engine_load_scale: Annotated[float, typer.Option(
-        help="with --private-engines: scale the profile's engine load time (e.g. 0.01 in tests)")] = 1.0,
+        help="with --private-engines: scale the profile's engine load time (e.g. 0.01 in tests)", min=0)] = 1.0,
     private_kv_cache_tokens: Annotated[int | None, typer.Option(
-        help="with --private-engines: KV budget of each engine (default: the profile's split evenly)")] = None,
+        help="with --private-engines: KV budget of each engine (default: the profile's split evenly)", min=1)] = None,
 ) -> None:
     """Serve the simulator until interrupted. Logs go to stderr."""
     setup_logging()
@@ -96,8 +96,8 @@ def fit(
     drive: Annotated[str | None, typer.Option(help="base URL of a server to load at --levels while scraping "
                                                       "(SOURCE must then be its /metrics URL)")] = None,
     levels: Annotated[str, typer.Option(help="concurrency levels for --drive")] = "1,4,8",
-    requests_per_level: Annotated[int, typer.Option(help="requests per level for --drive")] = 24,
-    max_tokens: Annotated[int, typer.Option(help="max_tokens of driven requests")] = 64,
+    requests_per_level: Annotated[int, typer.Option(help="requests per level for --drive", min=1)] = 24,
+    max_tokens: Annotated[int, typer.Option(help="max_tokens of driven requests", min=1)] = 64,
     api_key: Annotated[str | None, typer.Option(help="Bearer token for --drive and metric URLs")] = None,
     model: Annotated[str | None, typer.Option(help="model name for --drive (default: the only one served)")] = None,
 ) -> None:

@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
                                              exits="the worker's: 0 stopped cleanly; 2 bad spec or setting"))
     def worker_cmd(
         stack: StackOpt = "local",
-        index: Annotated[int, typer.Option(help="Replica index (local port offset).")] = 0,
+        index: Annotated[int, typer.Option(help="Replica index (local port offset).", min=0)] = 0,
         spec_override: SpecOverride = None,
     ) -> None:
         """Run one MinerU worker in the foreground (what `splitstack up --workers N` starts)."""
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         language: Annotated[str | None, typer.Option(help="Language hint recorded with the job.")] = None,
         correlation_id: Annotated[str | None, typer.Option(help="Your id, echoed in logs and metadata.")] = None,
         wait: Annotated[bool, typer.Option(help="Wait until every job is done or dead-lettered.")] = False,
-        timeout_s: Annotated[float, typer.Option(help="Longest --wait, seconds.")] = 600.0,
+        timeout_s: Annotated[float, typer.Option(help="Longest --wait, seconds.", min=0)] = 600.0,
         output: Annotated[Output, typer.Option("--output", help="text, or json: one JSON object per line "
                                                "(job_id, file; with --wait, the final records).")] = Output.text,
     ) -> None:
@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
                                            exits="0 listed; 1 the queue is unreachable; 2 bad input"))
     def jobs_cmd(
         stack: StackOpt = "local",
-        limit: Annotated[int, typer.Option(help="Most recent N jobs.")] = 30,
+        limit: Annotated[int, typer.Option(help="Most recent N jobs.", min=1)] = 30,
         output: OutputOpt = Output.text,
     ) -> None:
         """Jobs and their state: queued, running, fanned_out (parts done/total), done, dead_lettered;
@@ -169,7 +169,7 @@ def register_dead_letters(app: typer.Typer) -> None:
     def dlq_list(
         stack: StackOpt = "local",
         kind: Annotated[str | None, typer.Option(help="Only this kind (parse_failed, poison, ...).")] = None,
-        limit: Annotated[int, typer.Option(help="Newest N.")] = 50,
+        limit: Annotated[int, typer.Option(help="Newest N.", min=1)] = 50,
         output: Annotated[Output, typer.Option("--output", help="text, or json: one object per line.")] = Output.text,
     ) -> None:
         """Dead letters, newest first: entry id, job id, kind, reason."""

@@ -119,3 +119,14 @@ def test_help_renders_the_example():
     assert r.exit_code == 0
     assert "Example: bench run chat-smoke --stack local --duration-s 30" in r.output
     assert "Exit codes: 0 a valid run" in r.output
+
+
+NUMERIC = [(name, opt) for name, cmd in LEAVES for opt in _options(cmd) if _annotation(opt) in (int, float)]
+
+
+@pytest.mark.parametrize("name,opt", NUMERIC, ids=[f"{n} {o.opts[0]}" for n, o in NUMERIC])
+def test_every_number_flag_has_bounds(name, opt):
+    """A negative count, size or time is refused by the flag itself (exit 2 naming it), never
+    passed on to fail later or be taken as 'none'."""
+    assert opt.min is not None, f"{name} {opt.opts[0]}: give the option min= (and max= where there is one)"
+
