@@ -209,7 +209,7 @@ def check_load_flags(overrides: dict) -> None:
         if field is None or not field.metadata:
             continue
         try:
-            TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(value)
+            TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(value)  # type: ignore[arg-type]
         except ValidationError as exc:
             msg = exc.errors()[0]["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
             raise ScenarioError(f"{LOAD_FLAGS.get(key, key)} {value}: must be {msg}") from None

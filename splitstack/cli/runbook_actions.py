@@ -86,16 +86,14 @@ def _scalar(annotation: Any) -> Any:
     return annotation
 
 
-def _bounds(field: FieldInfo) -> dict[str, float]:
+def _bounds(field: FieldInfo) -> tuple[float | None, float | None]:
     """min/max of a numeric field from its ge/gt/le/lt, so the flag itself refuses a value out of
     range (exit 2 naming the flag) before the action's model sees it."""
-    out: dict[str, float] = {}
+    lo = hi = None
     for meta in field.metadata:
-        for attr, key in (("ge", "min"), ("gt", "min"), ("le", "max"), ("lt", "max")):
-            value = getattr(meta, attr, None)
-            if value is not None:
-                out[key] = value
-    return out
+        lo = next((v for v in (getattr(meta, "ge", None), getattr(meta, "gt", None)) if v is not None), lo)
+        hi = next((v for v in (getattr(meta, "le", None), getattr(meta, "lt", None)) if v is not None), hi)
+    return lo, hi
 
 
 def _option(name: str, field: FieldInfo) -> inspect.Parameter:
@@ -112,8 +110,9 @@ def _option(name: str, field: FieldInfo) -> inspect.Parameter:
         annotation = Annotated[bool, typer.Option(f"--{flag}/--no-{flag}", help=help_text)]
     else:
         base = _scalar(field.annotation)
+        lo, hi = _bounds(field)
         annotation = Annotated[base if required else base | None,
-                               typer.Option(f"--{flag}", help=help_text, **_bounds(field))]
+                               typer.Option(f"--{flag}", help=help_text, min=lo, max=hi)]
     return inspect.Parameter(f"p_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
 
 
