@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -38,8 +40,11 @@ class RunOutput:
 def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
                  limits: ValidityLimits | None = None, progress: ProgressFn | None = None,
                  http: httpx.Client | None = None, max_model_len: int | None = None,
-                 tokenizer: str | None = None) -> RunOutput:
-    """``tokenizer``: the ``--tokenizer`` flag (overrides the scenario's) for the cross-check."""
+                 tokenizer: str | None = None,
+                 shown: Callable[[], AbstractContextManager[ProgressFn | None]] | None = None) -> RunOutput:
+    """``tokenizer``: the ``--tokenizer`` flag (overrides the scenario's) for the cross-check.
+    ``shown``: a progress display opened only once the target passed its checks and the requests
+    are prepared, so a refusal is never preceded by a progress line counting nothing."""
     limits = limits or scn.validity
     tok = tokcheck.for_run(scn, tokenizer)  # a bad path fails here, before anything is sent
     prompts = None
@@ -63,8 +68,9 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         view = ServerView(target, http)  # the server's /metrics, or Prometheus for a deployed stack
         before = view.before()
         t_start = time.time()
-        with view.sampler(getattr(scn, "server_gauge_interval_s", 1.0)) as sampler:
-            result = engine.run(workload, scn.load, progress)
+        with (shown() if shown is not None else nullcontext(progress)) as cb, \
+                view.sampler(getattr(scn, "server_gauge_interval_s", 1.0)) as sampler:
+            result = engine.run(workload, scn.load, cb)
         after = view.after()
     finally:
         if own:
@@ -115,39 +121,55 @@ def output_sources(records: list[RequestRecord]) -> dict[str, int]:
     return out
 
 
+# Each preflight request waits at most this long: the checks (health, key, model name) finish in
+# about 2 s even against an address that drops packets, before any progress line is drawn.
+PREFLIGHT_TIMEOUT = httpx.Timeout(1.0)
+
+
+def _fix_for(target: Target) -> str:
+    """What to do about a server that does not answer: the stack's commands for a stack's server,
+    the URL's own checks for a server given with --url."""
+    if target.stack:
+        return "start it (`splitstack up`) or check `splitstack status`"
+    return (f"check the URL and that the server is up (`curl {target.base_url}/health`); give the server's "
+            "base URL, without /v1")
+
+
 def preflight(scn: ChatScenario | PipelineScenario, target: Target, http: httpx.Client) -> None:
-    """Refuse to start against a target that is down: a run of errors is not a measurement."""
+    """Refuse to start against a target that is down, refuses the key or does not serve the model:
+    a run of errors is not a measurement. A ``/health`` behind the API key (401/403) or missing
+    (404/405, hosted APIs and proxies) is judged by the model list instead."""
     if target.base_url is None:  # a deployed stack's queue: the workers, not the bench, call the server
         if isinstance(scn, ChatScenario):
             raise TargetError(f"the chat scenario sends to the inference server: pass its URL with --url "
                               f"(stack {target.deployment!r} is reached only through its queue). Nothing was sent.")
         return
     try:
-        r = http.get(f"{target.base_url}/health", timeout=5.0)
-        healthy = r.status_code == 200
+        r = http.get(f"{target.base_url}/health", timeout=PREFLIGHT_TIMEOUT)
+        healthy = r.status_code == 200 or r.status_code in (401, 403, 404, 405)
         detail = f"/health returned {r.status_code}"
-        if r.status_code in (404, 405):  # no /health (hosted APIs, proxies): the model list says it is up
-            r = http.get(f"{target.base_url}/v1/models", headers=target.headers, timeout=5.0)
-            healthy = r.status_code == 200
-            detail += f" and /v1/models returned {r.status_code}"
     except httpx.HTTPError as exc:
-        healthy, detail = False, f"{type(exc).__name__}: {exc}"
+        healthy, detail = False, f"{type(exc).__name__}: {exc or 'no answer'}"
     if not healthy:
-        where = f"stack {target.stack!r}" if target.stack else target.base_url
+        where = f"stack {target.stack!r}" if target.stack else "--url"
         raise TargetError(f"the inference server of {where} at {target.base_url} is not healthy ({detail}); "
-                          "start it (`splitstack up`) or check `splitstack status`. Nothing was sent.")
+                          f"{_fix_for(target)}. Nothing was sent.")
     check_auth(target, http)
 
 
 def check_auth(target: Target, http: httpx.Client) -> None:
     """One authenticated request before any load (``GET /v1/models`` with the run's key): a key the
     server refuses would turn the whole run into 401s, so 401/403 stop it here, naming the
-    variable the key comes from. Other answers (404 from a proxy without a model list, 5xx) are
-    left to the run: health was checked above."""
+    variable the key comes from; a model the server does not serve stops it naming the ones it
+    does. Other answers (404 from a proxy without a model list, 5xx) are left to the run."""
     url = f"{target.base_url}/v1/models"
     try:
-        r = http.get(url, headers=target.headers, timeout=5.0)
-    except httpx.HTTPError:
+        r = http.get(url, headers=target.headers, timeout=PREFLIGHT_TIMEOUT)
+    except httpx.HTTPError as exc:
+        raise TargetError(f"GET {url} got no answer ({type(exc).__name__}: {exc or 'timed out'}); "
+                          f"{_fix_for(target)}. Nothing was sent.") from None
+    if r.status_code == 200:
+        check_model(target, url, r)
         return
     if r.status_code not in (401, 403):
         return
@@ -164,6 +186,19 @@ def check_auth(target: Target, http: httpx.Client) -> None:
                "export the key in a variable and pass --api-key-env VAR")
     raise TargetError(f"GET {url} {what}: every request of the run would fail the same way; {fix}. "
                       "Nothing was sent.")
+
+
+def check_model(target: Target, url: str, answer: httpx.Response) -> None:
+    """The model the run asks for is one the server lists (OpenAI's ``{"data": [{"id": ...}]}``);
+    a list of another shape is not judged."""
+    try:
+        served = [m["id"] for m in answer.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        return
+    if served and target.model not in served:
+        named = f"named by stack {target.stack!r}'s spec" if target.stack else "given with --model"
+        raise TargetError(f"{url} does not serve the model {target.model!r} ({named}); it serves: "
+                          f"{', '.join(map(str, served))}: pass one of those with --model. Nothing was sent.")
 
 
 def pipeline_preflight(workload, target: Target) -> dict[str, Any]:

@@ -8,6 +8,8 @@ program to continue. ``capture`` is pure (returns objects); ``write_manifests`` 
 
 from __future__ import annotations
 
+import asyncio
+
 import base64
 import json
 from dataclasses import dataclass, field
@@ -78,6 +80,12 @@ class PlainMockMonitor(MockMonitor):
 
 
 def install_mocks(mocks: CaptureMocks, stack: str) -> None:
+    """Pulumi's mocks run the program on the thread's current event loop: one is made when an
+    earlier user of asyncio in this process (``asyncio.run``, a closed loop) left none."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
     pulumi.runtime.set_mocks(mocks, project="splitstack", stack=stack, preview=False,
                              monitor=PlainMockMonitor(mocks))
 

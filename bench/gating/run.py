@@ -5,7 +5,6 @@ what it returns.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,7 @@ def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None 
              url: str | None = None, model: str | None = None, api_key_env: str | None = None,
              queue: QueueOptions | None = None, baseline: Path | None = None, out_dir: Path | None = None,
              console: Console | None = None, topology: str | None = None,
-             progress_every: float = DEFAULT_EVERY_S) -> GateRun:
+             progress_every: float = DEFAULT_EVERY_S, tokenizer: str | None = None) -> GateRun:
     """Run the gate file's scenario against ``target`` (or the target the options name), evaluate
     its gates and write the run folder. ``console`` shows progress: a live line on a terminal, else
     a line every ``progress_every`` seconds.
@@ -62,11 +61,10 @@ def run_gate(gate_file: str, *, target: Target | None = None, stack: str | None 
     run_dir = new_run_dir(out_dir, f"gate-{gf.name}")  # a bad --out or baseline is refused before any load
     base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
     target = target or resolve(stack, url, model, api_key_env, None, queue, scn.kind == "pipeline", topology)
-    shown = (run_progress(plan_for(scn.load, f"gate {gf.name}"), console, progress_every,
-                          counts=scn.load.processes == 1) if console is not None else nullcontext())
-    with shown as progress:
-        res = run_scenario(scn, target, progress=progress,
-                           limits=gf.validity if "validity" in gf.model_fields_set else scn.validity)
+    res = run_scenario(scn, target, tokenizer=tokenizer,
+                       limits=gf.validity if "validity" in gf.model_fields_set else scn.validity,
+                       shown=(lambda: run_progress(plan_for(scn.load, f"gate {gf.name}"), console, progress_every,
+                                                   counts=scn.load.processes == 1)) if console is not None else None)
     with httpx.Client(timeout=30.0) as http:
         results = evaluate(gf.gates, GateContext(res.summary, res.records, target, http, base_sum, base_rec))
     g = _verdict(res.summary, results)

@@ -46,7 +46,8 @@ class RunPaths:
 
 
 def locust_env(scenario: str, target: Target, api_key_env: str | None, settings: LocustSettings,
-               records: Path | None, base: dict[str, str] | None = None) -> dict[str, str]:
+               records: Path | None, base: dict[str, str] | None = None,
+               tokenizer: str | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     key_env = api_key_env
     if target.api_key and not key_env:  # a stack's generated key travels as an env var, never argv
@@ -54,7 +55,8 @@ def locust_env(scenario: str, target: Target, api_key_env: str | None, settings:
         env[key_env] = target.api_key
     env.update(BENCH_SCENARIO=scenario, **settings.to_env(),
                BENCH_TARGET_JSON=json.dumps({"base_url": target.base_url, "model": target.model,
-                                             "api_key_env": key_env, "max_model_len": target.max_model_len}))
+                                             "api_key_env": key_env, "max_model_len": target.max_model_len,
+                                             "tokenizer": tokenizer}))
     if records is not None:
         env["BENCH_RECORDS_DIR"] = str(records)
     return env

@@ -2,7 +2,8 @@
 
 Started by ``bench locust run|master|worker`` (bench/locust/cli.py), which set:
   BENCH_SCENARIO      scenario name or YAML path (processes that run users)
-  BENCH_TARGET_JSON   {"base_url", "model", "api_key_env", "max_model_len"} (processes that run users)
+  BENCH_TARGET_JSON   {"base_url", "model", "api_key_env", "max_model_len", "tokenizer"} (processes that
+                      run users)
   BENCH_RECORDS_DIR   headless process or master: folder for the per-request JSONL (bench
                       RequestRecord format); workers ship their records to the master (collect.py)
   BENCH_DRAIN_TIMEOUT_S, BENCH_FLUSH_INTERVAL_S   see bench/locust/settings.py
@@ -41,6 +42,7 @@ from bench.records import RequestRecord
 from bench.scenario import load_chat_scenario
 from bench.sse import SSESplitter, decode_chat_events
 from bench.target import from_url
+from bench.tokcheck import for_run
 
 _CFG = json.loads(os.environ.get("BENCH_TARGET_JSON", "{}"))
 _STATE: dict = {}
@@ -68,7 +70,8 @@ def _prepare(environment, **_kw) -> None:
                            "(or `bench locust worker` on a worker machine)")
     scn = load_chat_scenario(os.environ["BENCH_SCENARIO"])
     target = from_url(_CFG["base_url"], _CFG["model"], _CFG.get("api_key_env"), _CFG.get("max_model_len"))
-    _STATE["prepared"] = prepare(scn, target).requests  # exact prompt lengths via /tokenize, context guard
+    # exact prompt lengths via /tokenize, else the run's --tokenizer; the context guard
+    _STATE["prepared"] = prepare(scn, target, tokenizer=for_run(scn, _CFG.get("tokenizer"))).requests
     _STATE["headers"] = target.headers
     _STATE["counter"] = itertools.count()
     _STATE["tag"] = f"{socket.gethostname()}-{os.getpid()}"

@@ -21,12 +21,16 @@ from contract.extras import check
 
 
 def chat_scenario_and_target(scenario: str, stack: str | None, url: str | None, model: str | None,
-                             api_key_env: str | None) -> tuple[ChatScenario, Target]:
+                             api_key_env: str | None, tokenizer: str | None = None) -> tuple[ChatScenario, Target]:
+    """The scenario and target of a Locust run, checked as `bench run` checks them (the tokenizer
+    loads, the server is up, takes the key and serves the model) before Locust starts."""
     from bench.runner import preflight
+    from bench.tokcheck import for_run
 
     check("locust", "bench", "`bench locust`")
     scn, target = load_chat_scenario(scenario), resolve(stack, url, model, api_key_env)
-    with httpx.Client(timeout=10.0) as http:
+    for_run(scn, tokenizer)
+    with httpx.Client() as http:
         preflight(scn, target, http)  # a server that is down or refuses the key: refused before Locust starts
     return scn, target
 

@@ -26,7 +26,16 @@ from bench.target import QueueOptions, mask_url, resolve
 from contract.enums import DeploymentMode
 from splitstack.cli.bench_locust import locust_app
 from splitstack.cli.bench_output import console, fail, out, print_gates, print_summary
-from splitstack.cli.options import OptionalStack, ProgressEvery, add_version, epilog
+from splitstack.cli.options import (
+    ApiKeyEnv,
+    OptionalStack,
+    ProgressEvery,
+    TargetModel,
+    TargetUrl,
+    Tokenizer,
+    add_version,
+    epilog,
+)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 add_version(app, "bench", "Load tests, go/no-go gates, comparisons and reports for splitstack.")
@@ -62,9 +71,9 @@ def _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_d
 
 
 def _run(scn, target, tokenizer=None, progress_every: float | None = None, label: str | None = None):
-    with run_progress(plan_for(scn.load, label), console, every_s(progress_every),
-                      counts=scn.load.processes == 1) as cb:
-        return run_scenario(scn, target, progress=cb, tokenizer=tokenizer)
+    every = every_s(progress_every)
+    return run_scenario(scn, target, tokenizer=tokenizer, shown=lambda: run_progress(
+        plan_for(scn.load, label), console, every, counts=scn.load.processes == 1))
 
 
 RUN_EXITS = ("0 a valid run; 2 an invalid run (run folder written), bad input or a target that cannot be "
@@ -79,9 +88,9 @@ GATE_EXITS = "0 go; 1 no-go; 2 an invalid run, a required gate not evaluated, ba
 def run(
     scenario: str = typer.Argument(..., help="Scenario name (bench/scenarios) or YAML path."),
     stack: OptionalStack = None,
-    url: str | None = typer.Option(None, help="Target any OpenAI-compatible server instead."),
-    model: str | None = typer.Option(None, help="Served model name (with --url)."),
-    api_key_env: str | None = typer.Option(None, help="Env var holding the API key (with --url)."),
+    url: TargetUrl = None,
+    model: TargetModel = None,
+    api_key_env: ApiKeyEnv = None,
     max_model_len: int | None = typer.Option(None, help="Context window for the guard (with --url).", min=1),
     rate_rps: float | None = typer.Option(None, "--rate", help="Open loop at this rate, req/s.", min=0),
     concurrency: int | None = typer.Option(None, help="Closed loop with this many users.", min=1),
@@ -93,10 +102,7 @@ def run(
         None, "--normalize/--no-normalize", help="Open loop: rescale the measured arrivals to exactly the rate "
         "(default: on with --count, off with --duration)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
-    tokenizer: str | None = typer.Option(
-        None, help="Hugging Face tokenizer directory (or a name in the local cache; overrides the scenario's). "
-        "With /tokenize on the server: a client-side cross-check of its counts (a warning only). Without: what "
-        "counts the prompts, and the outputs of answers without usage."),
+    tokenizer: Tokenizer = None,
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
     stream: str | None = STREAM, group: str | None = GROUP, dead_letter_stream: str | None = DLQ,
     output_dir: Path | None = OUTPUT_DIR, prometheus_url: str | None = PROM_URL,
@@ -136,9 +142,10 @@ def run(
 def gate(
     gate_file: str = typer.Option(..., "--gate", help="Gate file (bench/gates/NAME.yaml or a path)."),
     stack: OptionalStack = None,
-    url: str | None = typer.Option(None, help="Or any OpenAI-compatible server."),
-    model: str | None = typer.Option(None),
-    api_key_env: str | None = typer.Option(None),
+    url: TargetUrl = None,
+    model: TargetModel = None,
+    api_key_env: ApiKeyEnv = None,
+    tokenizer: Tokenizer = None,
     baseline: Path | None = typer.Option(None, help="Baseline run folder for *_vs_baseline / equivalence gates."),
     out_dir: Path | None = typer.Option(None, "--out"),
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,
@@ -154,7 +161,7 @@ def gate(
                    documents_at)
     try:
         result = run_gate(gate_file, stack=stack, url=url, model=model, api_key_env=api_key_env, queue=queue,
-                          baseline=baseline, out_dir=out_dir, console=console,
+                          baseline=baseline, out_dir=out_dir, console=console, tokenizer=tokenizer,
                           topology=topology.value if topology else None, progress_every=every_s(progress_every))
     except (ValueError, RuntimeError, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
@@ -253,9 +260,9 @@ def sweep(
     bisect_steps: int = typer.Option(3, min=0),
     duration_s: float | None = typer.Option(None, "--duration-s", help="Measured seconds per point.", min=0),
     stack: OptionalStack = None,
-    url: str | None = typer.Option(None),
-    model: str | None = typer.Option(None),
-    api_key_env: str | None = typer.Option(None),
+    url: TargetUrl = None,
+    model: TargetModel = None,
+    api_key_env: ApiKeyEnv = None,
     out_dir: Path | None = typer.Option(None, "--out"),
     progress_every: ProgressEvery = None,
 ) -> None:

@@ -21,7 +21,7 @@ from bench.target import Target
 from contract.extras import MissingExtra
 from splitstack.cli.bench_output import console as err
 from splitstack.cli.bench_output import fail, out, print_summary
-from splitstack.cli.options import ProgressEvery, epilog
+from splitstack.cli.options import ApiKeyEnv, ProgressEvery, TargetModel, TargetUrl, Tokenizer, epilog
 
 locust_app = typer.Typer(help="Load from many machines with Locust; results feed the same reports and gates.",
                          no_args_is_help=True)
@@ -30,14 +30,11 @@ locust_app = typer.Typer(help="Load from many machines with Locust; results feed
 _SCENARIO = typer.Argument(..., help="A chat scenario (name or path).")
 _STACK = typer.Option(None, "--stack", "-s", help="Target stack (its spec and state give URL, model and key; "
                       "default local, unless --url).")
-_URL = typer.Option(None, help="Server URL instead of a stack (needs --model).")
-_MODEL = typer.Option(None, help="Served model name (with --url).")
-_KEY_ENV = typer.Option(None, help="Environment variable holding the server's API key (with --url).")
 
 
-def _scenario_and_target(scenario: str, stack, url, model, api_key_env):
+def _scenario_and_target(scenario: str, stack, url, model, api_key_env, tokenizer):
     try:
-        return chat_scenario_and_target(scenario, stack, url, model, api_key_env)
+        return chat_scenario_and_target(scenario, stack, url, model, api_key_env, tokenizer)
     except (ValueError, MissingExtra) as exc:
         raise fail(str(exc)) from None
 
@@ -103,8 +100,8 @@ def run(
                                                   help="With --processes: fail if they are not all connected by then."),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), min=0,
                                         help="End of run: time for in-flight requests."),
-    stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
-    api_key_env: str | None = _KEY_ENV,
+    stack: str | None = _STACK, url: TargetUrl = None, model: TargetModel = None, api_key_env: ApiKeyEnv = None,
+    tokenizer: Tokenizer = None,
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
     progress_every: ProgressEvery = None,
 ) -> None:
@@ -114,11 +111,11 @@ def run(
     except ValueError as exc:
         raise fail(str(exc)) from None
     out_dir = _run_dir(out_dir, f"locust-{Path(scenario).stem}")
-    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env, tokenizer)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
-    env = locust_env(scenario, target, api_key_env, s, paths.records)
+    env = locust_env(scenario, target, api_key_env, s, tokenizer=tokenizer, records=paths.records)
     plan = Plan("locust", int(rate_rps * s.run_time_s) if rate_rps else None, float(s.run_time_s))
     with run_progress(plan, err, every, poll=RecordsProgress(paths.records)):  # records so far, read as they come
         if processes == 0:
@@ -151,18 +148,18 @@ def master(
                                                   help="Fail if fewer workers have connected by then.", min=1),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), min=0,
                                         help="End of run: time for in-flight requests."),
-    stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
-    api_key_env: str | None = _KEY_ENV,
+    stack: str | None = _STACK, url: TargetUrl = None, model: TargetModel = None, api_key_env: ApiKeyEnv = None,
+    tokenizer: Tokenizer = None,
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
 ) -> None:
     """Headless master for workers on other machines (`bench locust worker --master-host THIS_HOST`);
     their records are shipped here and ingested into one report."""
     out_dir = _run_dir(out_dir, f"locust-master-{Path(scenario).stem}")
-    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    scn, target = _scenario_and_target(scenario, stack, url, model, api_key_env, tokenizer)
     s = _settings(users=users, spawn_rate=spawn_rate, run_time_s=run_time_s, warmup_s=warmup_s, cooldown_s=cooldown_s,
                   expect_workers_max_wait_s=expect_workers_max_wait_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
-    env = locust_env(scenario, target, api_key_env, s, paths.records)
+    env = locust_env(scenario, target, api_key_env, s, tokenizer=tokenizer, records=paths.records)
     out.print(f"locust master on {bind_host}:{bind_port}: waiting up to {s.expect_workers_max_wait_s} s for "
               f"{expect_workers} workers: bench locust worker {scenario} --master-host <this host> "
               f"--master-port {bind_port} --url {target.base_url} --model {target.model}")
@@ -183,18 +180,18 @@ def worker(
                                           help="Fail if the master does not answer."),
     drain_timeout_s: float = typer.Option(default("drain_timeout_s"), min=0,
                                         help="End of run: time for in-flight requests."),
-    stack: str | None = _STACK, url: str | None = _URL, model: str | None = _MODEL,
-    api_key_env: str | None = _KEY_ENV,
+    stack: str | None = _STACK, url: TargetUrl = None, model: TargetModel = None, api_key_env: ApiKeyEnv = None,
+    tokenizer: Tokenizer = None,
     out_dir: Path | None = typer.Option(None, "--out", help="Worker log folder (default: a new one under "
                                         ".state/bench)."),
 ) -> None:
     """A worker of a remote `bench locust master`: sends the scenario's requests and ships every
     per-request record to the master. Load settings (users, rate, run time) come from the master."""
     out_dir = _run_dir(out_dir, f"locust-worker-{Path(scenario).stem}", load=False)
-    _, target = _scenario_and_target(scenario, stack, url, model, api_key_env)
+    _, target = _scenario_and_target(scenario, stack, url, model, api_key_env, tokenizer)
     s = _settings(connect_timeout_s=connect_timeout_s, drain_timeout_s=drain_timeout_s)
     paths = RunPaths(out_dir)
-    env = locust_env(scenario, target, api_key_env, s, None)
+    env = locust_env(scenario, target, api_key_env, s, tokenizer=tokenizer, records=None)
     rc = _guarded(lambda: run_worker(paths, env, target.base_url, s, master_host=master_host, port=master_port),
                   paths)
     out.print(f"locust worker finished (exit {rc}); its records went to the master (log: {paths.logs})")

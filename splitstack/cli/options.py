@@ -43,6 +43,19 @@ AuditLog = Annotated[Path | None, typer.Option(
     "--audit-log", help="Audit JSONL; default: <state_dir>/audit.jsonl (local) or "
     "~/.local/state/splitstack/audit-<stack>.jsonl.")]
 OutputOpt = Annotated[Output, typer.Option("--output", help="text or json.")]
+# The target of every command that sends load (bench run, gate, sweep, locust run|master|worker):
+# a stack by --stack, or any OpenAI-compatible server by --url with these beside it.
+TargetUrl = Annotated[str | None, typer.Option(
+    "--url", help="Any OpenAI-compatible server's base URL (without /v1), instead of a stack's server.")]
+TargetModel = Annotated[str | None, typer.Option(
+    "--model", help="Served model name (with --url; a stack's comes from its spec).")]
+ApiKeyEnv = Annotated[str | None, typer.Option(
+    "--api-key-env", metavar="VAR", help="Environment variable holding the server's API key (with --url; a "
+    "stack's key comes from its state).")]
+Tokenizer = Annotated[str | None, typer.Option(
+    "--tokenizer", help="Hugging Face tokenizer directory (or a name in the local cache; overrides the scenario's). "
+    "With /tokenize on the server: a client-side cross-check of its counts (a warning only). Without: what "
+    "counts the prompts, and the outputs of answers without usage.")]
 
 # Exit codes most commands share; a command with other codes states its own.
 EXIT_DONE = "0 done; 2 bad input (the message names the input and the fix; nothing was changed)"

@@ -117,7 +117,6 @@ def test_closed_loop_and_two_client_processes(instant_target):
 
 def test_errors_are_broken_down_by_reason(instant_target, monkeypatch):
     from bench import runner
-    from bench.promptlen import TokenizeError
     from bench.target import TargetError
 
     bad_key = Target(instant_target.base_url, "tiny", "wrong", 16384, api_key_env="SIM_KEY")
@@ -132,8 +131,8 @@ def test_errors_are_broken_down_by_reason(instant_target, monkeypatch):
     assert not s["validity"]["valid"] and {"successful requests", "error share"} <= failed
     monkeypatch.undo()
     wrong_model = Target(instant_target.base_url, "other", instant_target.api_key, 16384)
-    with pytest.raises(TokenizeError, match="returned 404"):
-        run_scenario(chat({"rate_rps": 5, "count": 3}), wrong_model)
+    with pytest.raises(TargetError, match=r"does not serve the model 'other' \(given with --model\); it serves: tiny"):
+        run_scenario(chat({"rate_rps": 5, "count": 3}), wrong_model)  # the model list, before anything is prepared
 
 
 def _bench(*args: str, env: dict) -> subprocess.CompletedProcess:
