@@ -9,7 +9,6 @@ program to continue. ``capture`` is pure (returns objects); ``write_manifests`` 
 from __future__ import annotations
 
 import asyncio
-
 import base64
 import json
 from dataclasses import dataclass, field
