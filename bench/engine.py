@@ -28,12 +28,12 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.load import NS, LoadSpec, open_schedule, phase_of
+from bench.load import FAIL_FAST_MIN_FAILURES, NS, LoadSpec, open_schedule, phase_of
 from bench.records import (
     CHAT_FIELDS,
     PIPELINE_FIELDS,
@@ -57,6 +57,7 @@ GC_CHECK_EVERY = 64  # sends, and finished requests, between two looks at that c
 # holds ~10 tracked objects (task, coroutines, future, response, its piece and stamp lists) that a
 # collection walks at 0.1-0.45 us apiece here (their lists' items too), so 256 of them are ~1 ms.
 GC_WALK_IN_FLIGHT_MAX = 256
+STOP_GRACE_S = 2.0  # after a fail-fast stop: time for requests in flight to finish before they are cancelled
 _ERROR_AT = {"chat": CHAT_FIELDS.index("error"), "pipeline": PIPELINE_FIELDS.index("error")}
 
 
@@ -81,6 +82,7 @@ class ProcessStats:
     sent: int
     overloaded: int
     gc: dict[str, Any] = field(default_factory=dict)  # GCLog.summary(): collections and pauses in the run
+    fail_fast_after_s: float | None = None  # the failure streak that stopped the run early, s; None: not stopped
 
 
 class GCLog:
@@ -203,23 +205,66 @@ def _overload_row(index: int, intended: int, phase: Phase, t0: int, process: int
 
 
 class _Sink:
-    """Where finished requests go: the spool, plus the counts the progress display shows."""
+    """Where finished requests go: the spool, plus the counts the progress display shows, and the
+    fail-fast watch: a streak of failures with no success lasting ``fail_fast_s`` (and at least
+    ``FAIL_FAST_MIN_FAILURES`` long) sets ``stop``. It costs a clock read per failure, nothing per
+    success."""
 
-    def __init__(self, spool: Spool, progress: ProgressFn | None, guard: Callable[[int], None]) -> None:
+    def __init__(self, spool: Spool, progress: ProgressFn | None, guard: Callable[[int], None],
+                 fail_fast_s: float = 0.0) -> None:
         self.spool = spool
         self.progress = progress
         self.errors = 0
         self.guard = guard  # the run's GCLog.guard, given the requests in flight
+        self.fail_fast_ns = int(fail_fast_s * NS)
+        self.streak = 0
+        self.streak_start_ns = 0
+        self.stop = asyncio.Event()
+        self.stopped_after_ns: int | None = None  # the streak's length when it stopped the run
+        self.stopped_at_mono_ns = 0
 
     def add(self, rec: AnyRecord | Row, in_flight: int) -> None:
         row = rec if type(rec) is tuple else to_row(rec)  # type: ignore[arg-type]
         self.spool.append(row)
         if row[_ERROR_AT[row[0]]] is not None:
             self.errors += 1
+            if self.fail_fast_ns:
+                self._failed()
+        elif self.streak:
+            self.streak = 0
         if not self.spool.rows % GC_CHECK_EVERY:
             self.guard(in_flight)
         if self.progress:
             self.progress(self.spool.rows, self.errors, in_flight)
+
+    def _failed(self) -> None:
+        now = time.monotonic_ns()
+        if not self.streak:
+            self.streak_start_ns = now
+        self.streak += 1
+        if (self.streak >= FAIL_FAST_MIN_FAILURES and now - self.streak_start_ns >= self.fail_fast_ns
+                and not self.stop.is_set()):
+            self.stopped_after_ns = now - self.streak_start_ns
+            self.stopped_at_mono_ns = now
+            self.stop.set()
+
+
+async def _until_done_or_stopped(work: Awaitable[Any], sink: _Sink) -> None:
+    """Wait for ``work``; on a fail-fast stop, give what is in flight ``STOP_GRACE_S`` to finish
+    (recorded as usual), then cancel it: those requests have no record."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(sink.stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        await asyncio.wait({task}, timeout=STOP_GRACE_S)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    stopper.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stopper
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
 
 
 async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadSpec,
@@ -229,12 +274,16 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
 
     def done(task: asyncio.Task) -> None:
         pending.discard(task)
-        sink.add(task.result(), len(pending))
+        if not task.cancelled():
+            sink.add(task.result(), len(pending))
 
     until = waker.until
     mono = time.monotonic_ns
     ensure = asyncio.ensure_future
+    stop = sink.stop
     for index, intended in arrivals:
+        if stop.is_set():
+            break
         if t0 + intended > mono():
             await until(t0 + intended)
         phase = phase_of(intended, start_ns, end_ns)
@@ -247,8 +296,10 @@ async def _run_open(sender: Sender, arrivals: list[tuple[int, int]], spec: LoadS
         task.add_done_callback(done)
         if not index % GC_CHECK_EVERY:  # an overloaded server finishes little: look on sends too
             sink.guard(len(pending))
-    while pending:
-        await asyncio.wait(set(pending))
+    if pending:
+        await _until_done_or_stopped(asyncio.wait(set(pending)), sink)
+        for task in list(pending):  # cancelled by the stop: no record
+            task.cancel()
     return overloaded
 
 
@@ -265,10 +316,12 @@ async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int,
     next_index = shared["first_index"]
     step = shared["index_step"]
 
+    stop = sink.stop
+
     async def user(u: int) -> None:
         nonlocal measure_end, measured, next_index
         intended = mono() - t0
-        while True:
+        while not stop.is_set():
             end = measure_end
             if end is not None and intended >= end + cool:
                 return
@@ -286,7 +339,7 @@ async def _run_closed(sender: Sender, users: list[int], spec: LoadSpec, t0: int,
             sink.add(await sender.send(index, intended, phase, t0), len(users))
             intended = mono() - t0  # next request is due now: the user thinks for 0 s
 
-    await asyncio.gather(*(user(u) for u in users))
+    await _until_done_or_stopped(asyncio.gather(*(user(u) for u in users)), sink)
 
 
 async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: int, spool_path: Path,
@@ -305,7 +358,7 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
             users = [u for u in range(spec.concurrency or 0) if u % spec.processes == process]
         end: int | None = None
         with quiet_heap(t0) as gclog:
-            sink = _Sink(spool, progress, gclog.guard)
+            sink = _Sink(spool, progress, gclog.guard, spec.fail_fast_s)
             cpu0, wall0 = _cpu_s(), time.monotonic()
             overloaded = 0
             await waker.until(t0)  # never early: a closed loop's first request stamped before t0 is warmup
@@ -318,7 +371,12 @@ async def run_in_process(workload: Workload, spec: LoadSpec, process: int, t0: i
         if spec.mode == "closed":
             start_ns = int(spec.warmup_s * NS)
             end = start_ns + int(spec.duration_s * NS) if spec.duration_s is not None else None
-        return ProcessStats(process, cpu, wall, spool.rows, overloaded, gclog.summary()), start_ns, end
+        stopped = sink.stopped_after_ns / NS if sink.stopped_after_ns is not None else None
+        if stopped is not None:  # the measured window ends at the stop: rates are over the time that ran
+            at = max(start_ns, sink.stopped_at_mono_ns - t0)
+            end = min(end, at) if end is not None else at
+        return (ProcessStats(process, cpu, wall, spool.rows, overloaded, gclog.summary(), stopped),
+                start_ns, end)
     finally:
         waker.close()
         spool.close()

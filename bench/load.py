@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from bench.records import Phase
 
 NS = 1_000_000_000
+FAIL_FAST_MIN_FAILURES = 20  # failures in a row before a fail-fast stop, whatever the window
 
 
 class LoadSpec(BaseModel):
@@ -64,6 +65,13 @@ class LoadSpec(BaseModel):
     processes: int = Field(default=1, ge=1, le=64, description="Client processes sharing the load.")
     seed: int = Field(default=0, description="Seed of arrivals (and of the scenario's sampling).")
     request_timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, s.")
+    fail_fast_s: float = Field(
+        default=30.0, ge=0,
+        description="Stop the run when every request (or document) that finished in this many seconds failed, "
+        f"at least {FAIL_FAST_MIN_FAILURES} of them: a run that cannot succeed ends as invalid with its first "
+        "failures' reasons instead of running to its end. 30 s outlasts a server restart or a worker "
+        "reschedule (the outages a run may ride through) and stops a run whose every request is refused "
+        "long before its end. 0: never stop early (a scenario that injects faults on purpose).")
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadSpec:

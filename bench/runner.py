@@ -255,6 +255,7 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
     else:
         pipeline_records = cast(list[PipelineRecord], result.records)
         summary = pipeline_summary(pipeline_records, result.measure_start_ns, end_ns, t_end)
+    summary["first_failures"] = first_failures(result.records)
     summary["validity"] = check(result, summary, limits)
     if extra_checks:
         summary["validity"]["checks"].extend(extra_checks)
@@ -274,3 +275,16 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
                    "host": platform.node(), "python": platform.python_version()},
     }
     return summary
+
+
+def first_failures(records: list[AnyRecord], most: int = 3) -> list[dict[str, Any]]:
+    """The first failures of distinct reasons, in the order they were sent, with their detail
+    (which carries the fix where the failure knows one): what a person reads first."""
+    seen: dict[str, dict[str, Any]] = {}
+    for r in sorted((r for r in records if r.error is not None), key=lambda r: r.sent_ns):
+        if r.error is not None and r.error not in seen:
+            seen[r.error] = {"error": r.error, "detail": r.error_detail, "at_s": round(r.sent_ns / 1e9, 3),
+                             "request_id": r.request_id}
+            if len(seen) == most:
+                break
+    return list(seen.values())

@@ -189,7 +189,8 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
 
 # The command-line flag of each ``load`` override: what an error about an override names.
 LOAD_FLAGS = {"rate_rps": "--rate", "concurrency": "--concurrency", "duration_s": "--duration-s",
-              "count": "--count", "processes": "--processes", "seed": "--seed", "normalize": "--normalize"}
+              "count": "--count", "processes": "--processes", "seed": "--seed", "normalize": "--normalize",
+              "fail_fast_s": "--fail-fast-s"}
 # Flags that pick one of two ways to do the same thing: giving both is refused, never resolved silently.
 EXCLUSIVE_LOAD_FLAGS = (("rate_rps", "concurrency", "an open loop at a rate or a closed loop of users"),
                         ("duration_s", "count", "a measured window in seconds or a number of measured requests"),

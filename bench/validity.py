@@ -73,6 +73,16 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
         "no measured requests" if share is None else
         f"{summary['requests'].get('errors', 0)} of {sent} measured requests failed ({_reasons(summary)}); "
         "the limit is validity.error_rate_max of the scenario or gate")
+    stopped = [st.fail_fast_after_s for st in run.processes if st.fail_fast_after_s is not None]
+    if run.load.fail_fast_s:
+        add("ran to its end (fail fast)", round(max(stopped), 1) if stopped else None,
+            f"no failure streak >= {run.load.fail_fast_s:g} s", not stopped,
+            "never stopped early" if not stopped else
+            f"stopped early: every request that finished in {max(stopped):.1f} s failed ({_reasons(summary)}); "
+            "see the first failures below for the fix (load.fail_fast_s or --fail-fast-s 0 lets a run ride "
+            "through on purpose)")
+    if stopped:  # the open loop's schedule was cut short: its achieved rate says nothing
+        return {"valid": False, "checks": checks, "limits": limits.model_dump()}
     if run.load.mode == "open" and run.load.arrival != "trace" and run.load.ramp_from_rps is None:
         target = run.load.rate_rps or 0.0
         tput = summary["throughput"]

@@ -98,6 +98,9 @@ def run(
     count: int | None = typer.Option(None, help="Measured requests.", min=1),
     processes: int | None = typer.Option(None, help="Client processes.", min=1),
     seed: int | None = typer.Option(None, help="Seed.", min=0),
+    fail_fast_s: float | None = typer.Option(
+        None, "--fail-fast-s", min=0, help="Stop as invalid when every request that finished in this many seconds "
+        "failed (default: the scenario's load.fail_fast_s, 30; 0: never stop early)."),
     normalize: bool | None = typer.Option(
         None, "--normalize/--no-normalize", help="Open loop: rescale the measured arrivals to exactly the rate "
         "(default: on with --count, off with --duration)."),
@@ -122,7 +125,7 @@ def run(
         run_dir = new_run_dir(out_dir, Path(scenario).stem)
         scn = load_scenario(scenario, {"rate_rps": rate_rps, "concurrency": concurrency, "duration_s": duration_s,
                                        "count": count, "processes": processes, "seed": seed,
-                                       "normalize": normalize})
+                                       "normalize": normalize, "fail_fast_s": fail_fast_s})
         queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                        documents_at)
         target = resolve(stack, url, model, api_key_env, max_model_len, queue, scn.kind == "pipeline",

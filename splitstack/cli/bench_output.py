@@ -45,6 +45,9 @@ def print_summary(s: dict[str, Any]) -> None:
                   markup=False, highlight=False, soft_wrap=True)
     if s.get("errors_by_reason"):
         out.print(f"errors: {s['errors_by_reason']}")
+    for f in s.get("first_failures") or []:
+        out.print(f"  first {f['error']} at {f['at_s']:.1f} s ({f['request_id']}): {f['detail'] or 'no detail'}",
+                  markup=False, highlight=False, soft_wrap=True)
     if s.get("pipeline"):
         for line in pipeline_lines(s["pipeline"]):
             out.print(line, soft_wrap=True)

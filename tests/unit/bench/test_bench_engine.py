@@ -86,7 +86,9 @@ def test_a_run_that_leaves_cycles_is_collected_by_the_backlog_guard(monkeypatch,
     monkeypatch.setattr(engine, "GC_CHECK_EVERY", 64)
     res = engine.run(_CyclicWorkload(), spec)
     log = res.processes[0].gc
-    assert log["collections"]["gen1"] >= 2 and log["collections"]["gen2"] == 0  # young generations only
+    # the guard acted at least twice: a walk of the young generations, or (a slow machine leaving more
+    # than GC_WALK_IN_FLIGHT_MAX of the 50k req/s open loop in flight) a freeze; never a full collection
+    assert log["collections"]["gen1"] + log["freezes"] >= 2 and log["collections"]["gen2"] == 0
     assert len(log["longest"]) == sum(log["collections"].values()) or len(log["longest"]) == engine.GC_PAUSES_KEPT
     assert all(0 <= p["cpu_ms"] and p["ms"] >= 0 for p in log["longest"])  # wall and CPU time of each
     assert gc.isenabled()
