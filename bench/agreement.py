@@ -42,3 +42,35 @@ def agreement(records: list[AnyRecord], server: dict[str, Any] | None,
                     "client_n": len(vals), "server_n": h["count"], "diff_ms": client - srv,
                     "tolerance_ms": tol, "agrees": abs(client - srv) <= tol})
     return out
+
+
+# What the client counted beside the server's own counter of the same thing over the run.
+COUNT_PAIRS = (("requests", "vllm:request_success_total"), ("prompt_tokens", "vllm:prompt_tokens_total"),
+               ("output_tokens", "vllm:generation_tokens_total"))
+
+
+def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Client vs server counts over the run (every phase: the server's counters see them all):
+    successful requests, prompt tokens (the server's usage where it sent one, else the client's
+    count) and output tokens. Exact equality is expected from a server this run alone loads; a
+    difference is flagged with both numbers, never hidden (another client on the server, a
+    chat template the client did not count, a server that counts tokens another way)."""
+    if not server or not server.get("counters"):
+        return []
+    ok = [r for r in records if isinstance(r, RequestRecord) and r.ok]
+    client = {"requests": len(ok),
+              "prompt_tokens": sum((r.server_prompt_tokens if r.server_prompt_tokens is not None else r.prompt_tokens)
+                                   or 0 for r in ok),
+              "output_tokens": sum(r.output_tokens or 0 for r in ok)}
+    client_prompt = sum(r.prompt_tokens or 0 for r in ok)
+    out = []
+    for name, counter in COUNT_PAIRS:
+        srv = server["counters"].get(counter)
+        if srv is None:
+            continue
+        row = {"count": name, "client": client[name], "server": int(round(srv)), "counter": counter,
+               "agrees": int(round(srv)) == client[name]}
+        if name == "prompt_tokens" and client_prompt and client_prompt != client[name]:
+            row["client_counted"] = client_prompt  # what the client's own count (/tokenize, tokenizer) said
+        out.append(row)
+    return out

@@ -124,11 +124,18 @@ def throughput_end(records: list, end_ns: int, cooldown_s: float) -> int:
     return max([end_ns, *ends]) + 1
 
 
-def _tokens_between(r: RequestRecord, start_ns: int, end_ns: int) -> int:
-    """Output tokens of ``r`` whose events arrived in [start_ns, end_ns) (event stamps are in order)."""
+def _tokens_between(r: RequestRecord, start_ns: int, end_ns: int) -> float:
+    """Output tokens of ``r`` whose events arrived in [start_ns, end_ns) (event stamps are in order).
+    Events without per-event usage count one each; when the answer's token count (final usage or
+    the tokenizer) differs from its number of events, the events' share of that count is used, so
+    tokens/s and the token counts come from the same numbers."""
     ns, toks = r.event_ns, r.event_tokens
     i, j = bisect_left(ns, start_ns), bisect_left(ns, end_ns)
-    return j - i if toks.count(1) == len(toks) else sum(toks[i:j])
+    if toks.count(1) != len(toks):  # per-event usage: exact
+        return sum(toks[i:j])
+    if r.output_tokens and ns and r.output_tokens != len(ns):  # one per event, the answer's count differs
+        return (j - i) * r.output_tokens / len(ns)
+    return j - i
 
 
 def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: RequestSLO,
@@ -147,10 +154,13 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
     derived = [(r, derive(r)) for r in measured]
     series: dict[str, list[float]] = {m: [] for m in LATENCY_METRICS}
     good = 0
+    good_done = 0  # of those, finished inside the throughput window: goodput's numerator, a subset of completed
     for r, d in derived:
         series["lag_ms"].append(d.lag_ms)
         if meets_slo(d, r.ok, slo):
             good += 1
+            if r.end_ns is not None and start_ns <= r.end_ns < t_end:
+                good_done += 1
         if not r.ok:
             continue
         for name in ("ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms"):
@@ -177,7 +187,7 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
             "actual_sent_rps": actual_sent_rps(records, start_ns, end_ns),
             "completed_rps": done_in_window / tput_s,
             "output_tokens_per_s": tokens_in_window / tput_s,
-            "goodput_rps": good / window_s,
+            "goodput_rps": good_done / tput_s,  # same window and clock as completed_rps: never above it
         },
         "goodput": {"good": good, "fraction": good / len(measured) if measured else None,
                     "slo": slo.model_dump(exclude_none=True)},

@@ -16,7 +16,7 @@ from typing import Any, cast
 import httpx
 
 from bench import engine, queue_checks, server_metrics, tokcheck
-from bench.agreement import agreement
+from bench.agreement import agreement, count_agreement
 from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
@@ -262,6 +262,7 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
         summary["validity"]["valid"] = all(c["passed"] for c in summary["validity"]["checks"])
     summary["server"] = server
     summary["agreement"] = agreement(result.records, server)
+    summary["count_agreement"] = count_agreement(result.records, server)
     summary["run"] = {
         "scenario": scn.name, "scenario_kind": scn.kind, "target": target.base_url,
         "queue": target.queue_label, "deployment": target.deployment, "topology": target.topology,

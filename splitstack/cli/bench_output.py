@@ -40,9 +40,15 @@ def print_summary(s: dict[str, Any]) -> None:
     out.print("throughput: " + ", ".join(f"{k}={v:.2f}" for k, v in s["throughput"].items()))
     tokens = s.get("tokens") or {}
     if tokens.get("prompt_source"):
-        sources = ", ".join(f"{v} from {OUTPUT_SOURCES.get(k, k)}" for k, v in tokens.get("output_source", {}).items())
+        sources = ", ".join(f"{v} answers counted by {OUTPUT_SOURCES.get(k, k)}"
+                            for k, v in tokens.get("output_source", {}).items())
         out.print(f"prompt lengths: {tokens['prompt_source']}; output tokens: {sources or 'none'}",
                   markup=False, highlight=False, soft_wrap=True)
+    for c in s.get("count_agreement") or []:
+        how = "agree" if c["agrees"] else "[red]DIFFER[/red]"
+        extra = f" (the client's own count: {c['client_counted']})" if "client_counted" in c else ""
+        out.print(f"{c['count'].replace('_', ' ')}: client {c['client']}, server {c['server']} ({c['counter']}): "
+                  f"{how}{extra}", soft_wrap=True, highlight=False)
     if s.get("errors_by_reason"):
         out.print(f"errors: {s['errors_by_reason']}")
     for f in s.get("first_failures") or []:

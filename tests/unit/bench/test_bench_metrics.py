@@ -83,3 +83,35 @@ def test_tokens_between_counts_events_in_the_window():
     assert _tokens_between(r, 150, 400) == 2
     r = rec(event_ns=[100, 200, 300, 400], event_tokens=[1, 3, 1, 2], event_content=[True] * 4)
     assert _tokens_between(r, 150, 401) == 6 and _tokens_between(r, 0, 100) == 0
+    # no per-event usage, 8 tokens by the final usage over 4 events: each event carries 2 of them
+    r = rec(event_ns=[100, 200, 300, 400], event_tokens=[1, 1, 1, 1], event_content=[True] * 4, output_tokens=8)
+    assert _tokens_between(r, 150, 400) == 4 and _tokens_between(r, 0, 1000) == 8
+
+
+def test_goodput_is_never_above_completions():
+    """Requests sent late in the window and finishing after it met the SLO but did not complete in
+    it: goodput counts what completed, on the same clock as completed_rps."""
+    from bench.metrics import chat_summary
+    from bench.scenario import RequestSLO
+
+    early = [rec(request_id=f"e{i}", sent_ns=i * MS, end_ns=i * MS + 51 * MS) for i in range(5)]
+    late = [rec(request_id=f"l{i}", sent_ns=(900 + i) * MS, end_ns=(900 + i) * MS + 51 * MS,
+                event_ns=[(911 + i) * MS, (921 + i) * MS, (941 + i) * MS]) for i in range(5)]
+    s = chat_summary(early + late, 0, 950 * MS, RequestSLO(e2e_ms=100), tput_end_ns=950 * MS)
+    assert s["goodput"]["good"] == 10  # all ten met the SLO
+    assert s["throughput"]["goodput_rps"] <= s["throughput"]["completed_rps"]
+    assert s["throughput"]["goodput_rps"] == s["throughput"]["completed_rps"]  # every completed one was good
+
+
+def test_client_and_server_counts_are_put_side_by_side():
+    from bench.agreement import count_agreement
+
+    records = [rec(request_id=f"r{i}", prompt_tokens=128, server_prompt_tokens=42, output_tokens=4) for i in range(3)]
+    server = {"counters": {"vllm:request_success_total": 3.0, "vllm:prompt_tokens_total": 126.0,
+                           "vllm:generation_tokens_total": 13.0}}
+    rows = {r["count"]: r for r in count_agreement(records, server)}
+    assert rows["requests"] == {"count": "requests", "client": 3, "server": 3,
+                                "counter": "vllm:request_success_total", "agrees": True}
+    assert rows["prompt_tokens"]["agrees"] and rows["prompt_tokens"]["client_counted"] == 384  # the client's 128s
+    assert rows["output_tokens"]["client"] == 12 and not rows["output_tokens"]["agrees"]
+    assert count_agreement(records, None) == []
