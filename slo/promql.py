@@ -208,3 +208,26 @@ def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
         pairs = [(m, m, sli.job) for m in names]
     return [(metric, jobs.of(role), f"absent({_sel(jobs, sample, role)})")
             for metric, sample, role in pairs]
+
+
+def page_parts(slo: SLO, jobs: Jobs, window: str) -> tuple[str, str]:
+    """(bad share, bad count) over ``window`` as the manual's page reads them (event SLIs).
+
+    A latency page reads finished PDFs only: the manual's "P95 > 90 s" is a percentile of
+    durations, and a failed PDF has none; it pages as the error rate's alert instead, so one
+    cause makes one page. The latency SLO itself (burn rate, budget) still counts it as slow.
+    """
+    sli = slo.sli
+    if isinstance(sli, EventRatioSLI):
+        return error_ratio_expr(slo, jobs, window), _event_terms(jobs, sli.job, sli.bad, window, _sum_increase)
+    if isinstance(sli, LatencySLI):
+        finished = LatencySLI.model_validate({**sli.model_dump(), "failures": ()})
+        good, total = latency_parts(finished, jobs, window)
+        good_n, total_n = latency_parts(finished, jobs, window, _sum_increase)
+        return f"1 - ({good} / ({total} > 0))", f"({total_n} - {good_n})"
+    raise TypeError(f"slo {slo.name!r}: {sli.kind} is time based, it counts slices, not events")
+
+
+def offset(expr: str, window: str, by: str) -> str:
+    """``expr`` (whose ranges are all ``[window]``) evaluated ``by`` earlier."""
+    return expr.replace(f"[{window}]", f"[{window}] offset {by}")
