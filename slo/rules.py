@@ -36,6 +36,9 @@ SLO_DASHBOARD_UID = "mineru-slos"  # dashboards/generate.py
 SERVICE_DASHBOARD_UID = {"inference-server": "splitstack-inference-server", "workers": "splitstack-pdf-processing",
                          "pipeline": SLO_DASHBOARD_UID}
 VALUE = '{{ $value | printf "%.4g" }}'
+# A throughput SLI's 7-day average per hour, for the SLO dashboard: recorded in the slow group
+# (every alerting.slow_interval_s), not a 7-day subquery on every dashboard refresh.
+THROUGHPUT_AVG_RECORD = "slo:throughput_per_hour:avg7d"
 NONE_SEVERITY = "none"  # kube-prometheus-stack's severity of alerts that notify no one
 
 
@@ -303,6 +306,11 @@ def slo_groups(spec: SLOSpec, slo: SLO, windows: BurnWindows | None = None) -> l
                        "metric": metric, "job": job, **scope_labels(spec)},
             "annotations": absent_annotations(spec, slo, metric, expr, windows),
         })
+    sli = slo.sli
+    if isinstance(sli, ThresholdSLI) and sli.measure == "rate_per_hour":
+        slow.append({"record": THROUGHPUT_AVG_RECORD,
+                     "expr": promql.threshold_value(sli, spec.jobs, fmt_duration_min(7 * 1440)),
+                     "labels": dict(labels)})
     slow += _metadata(spec, slo)
     return [{"name": f"slo-{slo.name}", "rules": fast},
             {"name": f"slo-{slo.name}-long", "interval": fmt_duration_s(spec.alerting.slow_interval_s), "rules": slow}]
