@@ -24,8 +24,13 @@ ERROR_RATIO_RECORD = "slo:sli_error:ratio_rate{window}"
 # it kube-prometheus-stack-prometheus, Compose has none). The minute: a fresh Prometheus
 # evaluates its rules before it has scraped every target once, which must not read as an outage
 # of the targets not scraped yet. In `slo report`'s subqueries it also keeps time before
-# monitoring started out of the count.
+# monitoring started out of the count. Scoped to a namespace, the stack's own targets stand for
+# it (another stack's Prometheus targets in the same server must not decide this one's uptime).
 MONITORING_UP = "group(up offset 1m)"
+
+
+def monitoring_up(jobs: Jobs) -> str:
+    return f'group(up{{namespace="{jobs.namespace}"}} offset 1m)' if jobs.namespace else MONITORING_UP
 
 
 def le_matcher(bound: float | Decimal) -> str:
@@ -68,7 +73,7 @@ def _kinds(kinds: tuple[str, ...]) -> str:
 
 def job_up_expr(jobs: Jobs, role: str) -> str:
     """1 while the job has a target up, 0 while its targets are down or gone from discovery."""
-    return f"(max({_sel(jobs, 'up', role)}) or on () 0 * {MONITORING_UP})"
+    return f"(max({_sel(jobs, 'up', role)}) or on () 0 * {monitoring_up(jobs)})"
 
 
 def uptime_indicator(sli: UptimeSLI, jobs: Jobs) -> str:
@@ -150,7 +155,8 @@ def error_ratio_expr(slo: SLO, jobs: Jobs, window: str) -> str:
     if isinstance(sli, LatencySLI):
         good, total = latency_parts(sli, jobs, window)
         return f"1 - ({good} / ({total} > 0))"
-    return f'1 - avg_over_time({INDICATOR_RECORD}{{slo="{slo.name}"}}[{window}])'
+    ns = f', namespace="{jobs.namespace}"' if jobs.namespace else ""
+    return f'1 - avg_over_time({INDICATOR_RECORD}{{slo="{slo.name}"{ns}}}[{window}])'
 
 
 def count_exprs(slo: SLO, jobs: Jobs, window: str, step: str) -> tuple[str, str]:
