@@ -90,3 +90,25 @@ def test_a_credential_in_clear_or_a_half_configured_integration_is_refused(integ
     with pytest.raises(SpecError) as e:
         load_stack("prod", ROOT, overrides={"observability.alertmanager.receivers.ticket": [integration]})
     assert message in str(e.value)
+
+
+def test_the_local_stack_writes_each_credential_from_its_variable_or_names_the_missing_one(tmp_path, monkeypatch):
+    from stack.paths import StackPaths
+    from stack.secrets import alertmanager_secrets_dir
+
+    spec = load_stack("local", ROOT, overrides={"observability.alertmanager.receivers.page": [
+        {"kind": "pagerduty", "routing_key": _ref("pd"), "url": "http://127.0.0.1:9/v2/enqueue"}]})
+    paths = StackPaths.at(tmp_path / "state", ROOT)
+    paths.make()
+    monkeypatch.delenv("SECRET_PD", raising=False)
+    with pytest.raises(ValueError, match="secret splitstack-alerting/pd is read from the environment variable "
+                                         "SECRET_PD, which is not set"):
+        alertmanager_secrets_dir(spec, paths)
+    monkeypatch.setenv("SECRET_PD", "0123456789abcdef0123456789abcdef")
+    root = alertmanager_secrets_dir(spec, paths)
+    written = root / "splitstack-alerting" / "pd"
+    assert written.read_text() == "0123456789abcdef0123456789abcdef"
+    assert written.stat().st_mode & 0o777 == 0o600
+    config = alertmanager_config(SPEC, spec.observability.alertmanager, str(root))
+    page = next(r for r in config["receivers"] if r["name"] == "page")
+    assert page["pagerduty_configs"][0]["routing_key_file"] == str(written)
