@@ -427,6 +427,84 @@ class OutputStore(Strict):
         return self
 
 
+PAGERDUTY_EVENTS_V2_URL = "https://events.pagerduty.com/v2/enqueue"
+
+
+def _http_url_of(what: str, url: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{url!r} is not an http(s) URL; {what}")
+    if "@" in url.split("//", 1)[1].split("/", 1)[0]:
+        raise ValueError(f"{url!r} carries credentials; give them by SecretRef, never in the spec")
+    return url
+
+
+class WebhookIntegration(Strict):
+    """Alertmanager's webhook (its JSON body as is), e.g. an in-cluster relay or a chat bridge."""
+
+    kind: Literal["webhook"]
+    url: str = Field(description="http(s) URL Alertmanager POSTs each notification to (no credentials in it).")
+    bearer_token: SecretRef | None = Field(
+        default=None, description="Token sent as `Authorization: Bearer`, by reference only.")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return _http_url_of("Alertmanager webhooks POST JSON to one", url)
+
+
+class SlackIntegration(Strict):
+    """A Slack incoming webhook; its URL is the credential, so it is given by reference only."""
+
+    kind: Literal["slack"]
+    webhook_url: SecretRef = Field(description="The incoming webhook URL (https://hooks.slack.com/...).")
+    channel: str | None = Field(default=None, description="Channel to post in; None: the webhook's own.")
+
+
+class PagerDutyIntegration(Strict):
+    """PagerDuty Events API v2: one incident per notification group, resolved with it."""
+
+    kind: Literal["pagerduty"]
+    routing_key: SecretRef = Field(description="The service's Events API v2 integration key.")
+    url: str = Field(default=PAGERDUTY_EVENTS_V2_URL, description="Events API v2 endpoint.")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return _http_url_of("the Events API v2 endpoint is one", url)
+
+
+class EmailIntegration(Strict):
+    """E-mail through an SMTP smarthost."""
+
+    kind: Literal["email"]
+    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Recipient address.")
+    sender: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="From address.")
+    smarthost: str = Field(pattern=r"^[^:\s]+:[0-9]{1,5}$", description="SMTP server, host:port.")
+    username: str | None = Field(default=None, description="SMTP AUTH user; None: no authentication.")
+    password: SecretRef | None = Field(default=None, description="SMTP AUTH password, by reference only.")
+    require_tls: bool = Field(default=True, description="Refuse to send without STARTTLS.")
+
+    @model_validator(mode="after")
+    def _auth_pair(self) -> EmailIntegration:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("email: set username and password (a SecretRef) together, or neither")
+        return self
+
+
+Integration = Annotated[
+    WebhookIntegration | SlackIntegration | PagerDutyIntegration | EmailIntegration, Field(discriminator="kind")]
+
+
+class Receivers(Strict):
+    """Who gets what: the generated routes send `critical` alerts to `page`, `warning` to `ticket`
+    and the always-firing Watchdog to `watchdog` (a dead man's switch that alarms when it stops)."""
+
+    page: list[Integration] = Field(default_factory=list, description="Integrations that page a person.")
+    ticket: list[Integration] = Field(default_factory=list, description="Integrations that open a ticket.")
+    watchdog: list[Integration] = Field(
+        default_factory=list, description="The dead man's switch (e.g. a heartbeat webhook or PagerDuty).")
+
+
 class Alertmanager(Strict):
     """Where alerts go and how they are batched (the Alertmanager config is generated from the
     SLO spec by slo/alertmanager.py; these are the deployment's parts of it)."""
@@ -454,6 +532,11 @@ class Alertmanager(Strict):
         "PagerDuty heartbeat URL); None: nowhere.")
     watchdog_repeat_interval_min: int = Field(
         default=5, ge=1, description="Minutes between Watchdog notifications to the dead man's switch.")
+    receivers: Receivers = Field(
+        default_factory=Receivers,
+        description="Webhook, Slack, PagerDuty (Events API v2) and e-mail integrations per receiver, every "
+        "credential by SecretRef (the rendered config names a file, never the value). A kubernetes "
+        "stack that installs kube-prometheus-stack needs a page and a watchdog integration.")
 
     @field_validator("page_webhook_url", "ticket_webhook_url", "watchdog_webhook_url")
     @classmethod

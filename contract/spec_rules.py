@@ -46,6 +46,7 @@ def check_cross_field(spec: Spec) -> None:
         _local_ports_distinct,
         _model_fits_gpu,
         _retention_covers_slo_windows,
+        _alerts_reach_a_person,
     ):
         rule(spec)
 
@@ -346,3 +347,22 @@ def _retention_covers_slo_windows(spec: Spec) -> None:
                     f"{MIN_RETENTION_WITH_STORE_H} h)")
         raise SpecRuleError("observability.retention_h",
                             f"{o.retention_h} h is shorter than the metrics history {why}; {fix}")
+
+
+def _alerts_reach_a_person(spec: Spec) -> None:
+    """A cluster stack whose Alertmanager this program installs must page someone, and must tell
+    a dead man's switch that alerting works; the local stack may keep its alerts to itself."""
+    o = spec.observability
+    if spec.target is Target.local or not o.install_kube_prometheus_stack:
+        return
+    am = o.alertmanager
+    for receiver, url_field in (("page", "page_webhook_url"), ("watchdog", "watchdog_webhook_url")):
+        if getattr(am.receivers, receiver) or getattr(am, url_field) is not None:
+            continue
+        what = ("every page would be dropped" if receiver == "page" else
+                "nothing would notice when Prometheus or Alertmanager stops working")
+        raise SpecRuleError(
+            f"observability.alertmanager.receivers.{receiver}",
+            f"no integration: {what}. Add a webhook, slack, pagerduty or email integration "
+            f"(credentials by SecretRef), e.g. {{kind: pagerduty, routing_key: {{name: ..., key: ..., env: ...}}}}",
+        )

@@ -274,8 +274,10 @@ def write_compose(spec: Spec, root: Path, out: Path) -> list[Path]:
         header + yaml.safe_dump(prometheus_config(spec, names), sort_keys=False))
     am = out.parent / ALERTMANAGER_DIR / "alertmanager.yml"
     am.parent.mkdir(parents=True, exist_ok=True)
-    am.write_text(header + yaml.safe_dump(alertmanager_config(load_spec(), spec.observability.alertmanager),
-                                          sort_keys=False))
+    # Receiver credentials: files ./alertmanager/secrets/<name>/<key> beside it (the folder is
+    # mounted at /etc/alertmanager), put there by whoever runs Compose; never rendered here.
+    am.write_text(header + yaml.safe_dump(alertmanager_config(load_spec(), spec.observability.alertmanager,
+                                                              "/etc/alertmanager/secrets"), sort_keys=False))
     spec_file = out.parent / WORKER_SPEC_FILE  # the resolved spec the workers read (no secrets)
     spec_file.write_text(spec.model_dump_json(indent=2) + "\n")
     return [out, prom / "prometheus.yml", am, spec_file, *(rules_dir / n for n in names)]

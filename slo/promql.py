@@ -24,8 +24,13 @@ ERROR_RATIO_RECORD = "slo:sli_error:ratio_rate{window}"
 # it kube-prometheus-stack-prometheus, Compose has none). The minute: a fresh Prometheus
 # evaluates its rules before it has scraped every target once, which must not read as an outage
 # of the targets not scraped yet. In `slo report`'s subqueries it also keeps time before
-# monitoring started out of the count.
+# monitoring started out of the count. Scoped to a namespace, the stack's own targets stand for
+# it (another stack's Prometheus targets in the same server must not decide this one's uptime).
 MONITORING_UP = "group(up offset 1m)"
+
+
+def monitoring_up(jobs: Jobs) -> str:
+    return f'group(up{{namespace="{jobs.namespace}"}} offset 1m)' if jobs.namespace else MONITORING_UP
 
 
 def le_matcher(bound: float | Decimal) -> str:
@@ -68,7 +73,7 @@ def _kinds(kinds: tuple[str, ...]) -> str:
 
 def job_up_expr(jobs: Jobs, role: str) -> str:
     """1 while the job has a target up, 0 while its targets are down or gone from discovery."""
-    return f"(max({_sel(jobs, 'up', role)}) or on () 0 * {MONITORING_UP})"
+    return f"(max({_sel(jobs, 'up', role)}) or on () 0 * {monitoring_up(jobs)})"
 
 
 def uptime_indicator(sli: UptimeSLI, jobs: Jobs) -> str:
@@ -150,7 +155,8 @@ def error_ratio_expr(slo: SLO, jobs: Jobs, window: str) -> str:
     if isinstance(sli, LatencySLI):
         good, total = latency_parts(sli, jobs, window)
         return f"1 - ({good} / ({total} > 0))"
-    return f'1 - avg_over_time({INDICATOR_RECORD}{{slo="{slo.name}"}}[{window}])'
+    ns = f', namespace="{jobs.namespace}"' if jobs.namespace else ""
+    return f'1 - avg_over_time({INDICATOR_RECORD}{{slo="{slo.name}"{ns}}}[{window}])'
 
 
 def count_exprs(slo: SLO, jobs: Jobs, window: str, step: str) -> tuple[str, str]:
@@ -208,3 +214,26 @@ def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
         pairs = [(m, m, sli.job) for m in names]
     return [(metric, jobs.of(role), f"absent({_sel(jobs, sample, role)})")
             for metric, sample, role in pairs]
+
+
+def page_parts(slo: SLO, jobs: Jobs, window: str) -> tuple[str, str]:
+    """(bad share, bad count) over ``window`` as the manual's page reads them (event SLIs).
+
+    A latency page reads finished PDFs only: the manual's "P95 > 90 s" is a percentile of
+    durations, and a failed PDF has none; it pages as the error rate's alert instead, so one
+    cause makes one page. The latency SLO itself (burn rate, budget) still counts it as slow.
+    """
+    sli = slo.sli
+    if isinstance(sli, EventRatioSLI):
+        return error_ratio_expr(slo, jobs, window), _event_terms(jobs, sli.job, sli.bad, window, _sum_increase)
+    if isinstance(sli, LatencySLI):
+        finished = LatencySLI.model_validate({**sli.model_dump(), "failures": ()})
+        good, total = latency_parts(finished, jobs, window)
+        good_n, total_n = latency_parts(finished, jobs, window, _sum_increase)
+        return f"1 - ({good} / ({total} > 0))", f"({total_n} - {good_n})"
+    raise TypeError(f"slo {slo.name!r}: {sli.kind} is time based, it counts slices, not events")
+
+
+def offset(expr: str, window: str, by: str) -> str:
+    """``expr`` (whose ranges are all ``[window]``) evaluated ``by`` earlier."""
+    return expr.replace(f"[{window}]", f"[{window}] offset {by}")

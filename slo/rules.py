@@ -36,6 +36,9 @@ SLO_DASHBOARD_UID = "mineru-slos"  # dashboards/generate.py
 SERVICE_DASHBOARD_UID = {"inference-server": "splitstack-inference-server", "workers": "splitstack-pdf-processing",
                          "pipeline": SLO_DASHBOARD_UID}
 VALUE = '{{ $value | printf "%.4g" }}'
+# A throughput SLI's 7-day average per hour, for the SLO dashboard: recorded in the slow group
+# (every alerting.slow_interval_s), not a 7-day subquery on every dashboard refresh.
+THROUGHPUT_AVG_RECORD = "slo:throughput_per_hour:avg7d"
 NONE_SEVERITY = "none"  # kube-prometheus-stack's severity of alerts that notify no one
 
 
@@ -168,8 +171,8 @@ def manual_expr(spec: SLOSpec, slo: SLO, m: ManualAlert) -> str:
         # (Prometheus marks its series stale at once): both start the `for` at the same moment.
         ups = [promql.selector("up", jobs.of(r), jobs=jobs) for r in sli.jobs]
         return "\nor\n".join(f"{up} == 0 or absent({up})" for up in ups)
-    assert m.over_min is not None and m.threshold is not None
-    window = fmt_duration_min(m.over_min)
+    assert m.over_min is not None and m.threshold is not None and m.window_min is not None
+    window = fmt_duration_min(m.window_min)
     if isinstance(sli, ThresholdSLI):
         value = promql.threshold_value(sli, jobs, window)
         miss = "<" if sli.comparison == "gte" else ">"
@@ -177,8 +180,16 @@ def manual_expr(spec: SLOSpec, slo: SLO, m: ManualAlert) -> str:
         if sli.backlog_gauge:
             expr += f"\nand on ()\n{promql.backlog_throughout(sli, jobs, window)}"
         return expr
-    return (f"{promql.error_ratio_expr(slo, jobs, window)} > {dec(m.threshold)}\nand on ()\n"
-            f"{promql.events_expr(slo, jobs, window)} >= {m.min_events}")
+    # The bad share over the short window; or, for low traffic, over twice the duration with bad
+    # events in both halves (failures throughout it, not one burst). Either needs min_bad bad events.
+    half, whole = fmt_duration_min(m.over_min), fmt_duration_min(2 * m.over_min)
+    thr = dec(m.threshold)
+    share, _ = promql.page_parts(slo, jobs, window)
+    long_share, long_bad = promql.page_parts(slo, jobs, whole)
+    _, half_bad = promql.page_parts(slo, jobs, half)
+    return (f"(\n  {share} > {thr}\nor\n  {long_share} > {thr}\n  and on () {half_bad} > 0\n"
+            f"  and on () {promql.offset(half_bad, half, half)} > 0\n)\n"
+            f"and on ()\n{long_bad} >= {m.min_bad}")
 
 
 def manual_description(slo: SLO, m: ManualAlert) -> str:
@@ -188,23 +199,27 @@ def manual_description(slo: SLO, m: ManualAlert) -> str:
         return (f"Prometheus cannot scrape {{{{ $labels.job }}}} target {target} "
                 f"for {fmt_duration_s(m.for_s)}: {slo.title}. Workers cannot process PDFs; their breakers open. "
                 f"{m.source}.")
-    window = fmt_duration_min(m.over_min or 0)
+    window = fmt_duration_min(m.window_min or 0)
+    held = fmt_duration_min(m.over_min or 0)
     thr = dec(m.threshold or Decimal(0))
     if isinstance(sli, ThresholdSLI):
         unit = " PDFs/h" if sli.measure == "rate_per_hour" else ""
         return (f"{slo.title}: {VALUE}{unit} over the last {window} while work waited in the queue the whole "
-                f"time (pages {'below' if sli.comparison == 'gte' else 'above'} {thr}{unit}). {m.source}.")
-    bad = f"took longer than {dec(sli.threshold_s)} s or failed" if isinstance(sli, LatencySLI) else "failed"
-    return (f"{slo.title}: a share of {VALUE} of the PDFs of the last {window} {bad} "
-            f"(pages above {thr}, with at least {m.min_events} PDFs). {m.source}.")
+                f"time, for {held} (pages {'below' if sli.comparison == 'gte' else 'above'} {thr}{unit}). "
+                f"{m.source}.")
+    bad = (f"finished PDFs took longer than {dec(sli.threshold_s)} s (failed PDFs page as the error rate)"
+           if isinstance(sli, LatencySLI) else "PDFs failed")
+    whole = fmt_duration_min(2 * (m.over_min or 0))
+    return (f"{slo.title}: a share of {VALUE} of the {bad}, over the last {window} (or {whole} at low "
+            f"traffic), for {held} (pages above {thr}, with at least {m.min_bad} in {whole}). {m.source}.")
 
 
 def manual_rules(spec: SLOSpec, slo: SLO, m: ManualAlert, windows: BurnWindows) -> list[dict]:
     labels = {"severity": spec.alerting.severity(m.severity), "slo": slo.name, "service": slo.service,
               **scope_labels(spec)}
     rule: dict = {"alert": m.alert, "expr": manual_expr(spec, slo, m)}
-    if m.for_s:
-        rule["for"] = fmt_duration_s(m.for_s)
+    if m.for_s or m.over_min:
+        rule["for"] = fmt_duration_s(m.for_s or 60 * (m.over_min or 0))
     rule["labels"] = labels
     rule["annotations"] = {"summary": f"{slo.title}: the operations manual's paging threshold is breached",
                            "description": manual_description(slo, m),
@@ -291,6 +306,11 @@ def slo_groups(spec: SLOSpec, slo: SLO, windows: BurnWindows | None = None) -> l
                        "metric": metric, "job": job, **scope_labels(spec)},
             "annotations": absent_annotations(spec, slo, metric, expr, windows),
         })
+    sli = slo.sli
+    if isinstance(sli, ThresholdSLI) and sli.measure == "rate_per_hour":
+        slow.append({"record": THROUGHPUT_AVG_RECORD,
+                     "expr": promql.threshold_value(sli, spec.jobs, fmt_duration_min(7 * 1440)),
+                     "labels": dict(labels)})
     slow += _metadata(spec, slo)
     return [{"name": f"slo-{slo.name}", "rules": fast},
             {"name": f"slo-{slo.name}-long", "interval": fmt_duration_s(spec.alerting.slow_interval_s), "rules": slow}]

@@ -246,20 +246,35 @@ class ManualAlert(Strict):
     minutes"), generated beside the burn-rate alerts; with it the burn-rate alerts usually only
     open tickets (``alerts: [ticket]``), which the generated annotations say.
 
-    Semantics by SLI kind: event SLIs fire when the bad share over the last ``over_min`` minutes
-    exceeds ``threshold`` with at least ``min_events`` events; a rate_per_hour threshold SLI fires
-    when the rate over ``over_min`` misses ``threshold`` while work was waiting the whole time; an
-    uptime SLI fires when a job's target answers ``up == 0`` or has vanished, for ``for_s``.
+    "For N minutes" is a duration, not a window: the condition, measured over ``window_min``, must
+    hold for ``over_min`` minutes (the rule's ``for``) before anyone is paged; ``window_min`` is
+    shorter than ``over_min``, so a burst (a restart's PDFs in flight) leaves the window before
+    the duration is reached. Semantics by SLI kind:
+      * event SLIs: the bad share over ``window_min`` exceeds ``threshold``, or, for low traffic,
+        the bad share over twice ``over_min`` exceeds it with bad events in both of its halves
+        (failures throughout, not one burst); either way with at least ``min_bad`` bad events over
+        twice ``over_min`` (one failed PDF is never a page, whatever the traffic). A latency
+        SLI's page reads finished PDFs only: a failed PDF has no duration, and pages as the error
+        rate's alert (one page per cause);
+      * a rate_per_hour threshold SLI: the rate over ``window_min`` misses ``threshold`` while work
+        waited in the queue that whole window;
+      * an uptime SLI: a job's target answers ``up == 0`` or has vanished, for ``for_s``.
     """
 
     alert: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{2,62}$", description="alert name (its runbook page is <alert>.md)")
     source: str = Field(description="the manual's words this rule implements")
     severity: Severity = Field(default=Severity.page, description="page or ticket")
-    over_min: int | None = Field(default=None, gt=0, description="minutes the SLI is measured over")
+    over_min: int | None = Field(
+        default=None, gt=0, description="the manual's \"for N minutes\": minutes the condition must hold "
+        "before it pages (the rule's `for`)")
+    window_min: int | None = Field(
+        default=None, gt=0, description="minutes each measurement of the SLI covers; shorter than over_min")
     for_s: int = Field(default=0, ge=0, description="seconds the condition must hold before the alert fires")
     threshold: Decimal | None = Field(
         default=None, description="bad-event share (event SLIs) or the value in the metric's unit (threshold SLIs)")
-    min_events: int = Field(default=10, ge=1, description="events needed in over_min before an event SLI can fire")
+    min_bad: int = Field(
+        default=3, ge=2, description="event SLIs: bad events (failed or slow PDFs) needed over twice over_min "
+        "before the alert can fire; one failure is never a page")
     inhibitor: str | None = Field(
         default=None, pattern=r"^[A-Z][A-Za-z0-9]{2,62}$",
         description="uptime only: name of a companion alert (severity none, never notified) that fires at "
@@ -304,14 +319,18 @@ class SLO(Strict):
             return self
         sli = self.sli
         if isinstance(sli, UptimeSLI):
-            if m.over_min is not None or m.threshold is not None:
+            if m.over_min is not None or m.threshold is not None or m.window_min is not None:
                 raise ValueError("manual_alert: an uptime alert fires on up == 0 or a vanished target "
-                                 "for for_s; remove over_min and threshold")
+                                 "for for_s; remove over_min, window_min and threshold")
             return self
         if m.inhibitor is not None:
             raise ValueError("manual_alert.inhibitor: only an uptime SLO's alert can inhibit its symptoms")
-        if m.over_min is None or m.threshold is None:
-            raise ValueError("manual_alert: set over_min (minutes measured) and threshold")
+        if m.over_min is None or m.threshold is None or m.window_min is None:
+            raise ValueError("manual_alert: set over_min (minutes the condition holds), window_min (minutes "
+                             "measured) and threshold")
+        if m.window_min >= m.over_min:
+            raise ValueError(f"manual_alert.window_min {m.window_min} must be shorter than over_min {m.over_min}: "
+                             "a burst must leave the window before the condition has held for over_min")
         if isinstance(sli, ThresholdSLI):
             if sli.measure == "rate_per_hour" and sli.backlog_gauge is None:
                 raise ValueError("manual_alert: a throughput alert needs sli.backlog_gauge (no page without demand)")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from contract.spec import Spec
 from contract.worker_env import redis_password_env, with_password
+from slo.alertmanager import secret_refs
 from stack.paths import StackPaths
 
 REDIS_PASSWORD_FILE = "redis-password"
@@ -103,6 +104,22 @@ def output_store_key_files(spec: Spec, paths: StackPaths) -> dict[str, Path]:
         if path.is_file():
             out[ref.env] = path
     return out
+
+
+def alertmanager_secrets_dir(spec: Spec, paths: StackPaths) -> Path:
+    """The receivers' credentials for the local Alertmanager: each SecretRef of
+    ``observability.alertmanager.receivers`` written from the variable it names to
+    ``<state>/secrets/alertmanager/<name>/<key>`` (0600), the ``*_file`` paths of the rendered
+    config. A variable not set: ValueError naming it (no receiver silently drops its pages)."""
+    root = paths.secrets / "alertmanager"
+    for ref in secret_refs(spec.observability.alertmanager):
+        value = os.environ.get(ref.env)
+        if not value:
+            raise ValueError(
+                f"observability.alertmanager.receivers: secret {ref.name}/{ref.key} is read from the "
+                f"environment variable {ref.env}, which is not set; export it and run `splitstack up` again")
+        _write_private(root / ref.name / ref.key, value)
+    return root
 
 
 def redis_password_file(paths: StackPaths) -> Path:

@@ -23,6 +23,7 @@ class Notification:
     path: str
     body: dict
     received_s: float  # time.monotonic()
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def alertnames(self) -> list[str]:
@@ -65,7 +66,7 @@ def webhook_receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
-            receiver.record(Notification(self.path, body, time.monotonic()))
+            receiver.record(Notification(self.path, body, time.monotonic(), dict(self.headers.items())))
             self.send_response(200)
             self.end_headers()
 

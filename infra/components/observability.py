@@ -17,7 +17,7 @@ from contract import clusters, naming
 from contract.spec import Spec
 from infra.artifacts import Dashboard, RuleFile, scope_rule_files
 from infra.components.base import child, metadata
-from slo.alertmanager import alertmanager_config
+from slo.alertmanager import alertmanager_config, secret_refs
 from slo.rules import generate_rules
 from slo.spec import SLOSpec, load_spec
 
@@ -61,7 +61,10 @@ def kube_prometheus_stack_values(spec: Spec, slo_spec: SLOSpec | None = None) ->
         "prometheus": {"prometheusSpec": prometheus},
         # The chart renders this into the Alertmanager's config Secret, replacing its default
         # (which routes everything to a "null" receiver).
-        "alertmanager": {"config": alertmanager_config(slo_spec, o.alertmanager)},
+        # The receivers' credentials: the operator mounts each named Secret (in the monitoring
+        # namespace) at /etc/alertmanager/secrets/<name>/, where the config's *_file fields point.
+        "alertmanager": {"config": alertmanager_config(slo_spec, o.alertmanager),
+                         "alertmanagerSpec": {"secrets": sorted({r.name for r in secret_refs(o.alertmanager)})}},
         "grafana": {"sidecar": {"dashboards": {
             "enabled": True, "label": naming.GRAFANA_DASHBOARD_LABEL, "labelValue": "1",
             "searchNamespace": "ALL"}}},

@@ -57,7 +57,10 @@ BASE: dict[str, Any] = {
     }],
     "worker_pool": {"replicas": 1, "max_replicas": 2, "concurrency_per_worker": 16},
     "queue": {"password": REDIS_PASSWORD},
-    "observability": {"install_kube_prometheus_stack": True},
+    # A cluster stack that installs Alertmanager must page someone and feed a dead man's switch.
+    "observability": {"install_kube_prometheus_stack": True, "alertmanager": {"receivers": {
+        "page": [{"kind": "webhook", "url": "http://pager-relay.monitoring.svc:8080/page"}],
+        "watchdog": [{"kind": "webhook", "url": "http://pager-relay.monitoring.svc:8080/watchdog"}]}}},
 }
 
 

@@ -145,13 +145,16 @@ def test_the_manual_paging_choice_is_explicit_per_slo():
 
 @pytest.mark.parametrize("mutate, expected", [
     (lambda s: s["slos"][5]["manual_alert"].pop("threshold"),
-     "slos[5 pdf-error-rate]: manual_alert: set over_min (minutes measured) and threshold"),
+     "slos[5 pdf-error-rate]: manual_alert: set over_min (minutes the condition holds), window_min (minutes "
+     "measured) and threshold"),
+    (lambda s: s["slos"][5]["manual_alert"].update(window_min=10),
+     "manual_alert.window_min 10 must be shorter than over_min 10: a burst must leave the window"),
     (lambda s: s["slos"][5]["manual_alert"].update(threshold="5"),
      "manual_alert.threshold 5 is a bad-event share; use 0 < threshold < 1"),
     (lambda s: s["slos"][4]["sli"].pop("backlog_gauge"),
      "manual_alert: a throughput alert needs sli.backlog_gauge (no page without demand)"),
     (lambda s: s["slos"][6]["manual_alert"].update(over_min=5),
-     "an uptime alert fires on up == 0 or a vanished target for for_s; remove over_min and threshold"),
+     "an uptime alert fires on up == 0 or a vanished target for for_s; remove over_min, window_min and threshold"),
     (lambda s: s["slos"][0].update(window_d=60),
      "slos[0 availability].window_d: 60 d is longer than the 30 d of history the deployments keep"),
     (lambda s: s.update(alerting={"runbook_base_url": "runbooks/pages"}),
