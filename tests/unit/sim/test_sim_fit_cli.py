@@ -84,5 +84,6 @@ def test_cli_serve_bad_fault_names_the_key():
 
 
 def test_cli_serve_bad_option_value():
-    result = runner.invoke(app, ["serve", "--max-num-seqs", "0"])
-    assert result.exit_code == 2 and "--max-num-seqs: Input should be greater than or equal to 1" in result.output
+    result = runner.invoke(app, ["serve", "--max-num-seqs", "0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "Invalid value for '--max-num-seqs': Input should be greater than or equal to 1" in result.output
