@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import numpy as np
 import orjson
 
 from bench import promptlen
+from bench.dataset import Entry, load_dataset
 from bench.httpclient import Pool, Response, TransportError
 from bench.images import data_url
 from bench.promptlen import Counter
@@ -91,14 +93,20 @@ def prepare(scn: ChatScenario, target: Target, client: httpx.Client | None = Non
     """Build ``prompt_pool`` request bodies; raises ContextGuardError before anything is sent.
     ``tokenizer`` (and where it was named) counts prompts when the server has no /tokenize."""
     rng = np.random.default_rng(scn.load.seed)
-    n = scn.prompt_pool
-    prompt_lens = scn.prompt_tokens.sample(rng, n)
+    entries = None
+    if scn.dataset is not None:
+        d = scn.dataset
+        entries = load_dataset(Path(d.path), d.format, d.order, d.limit, scn.load.seed)
+    n = len(entries) if entries is not None else scn.prompt_pool
+    prompt_lens = scn.prompt_tokens.sample(rng, n) if scn.prompt_tokens is not None else []
     output_lens = scn.output_tokens.sample(rng, n)
     own_client = client is None
     client = client or httpx.Client(timeout=30.0)
     try:
         source = promptlen.choose(target, client, tokenizer)
         tok = source.counter
+        if entries is not None:
+            return Prepared(_from_dataset(scn, target, entries, output_lens, tok, max_model_len), source.label)
         out: list[PreparedRequest] = []
         limit = max_model_len or target.max_model_len
         for i in range(n):
@@ -113,19 +121,49 @@ def prepare(scn: ChatScenario, target: Target, client: httpx.Client | None = Non
                     f"or raise max_model_len in the deployment spec. Nothing was sent.")
             images = [data_url(scn.images.width_px, scn.images.height_px, scn.load.seed * 1000 + i * 16 + k)
                       for k in range(scn.images.count)]
-            body: dict = {"model": target.model, "messages": _messages(text, images),
-                          "max_tokens": output_lens[i], "temperature": scn.temperature,
-                          "seed": scn.load.seed, "stream": scn.stream}
-            if scn.ignore_eos:
-                body["ignore_eos"] = True
-            if scn.stream:
-                body["stream_options"] = ({"include_usage": True, "continuous_usage_stats": True}
-                                          if scn.continuous_usage_stats else {"include_usage": True})
+            body = _body(scn, target, _messages(text, images), output_lens[i])
             out.append(PreparedRequest(orjson.dumps(body), None if images else exact, output_lens[i]))
         return Prepared(out, source.label)
     finally:
         if own_client:
             client.close()
+
+
+def _body(scn: ChatScenario, target: Target, messages: list[dict], max_tokens: int) -> dict:
+    body: dict = {"model": target.model, "messages": messages, "max_tokens": max_tokens,
+                  "temperature": scn.temperature, "seed": scn.load.seed, "stream": scn.stream}
+    if scn.ignore_eos:
+        body["ignore_eos"] = True
+    if scn.stream:
+        body["stream_options"] = ({"include_usage": True, "continuous_usage_stats": True}
+                                  if scn.continuous_usage_stats else {"include_usage": True})
+    return body
+
+
+def _from_dataset(scn: ChatScenario, target: Target, entries: list[Entry], output_lens: list[int], tok: Counter,
+                  max_model_len: int | None) -> list[PreparedRequest]:
+    """The dataset's records as prepared requests: prompt lengths counted as generated prompts are
+    (the server's /tokenize or the run's tokenizer; a record with images is not counted: the
+    server's usage says), max_tokens from the record, its answer's length or the scenario, and
+    the context guard over each."""
+    out = []
+    use_dataset = scn.dataset is not None and scn.dataset.output_tokens == "dataset"
+    for i, e in enumerate(entries):
+        prompt = None if e.has_images else tok.count_messages(e.messages)
+        max_tokens = output_lens[i]
+        if use_dataset and e.max_tokens is not None:
+            max_tokens = e.max_tokens
+        elif use_dataset and e.answer:
+            max_tokens = max(1, tok.count_text(e.answer))
+        limit = tok.max_model_len or max_model_len or target.max_model_len
+        if limit is not None and prompt is not None and prompt + max_tokens > limit:
+            raise ContextGuardError(
+                f"scenario {scn.name!r}, dataset record {i} (after ordering): prompt {prompt} tokens + max_tokens "
+                f"{max_tokens} = {prompt + max_tokens} > max_model_len {limit} of {target.base_url}; drop or "
+                "shorten that record, or set the dataset's output_tokens: scenario. Nothing was sent.")
+        body = _body(scn, target, e.messages, max_tokens)
+        out.append(PreparedRequest(orjson.dumps(body), prompt, max_tokens))
+    return out
 
 
 class ChatSender:

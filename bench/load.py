@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bench.dataset import read_trace
 from bench.records import Phase
 
 NS = 1_000_000_000
@@ -43,7 +43,8 @@ class LoadSpec(BaseModel):
         "(coefficient of variation of gaps = 1/sqrt(k)); vLLM's --burstiness has the same meaning.",
     )
     trace_path: str | None = Field(
-        default=None, description="JSONL with 'offset_s' per line (arrival='trace'): replayed as is."
+        default=None, description="JSONL with 'offset_s' (seconds after the start) or 'timestamp' (Unix seconds, "
+        "e.g. from a request log) per line (arrival='trace'): the arrivals replayed as they were.",
     )
     concurrency: int | None = Field(default=None, ge=1, description="Users of the closed loop.")
     duration_s: float | None = Field(default=None, gt=0, description="Measured window, s.")
@@ -134,9 +135,7 @@ def open_schedule(spec: LoadSpec) -> tuple[list[int], int, int]:
     """Arrival offsets (ns after t0) and the measured window [start_ns, end_ns)."""
     warm_ns = int(spec.warmup_s * NS)
     if spec.arrival == "trace":
-        offsets = [int(float(orjson.loads(line)["offset_s"]) * NS)
-                   for line in Path(spec.trace_path or "").read_bytes().splitlines() if line.strip()]
-        offsets.sort()
+        offsets = [int(t * NS) for t in read_trace(Path(spec.trace_path or ""))]
         if spec.count is not None:
             measured_offsets = [o for o in offsets if o >= warm_ns][: spec.count]
             trace_end_ns = (measured_offsets[-1] + 1) if measured_offsets else warm_ns

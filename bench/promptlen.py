@@ -36,6 +36,10 @@ class Counter(Protocol):
 
     def count(self, text: str) -> int: ...
 
+    def count_messages(self, messages: list[dict]) -> int: ...
+
+    def count_text(self, text: str) -> int: ...
+
 
 def error_detail(body: bytes) -> str:
     try:
@@ -59,7 +63,17 @@ class ServerCounter:
         self.max_model_len: int | None = None
 
     def count(self, text: str) -> int:
-        body = {"model": self.target.model, "messages": [{"role": "user", "content": text}]}
+        return self.count_messages([{"role": "user", "content": text}])
+
+    def count_messages(self, messages: list[dict]) -> int:
+        """A chat prompt's length with the served model's chat template."""
+        return self._tokenize({"model": self.target.model, "messages": messages})
+
+    def count_text(self, text: str) -> int:
+        """A text's own length (no template, no special tokens): an answer's length in tokens."""
+        return self._tokenize({"model": self.target.model, "prompt": text, "add_special_tokens": False})
+
+    def _tokenize(self, body: dict) -> int:
         url = f"{self.target.base_url}/tokenize"
         try:
             r = self.client.post(url, json=body, headers=self.target.headers)
@@ -87,7 +101,13 @@ class ClientCounter:
         self.max_model_len = max_model_len
 
     def count(self, text: str) -> int:
-        return self.tok.count_chats([[{"role": "user", "content": text}]])[0]
+        return self.count_messages([{"role": "user", "content": text}])
+
+    def count_messages(self, messages: list[dict]) -> int:
+        return self.tok.count_chats([messages])[0]
+
+    def count_text(self, text: str) -> int:
+        return self.tok.count_texts([text])[0]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import numpy as np
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
+from bench.dataset import read_trace
 from bench.load import LoadSpec
 from bench.validity import ValidityLimits
 from contract.models import StrictMutable, error_lines, format_loc
@@ -65,6 +66,22 @@ class RequestSLO(Strict):
     e2e_ms: float | None = Field(default=None, gt=0, description="Max end-to-end latency, ms.")
 
 
+class Dataset(Strict):
+    """The user's own prompts (bench/dataset.py): each request of the pool is one of its records."""
+
+    path: str = Field(description="JSONL of prompts or chat messages, or ShareGPT-style conversations (a JSON "
+                      "array or JSONL); relative to the scenario file, or absolute.")
+    format: Literal["auto", "prompts", "chat", "sharegpt"] = Field(
+        default="auto", description="Record shape; auto tells them apart by their keys (prompt, messages, "
+        "conversations).")
+    order: Literal["shuffle", "file"] = Field(
+        default="shuffle", description="shuffle: a seeded sample (load.seed) in random order; file: as written.")
+    limit: int | None = Field(default=None, ge=1, le=100_000, description="Use at most this many records.")
+    output_tokens: Literal["dataset", "scenario"] = Field(
+        default="dataset", description="dataset: each record's max_tokens, else its answer's length (ShareGPT), "
+        "else the scenario's output_tokens; scenario: always the scenario's output_tokens.")
+
+
 class ChatScenario(Strict):
     kind: Literal["chat"]
     name: str
@@ -76,8 +93,11 @@ class ChatScenario(Strict):
         "tokens per event, so ITL is per token even when the server merges tokens into one event. Off: usage at the "
         "end only (what other tools ask for, and what servers without the extension accept); ITL then counts one "
         "token per event with text.")
-    prompt_tokens: Dist = Field(description="Prompt length (text part), tokens, made exact with the server's "
-                                "/tokenize or, on a server without one, the run's tokenizer.")
+    prompt_tokens: Dist | None = Field(
+        default=None, description="Prompt length (text part), tokens, made exact with the server's /tokenize or, "
+        "on a server without one, the run's tokenizer. Not with a dataset (its records are the prompts).")
+    dataset: Dataset | None = Field(default=None, description="Send the user's own prompts instead of generated "
+                                    "ones (bench/dataset.py has the formats).")
     output_tokens: Dist = Field(description="max_tokens of each request, tokens.")
     ignore_eos: bool = Field(
         default=True, description="vLLM's ignore_eos so outputs have exactly max_tokens tokens."
@@ -105,6 +125,15 @@ class ChatScenario(Strict):
         description="When the run counts as a measurement (bench/validity.py); a gate file's own validity "
         "limits replace these.")
     load: LoadSpec = Field(description="How requests are sent: open or closed loop, rate, duration.")
+
+    @model_validator(mode="after")
+    def _one_prompt_source(self) -> ChatScenario:
+        if (self.prompt_tokens is None) == (self.dataset is None):
+            raise ValueError("set exactly one of prompt_tokens (generated prompts) or dataset (your own)")
+        if self.dataset is not None and self.images.count:
+            raise ValueError("images: generated images go with generated prompts; put a dataset's images in its "
+                             "records (images: [paths] or image_url parts)")
+        return self
 
 
 class Documents(Strict):
@@ -184,7 +213,13 @@ def load_scenario(name_or_path: str, overrides: dict | None = None) -> ChatScena
                 load.pop("count" if key == "duration_s" else "duration_s", None)
             load[key] = value
         data["load"] = load
-    return parse_scenario(data, str(path))
+    scn = parse_scenario(data, str(path))
+    if isinstance(scn, ChatScenario) and scn.dataset is not None:
+        ds = Path(scn.dataset.path)
+        scn.dataset.path = str(ds if ds.is_absolute() else (path.parent / ds).resolve())
+    if scn.load.arrival == "trace" and scn.load.trace_path:
+        read_trace(Path(scn.load.trace_path))  # a bad trace is refused here, naming its line
+    return scn
 
 
 # The command-line flag of each ``load`` override: what an error about an override names.
