@@ -32,7 +32,8 @@ def test_prompts_chat_and_sharegpt_records(tmp_path):
     first, chat, share = entries
     assert first.max_tokens == 50 and first.has_images
     url = first.messages[0]["content"][0]["image_url"]["url"]
-    assert url.startswith("data:image/png;base64,") and first.messages[0]["content"][1]["text"] == "Summarise this page."
+    assert url.startswith("data:image/png;base64,")
+    assert first.messages[0]["content"][1]["text"] == "Summarise this page."
     assert [m["role"] for m in chat.messages] == ["system", "user"] and chat.max_tokens is None
     assert [m["content"] for m in share.messages] == ["Q1", "A1 is long", "Q2"] and share.answer == "A2"
 
