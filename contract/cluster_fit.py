@@ -71,6 +71,16 @@ def storage_class(spec: Spec, kind: str) -> ClassChoice:
     return ClassChoice(table.name if table else None, table)
 
 
+def block_min_gib(spec: Spec) -> int:
+    """Smallest volume the block class provisions (1 where the class is not in our table)."""
+    fact = storage_class(spec, "block").fact
+    return fact.min_gib if fact else 1
+
+
+def prometheus_storage(spec: Spec) -> sizing.PrometheusStorage:
+    return sizing.prometheus_storage(spec, block_min_gib(spec))
+
+
 def server_cache_kind(spec: Spec, server_index: int) -> str:
     server = spec.inference_servers[server_index]
     return "shared" if sizing.cache_shared(spec, server) else "block"
@@ -81,10 +91,16 @@ def storage_needs(spec: Spec) -> dict[str, list[str]]:
     needs: dict[str, list[str]] = {"block": [], "shared": []}
     if spec.queue.kind == "in-cluster":
         needs["block"].append("queue (Redis AOF)")
+    if spec.observability.install_kube_prometheus_stack:
+        needs["block"].append("Prometheus TSDB and Alertmanager state (kube-prometheus-stack)")
     if spec.output_store.kind == "directory":
         needs["shared"].append("output_store (kind directory: every worker writes)")
     if spec.deployment_mode is DeploymentMode.monolithic:
-        needs["block"].append("worker_pool (monolithic: a model cache per worker)")
+        if sizing.worker_cache_shared(spec):
+            needs["shared"].append("worker_pool (monolithic: one model and compile cache every "
+                                   "worker mounts)")
+        else:
+            needs["block"].append("worker_pool (monolithic: the worker's model and compile cache)")
     else:
         for i, server in enumerate(spec.inference_servers):
             if server.engine is Engine.vllm:
@@ -257,17 +273,28 @@ def _zones(spec: Spec) -> list[FitProblem]:
 
 # ---- operators -----------------------------------------------------------------------------
 
+def workers_scaled(spec: Spec) -> bool:
+    """The workers get a KEDA ScaledObject on the Redis stream's lag."""
+    w = spec.worker_pool
+    return (w.max_replicas or 0) > w.replicas
+
+
+def scaled_servers(spec: Spec) -> list[int]:
+    """Indexes of the servers that get a KEDA ScaledObject on Prometheus (into free GPUs)."""
+    if spec.deployment_mode is not DeploymentMode.split:
+        return []
+    return [i for i, server in enumerate(spec.inference_servers)
+            if server.engine is Engine.vllm
+            and sizing.server_max_replicas(spec, server) > server.replicas]
+
+
 def scalers(spec: Spec) -> list[str]:
     """Who gets a KEDA ScaledObject."""
     out = []
-    w = spec.worker_pool
-    if (w.max_replicas or 0) > w.replicas:
+    if workers_scaled(spec):
         out.append("worker_pool (max_replicas > replicas)")
-    if spec.deployment_mode is DeploymentMode.split:
-        for i, server in enumerate(spec.inference_servers):
-            if (server.engine is Engine.vllm
-                    and sizing.server_max_replicas(spec, server) > server.replicas):
-                out.append(f"inference_servers[{i}] {server.name!r} (scales into free GPUs)")
+    for i in scaled_servers(spec):
+        out.append(f"inference_servers[{i}] {spec.inference_servers[i].name!r} (scales into free GPUs)")
     return out
 
 

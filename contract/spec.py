@@ -489,6 +489,51 @@ class Observability(Strict):
     install_kube_prometheus_stack: bool = Field(
         default=False, description="Install kube-prometheus-stack with Helm (k8s only)."
     )
+    prometheus_namespace: str = Field(
+        default="monitoring", pattern=NAME_PATTERN,
+        description="Namespace of the Prometheus that scrapes the stack: where the program installs "
+        "kube-prometheus-stack, or where your cluster's own Prometheus runs. The stack's "
+        "NetworkPolicies admit scrapes from its Prometheus pods (app.kubernetes.io/name: prometheus, "
+        "the label the Prometheus operator sets).")
+    prometheus_url: str | None = Field(
+        default=None,
+        description="In-cluster URL of that Prometheus (KEDA's server scaler queries it; the stack "
+        "outputs name it). None: the Service of the kube-prometheus-stack the program installs, or "
+        "prometheus-operated.<prometheus_namespace> (the Service the Prometheus operator creates "
+        "for any Prometheus) on port 9090.")
+    monitor_labels: dict[str, str] | None = Field(
+        default=None,
+        description="Labels on every ServiceMonitor, PodMonitor and PrometheusRule so the cluster's "
+        "Prometheus selects them: they must match its serviceMonitorSelector, podMonitorSelector "
+        "and ruleSelector (`kubectl get prometheus -A -o yaml`). None: release: kube-prometheus-stack, "
+        "which the Prometheus the program installs selects on.")
+    series: int = Field(
+        default=50_000, ge=1000,
+        description="Active series the Prometheus holds (the stack's targets plus whatever else it "
+        "scrapes: kube-prometheus-stack's node-exporter, kube-state-metrics and kubelet jobs bring "
+        "tens of thousands on a small cluster; prometheus_tsdb_head_series shows the real figure). "
+        "Sizes its volume with retention_h and scrape_interval_s.")
+    alertmanager_storage_gib: int = Field(
+        default=1, ge=1,
+        description="Volume of Alertmanager's state (silences, notification log) when the program "
+        "installs kube-prometheus-stack, GiB.")
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _prometheus_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) URL; e.g. "
+                             "http://prometheus-operated.monitoring.svc.cluster.local:9090")
+        return url
+
+    @field_validator("monitor_labels")
+    @classmethod
+    def _monitor_labels(cls, labels: dict[str, str] | None) -> dict[str, str] | None:
+        if labels is not None and not labels:
+            raise ValueError("{} selects nothing a Prometheus would match on; leave monitor_labels "
+                             "unset for release: kube-prometheus-stack, or name your Prometheus' "
+                             "serviceMonitorSelector labels")
+        return labels
     grafana_dashboards: bool = Field(default=True, description="Ship dashboards as ConfigMaps.")
 
 
@@ -521,6 +566,13 @@ class Cluster(Strict):
         description="ReadWriteMany StorageClass of the output store and of a model cache that "
         "several replicas mount; None: the cloud's (contract/clusters.yaml). Required for cloud "
         "'existing' when something needs it.",
+    )
+    keda_namespace: str = Field(
+        default="keda", pattern=NAME_PATTERN,
+        description="Namespace of KEDA's operator: where the program installs it on eks, gke and "
+        "aks, or where your cluster runs it (cloud 'existing'). The NetworkPolicies admit it to "
+        "Redis (the workers' queue-lag scaler) and to the Prometheus the program installs (the "
+        "server scaler's query).",
     )
 
 

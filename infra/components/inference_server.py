@@ -85,6 +85,8 @@ def pod_spec(spec: Spec, server: InferenceServer, cache_claim: str) -> dict:
         env.append(naming.secret_env("HF_TOKEN", server.hf_token))
     env += [{"name": "HOME", "value": SERVER_HOME}, {"name": "USER", "value": "vllm"},
             {"name": "VLLM_NO_USAGE_STATS", "value": "1"}]
+    if gpu:
+        env += naming.compile_cache_env()
     tp = server.tensor_parallel_size if gpu else 0
     memory = f"{sizing.server_memory_mib(server)}Mi"
     cpu = f"{sizing.server_cpu_millicores(server)}m"
@@ -229,7 +231,7 @@ class InferenceServerComponent(pulumi.ComponentResource):
         self.service_monitor = k8s.apiextensions.CustomResource(
             f"{name}-monitor",
             api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
-            metadata=metadata(server.name, ns, {**sel, "release": naming.PROMETHEUS_RELEASE}),
+            metadata=metadata(server.name, ns, {**sel, **naming.monitor_labels(spec)}),
             spec={"selector": {"matchLabels": sel}, "namespaceSelector": {"matchNames": [ns]},
                   "jobLabel": naming.JOB_LABEL,
                   "endpoints": [{"port": naming.HTTP_PORT_NAME, "path": "/metrics",

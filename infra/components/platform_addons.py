@@ -100,7 +100,7 @@ class PlatformAddonsComponent(pulumi.ComponentResource):
                 f"{name}-keda",
                 name=KEDA_CHART, chart=KEDA_CHART, version=chart.version,
                 repository_opts={"repo": chart.repo},
-                namespace=naming.KEDA_NAMESPACE, create_namespace=True,
+                namespace=naming.keda_namespace(spec), create_namespace=True,
                 timeout=KEDA_TIMEOUT_S,
                 opts=child(self),
             )
