@@ -121,6 +121,21 @@ def operator_of_kind(kind: str) -> Operator | None:
     return next((o for o in operators().values() if kind in o.kinds), None)
 
 
+class Prerequisite(Strict):
+    what: str = Field(description="What must hold before `pulumi up`.")
+    how: str = Field(default="", description="The command that checks or provides it.")
+    binary: str | None = Field(default=None, description="A program that must be on PATH here.")
+    only_if: Literal["shared_storage"] | None = Field(
+        default=None, description="Listed only when the stack needs a ReadWriteMany class.")
+
+
+def prerequisites(cloud: str) -> list[Prerequisite]:
+    rows = _data()["prerequisites"]
+    if cloud not in rows:
+        raise KeyError(f"contract/clusters.yaml has no prerequisites for cloud {cloud!r}")
+    return [Prerequisite(**row) for row in rows[cloud]]
+
+
 def feature_floor(feature: str) -> str:
     return str(_data()["features"][feature]["kubernetes"])
 

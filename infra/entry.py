@@ -22,6 +22,12 @@ def run_program(root: Path) -> None:
         spec = spec_from_pulumi_config()
     except SpecError as exc:
         raise pulumi.RunError(str(exc)) from None
+    if spec.gpu_node_pool is not None and spec.gpu_node_pool.cloud.value == "gke":
+        from infra.components.clouds.gke import check_auth_plugin
+        try:
+            check_auth_plugin()
+        except RuntimeError as exc:
+            raise pulumi.RunError(str(exc)) from None
     try:
         deployment = build(spec, root)
     except (SecretsConfigError, ClusterFitError) as exc:

@@ -245,7 +245,7 @@ def render_matrix(cells: list[Cell]) -> list[str]:
     by = {(c.src, c.dst, c.port): c for c in cells}
     heads = [f"{d}:{p[1]}{'/udp' if p[0] == 'UDP' else ''}" for d, p in cols]
     width = max(len(r) for r in rows) + 2
-    out = [" " * width + " | ".join(f"{h}" for h in heads)]
+    out = [" " * width + " ".join(heads)]
     for r in rows:
         marks = []
         for (d, p), h in zip(cols, heads, strict=True):
@@ -253,5 +253,5 @@ def render_matrix(cells: list[Cell]) -> list[str]:
             mark = "-" if c is None else ("Y" if c.allowed and c.needed else "." if not c.allowed
                                           and not c.needed else "ALLOWED" if c.allowed else "DENIED")
             marks.append(mark.center(len(h)))
-        out.append(r.ljust(width) + " | ".join(marks))
+        out.append((r.ljust(width) + " ".join(marks)).rstrip())
     return out

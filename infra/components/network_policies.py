@@ -1,10 +1,10 @@
 """NetworkPolicies: default deny, then only the flows the pipeline needs.
 
 Allowed: DNS for everyone (kube-dns pods, and NodeLocal DNSCache's link-local address);
-workers -> the port of the server they call (worker_pool.server); workers, KEDA (when it scales the workers; cluster.keda_namespace) and
-the producers' namespaces -> Redis; Prometheus (observability.prometheus_namespace) -> the
-metrics ports; servers (and monolithic workers) -> HTTPS for the
-model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
+workers -> the port of the server they call (worker_pool.server); workers, KEDA (when it
+scales the workers; cluster.keda_namespace) and the producers' namespaces -> Redis; Prometheus
+(observability.prometheus_namespace) -> the metrics ports; servers (and monolithic workers) ->
+HTTPS for the model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
 """
 
 from __future__ import annotations
