@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING
 
 from contract import clusters, sizing
@@ -355,6 +356,57 @@ def features_used(spec: Spec) -> list[str]:
     return out
 
 
+def today() -> date:
+    """The day support windows are compared with (tests fix it)."""
+    return date.today()
+
+
+def charts_refusing(spec: Spec, version: str) -> list[str]:
+    """The installed charts whose pinned release does not support ``version``."""
+    out = []
+    for name in installed_charts(spec):
+        chart = clusters.chart(name)
+        low, high = chart.kubernetes
+        if not clusters.in_range(version, low, high):
+            out.append(f"{name} {chart.version} ({low}{'-' + high if high else '+'})")
+    return out
+
+
+def version_table(spec: Spec) -> list[tuple[str, date, list[str]]]:
+    """Every version the cloud lists: its end of standard support, the charts refusing it."""
+    cloud = cloud_of(spec)
+    if cloud not in clusters.MANAGED_CLOUDS:
+        return []
+    return [(v, end, charts_refusing(spec, v))
+            for v, end in sorted(clusters.standard_support_ends(cloud).items(),
+                                 key=lambda kv: clusters.minor(kv[0]))]
+
+
+def _support(spec: Spec, version: str) -> list[FitProblem]:
+    cloud = cloud_of(spec)
+    if cloud not in clusters.MANAGED_CLOUDS:
+        return []
+    table = version_table(spec)
+    ends = {v: end for v, end, _ in table}
+    now = today()
+    usable = [f"{v} (until {end})" for v, end, refusing in table if end >= now and not refusing]
+    hint = (f"versions in standard support that every pinned chart supports: {', '.join(usable)}"
+            if usable else "no version in standard support is in every pinned chart's range "
+            f"({'; '.join(sorted({c for _, end, r in table if end >= now for c in r}))}): pin newer "
+            "charts in contract/clusters.yaml")
+    if version not in ends:
+        return [FitProblem("cluster.kubernetes_version", (
+            f"{version} is not a version {cloud} creates clusters at (contract/clusters.yaml lists "
+            f"{', '.join(ends)}; {clusters.versions_source(cloud)}); {hint}"))]
+    if ends[version] < now and not spec.cluster.allow_extended_support:
+        return [FitProblem("cluster.kubernetes_version", (
+            f"{version}: {cloud}'s standard support for it ended {ends[version]} "
+            f"({clusters.versions_source(cloud)}), so the cluster would be in extended support "
+            "(paid on EKS, the Extended channel on GKE, long-term support on AKS); " + hint
+            + ", or set cluster.allow_extended_support: true to accept it"))]
+    return []
+
+
 def _versions(spec: Spec) -> list[FitProblem]:
     version = spec.cluster.kubernetes_version
     out = []
@@ -366,6 +418,7 @@ def _versions(spec: Spec) -> list[FitProblem]:
                 f"{version}, but {name} {chart.version} (pinned in contract/clusters.yaml) "
                 f"supports Kubernetes {low}{'-' + high if high else '+'} ({chart.source}); choose "
                 f"a version in that range or pin a {name} release that supports {version}")))
+    out += _support(spec, version)
     for feature in features_used(spec):
         floor = clusters.feature_floor(feature)
         if clusters.minor(version) < clusters.minor(floor):

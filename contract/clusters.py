@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -127,6 +128,24 @@ class Prerequisite(Strict):
     binary: str | None = Field(default=None, description="A program that must be on PATH here.")
     only_if: Literal["shared_storage"] | None = Field(
         default=None, description="Listed only when the stack needs a ReadWriteMany class.")
+
+
+def standard_support_ends(cloud: str) -> dict[str, date]:
+    """Kubernetes minor -> last day of the cloud's standard support (managed clouds)."""
+    row = _data()["kubernetes_versions"].get(cloud)
+    if row is None:
+        raise KeyError(f"contract/clusters.yaml has no kubernetes_versions for cloud {cloud!r}")
+    return {str(v): d for v, d in row["standard_support_ends"].items()}
+
+
+def versions_source(cloud: str) -> str:
+    return str(_data()["kubernetes_versions"][cloud]["source"])
+
+
+def excluded_zone_ids(cloud: str, region: str) -> list[str]:
+    """Zone IDs of ``region`` where ``cloud`` refuses control-plane subnets (none if unlisted)."""
+    rows = _data()["control_plane_excluded_zone_ids"].get(cloud, {})
+    return [str(z) for z in rows.get(region, [])]
 
 
 def prerequisites(cloud: str) -> list[Prerequisite]:

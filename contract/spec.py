@@ -567,6 +567,13 @@ class Cluster(Strict):
         "several replicas mount; None: the cloud's (contract/clusters.yaml). Required for cloud "
         "'existing' when something needs it.",
     )
+    allow_extended_support: bool = Field(
+        default=False,
+        description="Create or keep a managed cluster at a kubernetes_version past its cloud's "
+        "standard support (contract/clusters.yaml): paid extended support on EKS, the Extended "
+        "release channel on GKE (the program enrols the cluster), long-term support on AKS. "
+        "False: such a version is refused before anything is created.",
+    )
     keda_namespace: str = Field(
         default="keda", pattern=NAME_PATTERN,
         description="Namespace of KEDA's operator: where the program installs it on eks, gke and "

@@ -30,7 +30,7 @@ def run_program(root: Path) -> None:
             raise pulumi.RunError(str(exc)) from None
     try:
         deployment = build(spec, root)
-    except (SecretsConfigError, ClusterFitError) as exc:
+    except (SecretsConfigError, ClusterFitError, ValueError) as exc:  # each names the field and fix
         raise pulumi.RunError(str(exc)) from None
     for key, value in deployment.outputs.items():
         pulumi.export(key, value)

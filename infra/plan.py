@@ -20,6 +20,8 @@ from contract.cluster_fit import (
     check_cluster_fit,
     installed_charts,
     prometheus_storage,
+    today,
+    version_table,
     scalers,
     storage_class,
     storage_needs,
@@ -332,6 +334,17 @@ def render_plan(plan: Plan) -> str:
     out += ["", "Operators", *charts, *declared]
     if scalers(spec):
         out.append(f"  KEDA ScaledObjects: {'; '.join(scalers(spec))}")
+    table = version_table(spec)
+    if table:
+        now = today()
+        out += ["", f"Kubernetes versions on {pool.cloud.value if pool else '?'} (standard support; "
+                    "the pinned charts that refuse each)"]
+        for v, end, refusing in table:
+            mark = "<- this stack" if v == spec.cluster.kubernetes_version else ""
+            state = f"standard support until {end}" if end >= now else f"standard support ENDED {end}"
+            out.append(f"  {v}: {state}; {'charts: all support it' if not refusing else 'refused by ' + ', '.join(refusing)} {mark}".rstrip())
+        if spec.cluster.allow_extended_support:
+            out.append("  cluster.allow_extended_support: true (a version past standard support is accepted)")
     out += ["", "Monitoring", *_monitoring_lines(plan)]
     out += ["", "Prerequisites", *_prerequisite_lines(spec)]
     if plan.capture is not None:

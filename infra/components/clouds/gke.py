@@ -99,6 +99,9 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         remove_default_node_pool=True,
         initial_node_count=1,
         datapath_provider="ADVANCED_DATAPATH",
+        # A version past GKE's standard support is served only on the Extended channel
+        # (cluster.allow_extended_support, checked in contract/cluster_fit.py).
+        release_channel={"channel": "EXTENDED"} if spec.cluster.allow_extended_support else None,
         addons_config={"gcp_filestore_csi_driver_config": {"enabled": filestore},
                        "gce_persistent_disk_csi_driver_config": {"enabled": True}},
         deletion_protection=False,

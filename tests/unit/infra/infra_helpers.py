@@ -58,6 +58,8 @@ BASE: dict[str, Any] = {
     "worker_pool": {"replicas": 1, "max_replicas": 2, "concurrency_per_worker": 16},
     "queue": {"password": REDIS_PASSWORD},
     "observability": {"install_kube_prometheus_stack": True},
+    # 1.33 (the default; the pinned GPU operator's newest) is past standard support everywhere.
+    "cluster": {"allow_extended_support": True},
 }
 
 

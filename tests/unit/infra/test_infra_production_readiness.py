@@ -211,3 +211,37 @@ def test_plan_shows_a_wrong_network_path():
     redis["spec"]["ingress"].append({"ports": [{"protocol": "TCP", "port": 6379}]})
     text = render_plan(plan)
     assert "WRONG: other-pod@default -> redis TCP/6379: allowed but not needed" in text
+
+
+# ---- EKS control-plane zones -----------------------------------------------------------------
+
+def test_eks_control_plane_and_mount_targets_skip_zones_eks_refuses():
+    from infra.components.clouds.eks import control_plane_zones
+
+    result = capture(derive("dev"), ROOT)
+    (call,) = [a for t, a in result.mocks.calls
+               if t == "aws:index/getAvailabilityZones:getAvailabilityZones"]
+    assert call["excludeZoneIds"] == ["use1-az3"]  # contract/clusters.yaml, us-east-1
+    (cluster,) = result.mocks.of_type("eks:index:Cluster")
+    subnets = set(cluster.inputs["subnetIds"])
+    assert "subnet-mock-us-east-1e" not in subnets  # the mock account's name of use1-az3
+    assert len(subnets) == 5
+    targets = {r.inputs["subnetId"] for r in result.mocks.of_type("aws:efs/mountTarget:MountTarget")}
+    assert targets == subnets
+    supported = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    assert control_plane_zones([], supported, "us-east-1") == supported
+    # One GPU zone: the node groups go there, the control plane still spans two or more.
+    assert control_plane_zones(["us-east-1b"], supported, "us-east-1") == supported
+    assert control_plane_zones(["us-east-1a", "us-east-1c"], supported, "us-east-1") == [
+        "us-east-1a", "us-east-1c"]
+    with pytest.raises(ValueError, match=r"us-east-1e not among the zones .* use1-az3"):
+        control_plane_zones(["us-east-1e"], supported, "us-east-1")
+
+
+def test_eks_gpu_nodes_stay_in_the_spec_zone():
+    result = capture(derive("dev", {"gpu_node_pool.zones": ["us-east-1b"]}), ROOT)
+    groups = {r.name: r.inputs for r in result.mocks.of_type("eks:index:ManagedNodeGroup")}
+    gpu = next(v for k, v in groups.items() if k.endswith("-gpu"))
+    assert gpu["subnetIds"] == ["subnet-mock-us-east-1b"]
+    (cluster,) = result.mocks.of_type("eks:index:Cluster")
+    assert len(cluster.inputs["subnetIds"]) == 5
