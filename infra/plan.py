@@ -20,11 +20,11 @@ from contract.cluster_fit import (
     check_cluster_fit,
     installed_charts,
     prometheus_storage,
-    today,
-    version_table,
     scalers,
     storage_class,
     storage_needs,
+    today,
+    version_table,
 )
 from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
 from contract.outputs import store_root
@@ -342,7 +342,8 @@ def render_plan(plan: Plan) -> str:
         for v, end, refusing in table:
             mark = "<- this stack" if v == spec.cluster.kubernetes_version else ""
             state = f"standard support until {end}" if end >= now else f"standard support ENDED {end}"
-            out.append(f"  {v}: {state}; {'charts: all support it' if not refusing else 'refused by ' + ', '.join(refusing)} {mark}".rstrip())
+            charts_text = "charts: all support it" if not refusing else "refused by " + ", ".join(refusing)
+            out.append(f"  {v}: {state}; {charts_text} {mark}".rstrip())
         if spec.cluster.allow_extended_support:
             out.append("  cluster.allow_extended_support: true (a version past standard support is accepted)")
     out += ["", "Monitoring", *_monitoring_lines(plan)]
