@@ -245,3 +245,73 @@ def test_eks_gpu_nodes_stay_in_the_spec_zone():
     assert gpu["subnetIds"] == ["subnet-mock-us-east-1b"]
     (cluster,) = result.mocks.of_type("eks:index:Cluster")
     assert len(cluster.inputs["subnetIds"]) == 5
+
+
+# ---- Kubernetes versions against each cloud's support and every chart ------------------------
+
+def test_a_version_past_standard_support_is_refused_unless_the_spec_accepts_it():
+    # The infra tests fix "today" at 2026-11-27 (conftest.py).
+    refused = [str(p) for p in check_cluster_fit(derive("dev", {"cluster.allow_extended_support": False}))]
+    (problem,) = [p for p in refused if p.startswith("cluster.kubernetes_version")]
+    assert "standard support for it ended 2026-07-29" in problem
+    assert "set cluster.allow_extended_support: true" in problem
+    assert "no version in standard support is in every pinned chart's range" in problem
+    assert check_cluster_fit(derive("dev")) == []  # dev accepts it, and says why in its file
+    unknown = [str(p) for p in check_cluster_fit(derive("dev", {"cluster.kubernetes_version": "1.28"}))]
+    assert any("1.28 is not a version eks creates clusters at" in p for p in unknown)
+
+
+@pytest.mark.parametrize("cloud", ["eks", "gke", "aks"])
+def test_every_listed_version_is_checked_against_every_pinned_chart(cloud):
+    from contract.cluster_fit import charts_refusing, version_table
+
+    spec = make_spec(cloud, "split")
+    table = version_table(spec)
+    assert [v for v, _, _ in table] == sorted(clusters.standard_support_ends(cloud), key=clusters.minor)
+    installed = ["gpu-operator", "keda", "kube-prometheus-stack"] if cloud != "gke" else [
+        "keda", "kube-prometheus-stack"]  # GKE brings its own device plugin
+    for version, _end, refusing in table:
+        expected = [name for name in installed
+                    if not clusters.in_range(version, *clusters.chart(name).kubernetes)]
+        assert [r.split()[0] for r in refusing] == expected == [
+            r.split()[0] for r in charts_refusing(spec, version)]
+    # The default version is deployable on every cloud (inside every pinned chart's range).
+    assert dict((v, r) for v, _, r in table)["1.33"] == []
+
+
+def test_gke_joins_the_extended_channel_only_when_allowed():
+    (cluster,) = capture(derive("prod"), ROOT).mocks.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["releaseChannel"] == {"channel": "EXTENDED"}
+
+
+def test_plan_lists_versions_with_support_and_charts():
+    text = render_plan(build_plan(derive("dev"), ROOT))
+    assert "  1.33: standard support ENDED 2026-07-29; charts: all support it <- this stack" in text
+    assert "  1.35: standard support until 2027-03-27; refused by gpu-operator v25.3.4 (1.29-1.33), " \
+           "keda 2.19.0 (1.32-1.34)" in text
+
+
+# ---- AKS GPU nodes ---------------------------------------------------------------------------
+
+def test_aks_gpu_pool_skips_the_aks_driver_and_the_operator_installs_it():
+    spec = make_spec("aks", "split", gpu_node_pool={
+        **make_spec("aks").gpu_node_pool.model_dump(mode="json"),
+        "taints": [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]})
+    result = capture(spec, ROOT)
+    (pool,) = result.mocks.of_type("azure-native:containerservice:AgentPool")
+    assert pool.inputs["gpuProfile"] == {"driver": "None"}
+    (release,) = [r for r in result.mocks.helm_releases if r["chart"] == "gpu-operator"]
+    values = release["values"]
+    assert values["driver"] == {"enabled": True} and values["toolkit"] == {"enabled": True}
+    nfd = values["node-feature-discovery"]["worker"]["tolerations"]
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in nfd
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in nfd
+    assert values["daemonsets"]["tolerations"] == [
+        {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+
+
+def test_eks_keeps_the_ami_driver():
+    result = capture(derive("dev"), ROOT)
+    (release,) = [r for r in result.mocks.helm_releases if r["chart"] == "gpu-operator"]
+    assert release["values"]["driver"] == {"enabled": False}
+    assert release["values"]["toolkit"] == {"enabled": False}
