@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
+from contract import clusters
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
 from contract.spec import InferenceServer, SecretRef, Spec
 from contract.worker_env import (
@@ -249,7 +250,8 @@ def gpu_tolerations(spec: Spec) -> list[dict]:
         else {"key": t.key, "operator": "Exists", "effect": t.effect}
         for t in pool.taints
     ]
-    if pool.cloud.value == "gke" and not any(t.key == GPU_RESOURCE for t in pool.taints):
+    if (clusters.profile(pool.cloud.value).taints_gpu_nodes_itself
+            and not any(t.key == GPU_RESOURCE for t in pool.taints)):
         # GKE taints every GPU node nvidia.com/gpu=present:NoSchedule on its own.
         out.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     return out

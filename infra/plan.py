@@ -96,8 +96,7 @@ def _zones_line(spec: Spec, pool: Pool) -> str:
         return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
                 f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
     if not pool.zones:
-        where = {"eks": "the default VPC's zones (one subnet each)", "aks": "the region's zones",
-                 "gke": "the cluster's zone", "existing": "your cluster's nodes"}[cloud]
+        where = clusters.profile(cloud).zones_when_unset
         return f"{pool.node_count} node(s) in {where}"
     if pool.per_zone is not None:
         return (f"{pool.per_zone} node(s) in EACH of {', '.join(pool.zones)} = {pool.node_count} "

@@ -52,7 +52,7 @@ def driver_preinstalled(pool_cloud: Cloud) -> bool:
     AKS: the program creates the GPU pool with gpuProfile.driver None (Microsoft's guidance for
     the GPU operator: skip the AKS driver install, since AKS' driver and the operator's are
     mutually exclusive), so the operator installs both. GKE installs its own and needs no operator."""
-    return pool_cloud is Cloud.eks
+    return clusters.profile(pool_cloud.value).driver_on_node_image
 
 
 def nfd_tolerations(spec: Spec) -> list[dict]:
