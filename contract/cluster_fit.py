@@ -30,6 +30,7 @@ from contract.cluster_placement import (
     managed,
 )
 from contract.enums import Cloud, DeploymentMode, Engine, Target
+from contract.image_refs import missing_digests
 
 if TYPE_CHECKING:
     from contract.spec import Spec
@@ -440,8 +441,18 @@ def _security(spec: Spec) -> list[FitProblem]:
     return out
 
 
+def _images(spec: Spec) -> list[FitProblem]:
+    missing = missing_digests(spec)
+    if not missing:
+        return []
+    return [FitProblem("images.digests", (
+        f"no digest recorded for {', '.join(missing)} in images.registry: the cluster could not "
+        f"pull them; push them with `splitstack images push --stack {spec.stack}` (it records the "
+        "digests in images/lock/<stack>.json), or unset images.registry"))]
+
+
 RULES: list[Callable[[Spec], list[FitProblem]]] = [
-    _instance, _nodes_fit, _zones, _storage, _operators, _versions, _security]
+    _instance, _nodes_fit, _zones, _storage, _operators, _versions, _security, _images]
 
 
 def check_cluster_fit(spec: Spec) -> list[FitProblem]:

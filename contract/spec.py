@@ -583,6 +583,45 @@ class Cluster(Strict):
     )
 
 
+class Images(Strict):
+    """Where a cluster pulls the stack's images from."""
+
+    registry: str | None = Field(
+        default=None,
+        description="Registry and path the images are pushed to and pulled from, e.g. "
+        "registry.example.com/splitstack (no scheme). Set: `splitstack images push` pushes every "
+        "image the stack uses there and records each digest (images/lock/<stack>.json), and the "
+        "rendered objects reference <registry>/<name>@<digest>; a missing digest is refused before "
+        "`pulumi up`. None: the objects name the spec's own repositories by tag.")
+    pull_secret: str | None = Field(
+        default=None, pattern=NAME_PATTERN,
+        description="Name of a kubernetes.io/dockerconfigjson Secret in the namespace that every "
+        "pod pulls with (imagePullSecrets); None: the nodes' own credentials (a public registry, "
+        "ECR through the node role, Artifact Registry through the node's service account).")
+    digests: dict[str, str] = Field(
+        default_factory=dict,
+        description="registry reference (name:tag) -> sha256 digest, as pushed. Filled from "
+        "images/lock/<stack>.json, which `splitstack images push` writes; rarely set by hand.")
+
+    @field_validator("registry")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith(("http://", "https://")) or value.endswith("/")
+                                  or not re.fullmatch(r"[a-z0-9.:-]+(/[a-z0-9._-]+)*", value)):
+            raise ValueError(f"{value!r}: a registry host[:port] with an optional path, lowercase, no "
+                             "scheme or trailing '/', e.g. registry.example.com/splitstack")
+        return value
+
+    @field_validator("digests")
+    @classmethod
+    def _digests(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [ref for ref, digest in value.items() if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest)]
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: a digest is sha256:<64 hex digits>; run "
+                             "`splitstack images push` to record them")
+        return value
+
+
 class LocalStack(Strict):
     state_dir: str = Field(
         default=".state/local", description="Where the local stack keeps state and logs."
@@ -625,6 +664,7 @@ class Spec(Strict):
     output_store: OutputStore = Field(default_factory=OutputStore)
     observability: Observability = Field(default_factory=Observability)
     cluster: Cluster = Field(default_factory=Cluster)
+    images: Images = Field(default_factory=Images)
     local: LocalStack = Field(default_factory=LocalStack)
     max_oversubscription: float = Field(
         default=2.0, ge=1.0,

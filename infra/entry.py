@@ -19,7 +19,7 @@ from infra.components.secrets import SecretsConfigError
 def run_program(root: Path) -> None:
     """Build the stack's deployment; ``root`` holds alerts/ and dashboards/."""
     try:
-        spec = spec_from_pulumi_config()
+        spec = spec_from_pulumi_config(root)
     except SpecError as exc:
         raise pulumi.RunError(str(exc)) from None
     if spec.gpu_node_pool is not None and spec.gpu_node_pool.cloud.value == "gke":

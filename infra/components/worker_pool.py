@@ -13,7 +13,7 @@ from enum import Enum
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import naming, sizing
+from contract import image_refs, naming, sizing
 from contract.spec import DeploymentMode, Spec
 from infra.components.base import PATCH_FORCE, child, metadata, quantity_gib, replicas_ignored
 from infra.components.inference_server import custom_timeouts
@@ -78,8 +78,7 @@ def container(spec: Spec) -> dict:
         "name": "worker",
         # Monolithic: the image with vLLM's engine (the CPU-only worker image would exit at once,
         # worker/inprocess.py's preflight).
-        "image": (f"{w.in_process.image}:{w.in_process.image_tag}" if mono
-                  else f"{w.image}:{w.image_tag}"),
+        "image": image_refs.pull_ref(spec, image_refs.worker_source(spec)),
         "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
         "env": naming.worker_env(spec, mono),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
@@ -104,7 +103,7 @@ def wait_for_server(spec: Spec) -> dict:
     url = f"{naming.server_url(spec, spec.worker_server)}/health"
     return {
         "name": "wait-for-server",
-        "image": sizing.WAIT_IMAGE,
+        "image": image_refs.pull_ref(spec, sizing.WAIT_IMAGE),
         "command": ["sh", "-c", f"until wget -q -O /dev/null {url}; do sleep 5; done"],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                       "limits": {"cpu": "100m", "memory": "32Mi"}},
@@ -134,6 +133,7 @@ def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = Non
         "automount_service_account_token": False,
         "security_context": naming.pod_security_context(),
         "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
+        **({"image_pull_secrets": image_refs.pull_secrets(spec)} if image_refs.pull_secrets(spec) else {}),
         "containers": [container(spec)],
         "volumes": [{"name": "outputs", **outputs},
                     {"name": "spec", "config_map": {"name": spec_config_map_name(spec)}}],

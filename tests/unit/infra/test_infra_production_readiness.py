@@ -315,3 +315,49 @@ def test_eks_keeps_the_ami_driver():
     (release,) = [r for r in result.mocks.helm_releases if r["chart"] == "gpu-operator"]
     assert release["values"]["driver"] == {"enabled": False}
     assert release["values"]["toolkit"] == {"enabled": False}
+
+
+# ---- images a cluster can pull ---------------------------------------------------------------
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_with_a_registry_every_pod_pulls_by_digest_with_the_pull_secret():
+    from contract.image_refs import registry_ref, stack_images
+
+    base = derive("prod", {"images.registry": "registry.example.com/splitstack"})
+    digests = {registry_ref(base, i.source): DIGEST for i in stack_images(base)}
+    assert sorted(digests) == [
+        "registry.example.com/splitstack/busybox:1.36.1",
+        "registry.example.com/splitstack/inference-server:v0.32.0",
+        "registry.example.com/splitstack/redis:7.4.1-alpine",
+        "registry.example.com/splitstack/worker:0.1.0"]
+    spec = derive("prod", {"images.registry": "registry.example.com/splitstack",
+                           "images.pull_secret": "regcred", "images.digests": digests})
+    result = capture(spec, ROOT)
+    pods = [o["spec"]["template"]["spec"] for o in result.objects
+            if o["kind"] in ("Deployment", "StatefulSet")]
+    assert len(pods) == 4
+    for pod in pods:
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert c["image"].startswith("registry.example.com/splitstack/") and c["image"].endswith("@" + DIGEST)
+
+
+def test_a_registry_without_recorded_digests_is_refused_before_pulumi_up():
+    spec = derive("dev", {"images.registry": "registry.example.com/splitstack"})
+    (problem,) = [str(p) for p in check_cluster_fit(spec)]
+    assert problem.startswith("images.digests: no digest recorded for registry.example.com/splitstack/")
+    assert "splitstack images push --stack dev" in problem
+    result = CliRunner().invoke(infra_app, ["plan", "--stack", "dev"])  # no registry: by tag, fits
+    assert result.exit_code == 0 and "ghcr.io/splitstack/worker:0.1.0 (worker)" in result.output
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("images.registry", "https://registry.example.com", "no scheme"),
+    ("images.registry", "Registry.Example.com/", "lowercase"),
+    ("images.digests", {"r/x:1": "sha256:abc"}, "sha256:<64 hex digits>"),
+])
+def test_image_settings_refuse_bad_values(field, value, message):
+    with pytest.raises(Exception, match=message):
+        derive("dev", {field: value})
