@@ -290,12 +290,22 @@ def _prerequisite_lines(spec: Spec) -> list[str]:
 def _images(plan: Plan) -> list[str]:
     if plan.capture is None:
         return []
+    spec = plan.spec
+    if spec.images.registry is None:
+        head = ["  by tag from the spec's repositories (images.registry unset): the cluster must be able "
+                "to pull these as named; to push them to your registry and deploy them by digest set "
+                "images.registry and run `splitstack images push`"]
+    else:
+        secret = spec.images.pull_secret or "none (the nodes' own credentials)"
+        head = [f"  by digest from {spec.images.registry} (images/lock/{spec.stack}.json), pull secret "
+                f"{secret}; "
+                f"`splitstack images check --stack {spec.stack}` confirms the registry still holds them"]
     seen: dict[str, set[str]] = {}
     for obj in plan.capture.objects:
         pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         for c in (pod.get("containers") or []) + (pod.get("initContainers") or []):
             seen.setdefault(c["image"], set()).add(obj["metadata"]["name"])
-    return [f"  {image} ({', '.join(sorted(users))})" for image, users in sorted(seen.items())]
+    return head + [f"  {image} ({', '.join(sorted(users))})" for image, users in sorted(seen.items())]
 
 
 # Resources whose count the account decides at `pulumi up` (one per subnet / zone found there):

@@ -193,6 +193,7 @@ def test_plan_states_persistence_monitoring_prerequisites_and_network(stack):
     assert "checked: its serviceMonitorSelector, podMonitorSelector and ruleSelector select " \
            "release=kube-prometheus-stack" in out
     assert "every flow the stack needs is allowed" in out
+    assert "by tag from the spec's repositories (images.registry unset)" in out
     assert "Prerequisites" in out
     assert "x aws:efs/mountTarget" not in out  # the mock's subnet count is not the account's
     if stack == "dev":
@@ -335,6 +336,8 @@ def test_with_a_registry_every_pod_pulls_by_digest_with_the_pull_secret():
     spec = derive("prod", {"images.registry": "registry.example.com/splitstack",
                            "images.pull_secret": "regcred", "images.digests": digests})
     result = capture(spec, ROOT)
+    text = render_plan(build_plan(spec, ROOT))
+    assert "by digest from registry.example.com/splitstack (images/lock/prod.json), pull secret regcred" in text
     pods = [o["spec"]["template"]["spec"] for o in result.objects
             if o["kind"] in ("Deployment", "StatefulSet")]
     assert len(pods) == 4
