@@ -78,12 +78,25 @@ def build_plan(spec: Spec, root: Path) -> Plan:
             "eks without gpu_node_pool.zones: a replacement GPU node may start in another zone "
             "than a model cache's EBS volume, which then cannot attach; list one zone with "
             f"{pool.instance_type} capacity to pin the GPU nodes")
+    if spec.observability.install_kube_prometheus_stack:
+        plan.notes.append(crd_upgrade_note())
     if managed(spec):
         plan.notes.append(
             f"Kubernetes {spec.cluster.kubernetes_version} is pinned at creation; a managed "
             "cluster's upgrade channel may move it later: run `splitstack spec validate` again "
             "before upgrading the charts or the cluster")
     return plan
+
+
+def crd_upgrade_note() -> str:
+    """Helm installs a chart's CRDs once and never upgrades them; kube-prometheus-stack keeps them
+    in its crds subchart (charts/crds/crds/). The commands that apply the pinned release's CRDs."""
+    chart = clusters.chart("kube-prometheus-stack")
+    return (f"kube-prometheus-stack {chart.version}: Helm does not upgrade a chart's CRDs, so after a "
+            "change of its pin in contract/clusters.yaml apply the new release's CRDs before `pulumi up`: "
+            f"`helm pull kube-prometheus-stack --repo {chart.repo} --version {chart.version} --untar "
+            "--untardir /tmp/kps && kubectl apply --server-side --force-conflicts -f "
+            "/tmp/kps/kube-prometheus-stack/charts/crds/crds/`")
 
 
 def _res(r: clusters.Resources) -> str:

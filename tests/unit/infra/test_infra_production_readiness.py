@@ -364,3 +364,11 @@ def test_a_registry_without_recorded_digests_is_refused_before_pulumi_up():
 def test_image_settings_refuse_bad_values(field, value, message):
     with pytest.raises(Exception, match=message):
         derive("dev", {field: value})
+
+
+def test_plan_gives_the_crd_upgrade_commands_of_the_pinned_chart():
+    text = render_plan(build_plan(derive("prod"), ROOT))
+    chart = clusters.chart("kube-prometheus-stack")
+    assert (f"helm pull kube-prometheus-stack --repo {chart.repo} --version {chart.version} --untar"
+            in text)
+    assert "kubectl apply --server-side --force-conflicts -f /tmp/kps/kube-prometheus-stack/charts/crds/crds/" in text
