@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING
 
 from contract import clusters, sizing
@@ -29,6 +30,7 @@ from contract.cluster_placement import (
     managed,
 )
 from contract.enums import Cloud, DeploymentMode, Engine, Target
+from contract.image_refs import missing_digests
 
 if TYPE_CHECKING:
     from contract.spec import Spec
@@ -71,6 +73,16 @@ def storage_class(spec: Spec, kind: str) -> ClassChoice:
     return ClassChoice(table.name if table else None, table)
 
 
+def block_min_gib(spec: Spec) -> int:
+    """Smallest volume the block class provisions (1 where the class is not in our table)."""
+    fact = storage_class(spec, "block").fact
+    return fact.min_gib if fact else 1
+
+
+def prometheus_storage(spec: Spec) -> sizing.PrometheusStorage:
+    return sizing.prometheus_storage(spec, block_min_gib(spec))
+
+
 def server_cache_kind(spec: Spec, server_index: int) -> str:
     server = spec.inference_servers[server_index]
     return "shared" if sizing.cache_shared(spec, server) else "block"
@@ -81,10 +93,16 @@ def storage_needs(spec: Spec) -> dict[str, list[str]]:
     needs: dict[str, list[str]] = {"block": [], "shared": []}
     if spec.queue.kind == "in-cluster":
         needs["block"].append("queue (Redis AOF)")
+    if spec.observability.install_kube_prometheus_stack:
+        needs["block"].append("Prometheus TSDB and Alertmanager state (kube-prometheus-stack)")
     if spec.output_store.kind == "directory":
         needs["shared"].append("output_store (kind directory: every worker writes)")
     if spec.deployment_mode is DeploymentMode.monolithic:
-        needs["block"].append("worker_pool (monolithic: a model cache per worker)")
+        if sizing.worker_cache_shared(spec):
+            needs["shared"].append("worker_pool (monolithic: one model and compile cache every "
+                                   "worker mounts)")
+        else:
+            needs["block"].append("worker_pool (monolithic: the worker's model and compile cache)")
     else:
         for i, server in enumerate(spec.inference_servers):
             if server.engine is Engine.vllm:
@@ -257,17 +275,28 @@ def _zones(spec: Spec) -> list[FitProblem]:
 
 # ---- operators -----------------------------------------------------------------------------
 
+def workers_scaled(spec: Spec) -> bool:
+    """The workers get a KEDA ScaledObject on the Redis stream's lag."""
+    w = spec.worker_pool
+    return (w.max_replicas or 0) > w.replicas
+
+
+def scaled_servers(spec: Spec) -> list[int]:
+    """Indexes of the servers that get a KEDA ScaledObject on Prometheus (into free GPUs)."""
+    if spec.deployment_mode is not DeploymentMode.split:
+        return []
+    return [i for i, server in enumerate(spec.inference_servers)
+            if server.engine is Engine.vllm
+            and sizing.server_max_replicas(spec, server) > server.replicas]
+
+
 def scalers(spec: Spec) -> list[str]:
     """Who gets a KEDA ScaledObject."""
     out = []
-    w = spec.worker_pool
-    if (w.max_replicas or 0) > w.replicas:
+    if workers_scaled(spec):
         out.append("worker_pool (max_replicas > replicas)")
-    if spec.deployment_mode is DeploymentMode.split:
-        for i, server in enumerate(spec.inference_servers):
-            if (server.engine is Engine.vllm
-                    and sizing.server_max_replicas(spec, server) > server.replicas):
-                out.append(f"inference_servers[{i}] {server.name!r} (scales into free GPUs)")
+    for i in scaled_servers(spec):
+        out.append(f"inference_servers[{i}] {spec.inference_servers[i].name!r} (scales into free GPUs)")
     return out
 
 
@@ -328,6 +357,57 @@ def features_used(spec: Spec) -> list[str]:
     return out
 
 
+def today() -> date:
+    """The day support windows are compared with (tests fix it)."""
+    return date.today()
+
+
+def charts_refusing(spec: Spec, version: str) -> list[str]:
+    """The installed charts whose pinned release does not support ``version``."""
+    out = []
+    for name in installed_charts(spec):
+        chart = clusters.chart(name)
+        low, high = chart.kubernetes
+        if not clusters.in_range(version, low, high):
+            out.append(f"{name} {chart.version} ({low}{'-' + high if high else '+'})")
+    return out
+
+
+def version_table(spec: Spec) -> list[tuple[str, date, list[str]]]:
+    """Every version the cloud lists: its end of standard support, the charts refusing it."""
+    cloud = cloud_of(spec)
+    if cloud not in clusters.MANAGED_CLOUDS:
+        return []
+    return [(v, end, charts_refusing(spec, v))
+            for v, end in sorted(clusters.standard_support_ends(cloud).items(),
+                                 key=lambda kv: clusters.minor(kv[0]))]
+
+
+def _support(spec: Spec, version: str) -> list[FitProblem]:
+    cloud = cloud_of(spec)
+    if cloud not in clusters.MANAGED_CLOUDS:
+        return []
+    table = version_table(spec)
+    ends = {v: end for v, end, _ in table}
+    now = today()
+    usable = [f"{v} (until {end})" for v, end, refusing in table if end >= now and not refusing]
+    hint = (f"versions in standard support that every pinned chart supports: {', '.join(usable)}"
+            if usable else "no version in standard support is in every pinned chart's range "
+            f"({'; '.join(sorted({c for _, end, r in table if end >= now for c in r}))}): pin newer "
+            "charts in contract/clusters.yaml")
+    if version not in ends:
+        return [FitProblem("cluster.kubernetes_version", (
+            f"{version} is not a version {cloud} creates clusters at (contract/clusters.yaml lists "
+            f"{', '.join(ends)}; {clusters.versions_source(cloud)}); {hint}"))]
+    if ends[version] < now and not spec.cluster.allow_extended_support:
+        return [FitProblem("cluster.kubernetes_version", (
+            f"{version}: {cloud}'s standard support for it ended {ends[version]} "
+            f"({clusters.versions_source(cloud)}), so the cluster would be in extended support "
+            "(paid on EKS, the Extended channel on GKE, long-term support on AKS); " + hint
+            + ", or set cluster.allow_extended_support: true to accept it"))]
+    return []
+
+
 def _versions(spec: Spec) -> list[FitProblem]:
     version = spec.cluster.kubernetes_version
     out = []
@@ -339,6 +419,7 @@ def _versions(spec: Spec) -> list[FitProblem]:
                 f"{version}, but {name} {chart.version} (pinned in contract/clusters.yaml) "
                 f"supports Kubernetes {low}{'-' + high if high else '+'} ({chart.source}); choose "
                 f"a version in that range or pin a {name} release that supports {version}")))
+    out += _support(spec, version)
     for feature in features_used(spec):
         floor = clusters.feature_floor(feature)
         if clusters.minor(version) < clusters.minor(floor):
@@ -360,8 +441,18 @@ def _security(spec: Spec) -> list[FitProblem]:
     return out
 
 
+def _images(spec: Spec) -> list[FitProblem]:
+    missing = missing_digests(spec)
+    if not missing:
+        return []
+    return [FitProblem("images.digests", (
+        f"no digest recorded for {', '.join(missing)} in images.registry: the cluster could not "
+        f"pull them; push them with `splitstack images push --stack {spec.stack}` (it records the "
+        "digests in images/lock/<stack>.json), or unset images.registry"))]
+
+
 RULES: list[Callable[[Spec], list[FitProblem]]] = [
-    _instance, _nodes_fit, _zones, _storage, _operators, _versions, _security]
+    _instance, _nodes_fit, _zones, _storage, _operators, _versions, _security, _images]
 
 
 def check_cluster_fit(spec: Spec) -> list[FitProblem]:

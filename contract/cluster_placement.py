@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the spec model imports the rules that import this: types on
 
 # The CPU node type of each managed cloud (the workers, Redis, Prometheus, KEDA): a general
 # purpose 8 vCPU / 32 GiB machine.
-CPU_INSTANCE = {"eks": "m6i.2xlarge", "gke": "e2-standard-8", "aks": "Standard_D8s_v5"}
+CPU_INSTANCE = {cloud: clusters.profile(cloud).cpu_instance or "" for cloud in clusters.MANAGED_CLOUDS}
 SPARE_CPU_NODES = 1  # CoreDNS, KEDA, kube-prometheus-stack and a drain's worth of room
 # KEDA's three Deployments request 100m / 100Mi each (https://keda.sh/docs/2.19/operate/cluster/).
 KEDA_PODS = 3
@@ -86,9 +86,10 @@ def gpu_operator_installed(spec: Spec) -> bool:
     pool = spec.gpu_node_pool
     if pool is None:
         return False
-    if pool.cloud in (Cloud.eks, Cloud.aks):
+    stack = clusters.profile(pool.cloud.value).gpu_stack
+    if stack == "gpu-operator":
         return True
-    return pool.cloud is Cloud.existing and pool.gpu_sharing != "none"
+    return stack == "declared" and pool.gpu_sharing != "none"
 
 
 def keda_installed(spec: Spec) -> bool:

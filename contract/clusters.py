@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -121,6 +122,62 @@ def operator_of_kind(kind: str) -> Operator | None:
     return next((o for o in operators().values() if kind in o.kinds), None)
 
 
+class Prerequisite(Strict):
+    what: str = Field(description="What must hold before `pulumi up`.")
+    how: str = Field(default="", description="The command that checks or provides it.")
+    binary: str | None = Field(default=None, description="A program that must be on PATH here.")
+    only_if: Literal["shared_storage"] | None = Field(
+        default=None, description="Listed only when the stack needs a ReadWriteMany class.")
+
+
+class CloudProfile(Strict):
+    """What the code knows about one cloud (contract/clusters.yaml `profiles`)."""
+
+    cloud: str
+    cpu_instance: str | None = Field(description="Machine type of the CPU pool the program creates.")
+    reservation_formula: Literal["nodeadm", "gke-tiers", "aks-points"] | None = Field(
+        description="How the kubelet's reservations are computed (`reservations`).")
+    gpu_stack: Literal["gpu-operator", "cloud", "declared"] = Field(
+        description="Who provides the GPU driver and device plugin: the GPU operator the program "
+        "installs, the cloud itself, or what cluster.operators declares.")
+    driver_on_node_image: bool = Field(description="The GPU node image has the driver and toolkit.")
+    taints_gpu_nodes_itself: bool = Field(description="The cloud taints GPU nodes nvidia.com/gpu.")
+    zones_when_unset: str = Field(description="Where nodes go without gpu_node_pool.zones (plan).")
+
+
+def profile(cloud: str) -> CloudProfile:
+    rows = _data()["profiles"]
+    if cloud not in rows:
+        raise KeyError(f"contract/clusters.yaml has no profile for cloud {cloud!r}; known: "
+                       f"{', '.join(rows)}")
+    return CloudProfile(cloud=cloud, **rows[cloud])
+
+
+def standard_support_ends(cloud: str) -> dict[str, date]:
+    """Kubernetes minor -> last day of the cloud's standard support (managed clouds)."""
+    row = _data()["kubernetes_versions"].get(cloud)
+    if row is None:
+        raise KeyError(f"contract/clusters.yaml has no kubernetes_versions for cloud {cloud!r}")
+    return {str(v): d for v, d in row["standard_support_ends"].items()}
+
+
+def versions_source(cloud: str) -> str:
+    return str(_data()["kubernetes_versions"][cloud]["source"])
+
+
+def excluded_zone_ids(cloud: str, region: str) -> list[str]:
+    """Zone IDs of ``region`` where ``cloud`` refuses control-plane subnets (none if unlisted)."""
+    rows = _data()["control_plane_excluded_zone_ids"].get(cloud, {})
+    return [str(z) for z in rows.get(region, [])]
+
+
+def prerequisites(cloud: str) -> list[Prerequisite]:
+    rows = _data()["prerequisites"]
+    if cloud not in rows:
+        raise KeyError(f"contract/clusters.yaml has no prerequisites for cloud {cloud!r}")
+    return [Prerequisite(**row) for row in rows[cloud]]
+
+
 def feature_floor(feature: str) -> str:
     return str(_data()["features"][feature]["kubernetes"])
 
@@ -156,18 +213,21 @@ def _interpolate(x: float, points: list[list[float]]) -> float:
 
 
 def reserved(inst: Instance) -> Resources:
-    """kube-reserved CPU and memory plus the hard memory eviction threshold of one node."""
+    """kube-reserved CPU and memory plus the hard memory eviction threshold of one node, by the
+    formula the cloud's profile names (no default: a cloud without one is an error)."""
+    formula = profile(inst.cloud).reservation_formula
+    if formula is None:
+        raise KeyError(f"cloud {inst.cloud!r} has no reservation formula in contract/clusters.yaml")
     r = _data()["reservations"][inst.cloud]
     cores = inst.vcpu
-    if inst.cloud in ("eks", "gke"):
+    if formula == "nodeadm":  # EKS nodeadm: CPU tiers, 11 MiB x max pods + 255 MiB
         cpu = _tiers(cores, r["cpu_tiers"]) * 1000
-    else:
-        cpu = _interpolate(cores, r["cpu_points_millicores"])
-    if inst.cloud == "eks":
         memory = r["memory_per_pod_mib"] * (inst.max_pods or 110) + r["memory_base_mib"]
-    elif inst.cloud == "gke":
+    elif formula == "gke-tiers":
+        cpu = _tiers(cores, r["cpu_tiers"]) * 1000
         memory = _tiers(inst.memory_gib, r["memory_tiers_gib"]) * 1024
-    else:  # aks: MB as the page states them, converted to MiB
+    else:  # aks-points; memory in MB as the page states them, converted to MiB
+        cpu = _interpolate(cores, r["cpu_points_millicores"])
         by_pods = (r["memory_per_pod_mb"] * r["max_pods"] + r["memory_base_mb"]) * 1e6 / 2**20
         memory = min(by_pods, inst.memory_gib * 1024 * r["memory_max_fraction"])
     return Resources(math.ceil(cpu), math.ceil(memory + r["eviction_mib"]), 0)

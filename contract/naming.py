@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
+from contract import clusters
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
 from contract.spec import InferenceServer, SecretRef, Spec
 from contract.worker_env import (
@@ -45,12 +46,23 @@ def worker_spec_config_map(monolithic: bool = False) -> str:
 def spec_digest(document: str) -> str:
     return hashlib.sha256(document.encode()).hexdigest()
 MODEL_CACHE_MOUNT = "/models"
+# vLLM's torch.compile / CUDA graph artifacts and Triton's kernels go on the model cache's volume
+# (not under $HOME, an emptyDir), so a restarted pod skips the compile as well as the download.
+VLLM_CACHE_ROOT = f"{MODEL_CACHE_MOUNT}/vllm-cache"
+TRITON_CACHE_DIR = f"{MODEL_CACHE_MOUNT}/triton-cache"
+
+
+def compile_cache_env() -> list[dict]:
+    return [{"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE_ROOT},
+            {"name": "TRITON_CACHE_DIR", "value": TRITON_CACHE_DIR}]
 # The sidecar of the Grafana chart in kube-prometheus-stack loads ConfigMaps carrying this label.
 GRAFANA_DASHBOARD_LABEL = "grafana_dashboard"
 # kube-prometheus-stack's Prometheus selects rules/monitors by its Helm release label.
 PROMETHEUS_RELEASE = "kube-prometheus-stack"
-MONITORING_NAMESPACE = "monitoring"
-KEDA_NAMESPACE = "keda"
+PROMETHEUS_PORT = 9090
+# The Prometheus operator labels every Prometheus pod with this (NetworkPolicies admit scrapes
+# from those pods).
+PROMETHEUS_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
 # Secret holding redis://... for queue kind=external (derived until the spec has a SecretRef).
 EXTERNAL_REDIS_SECRET = SecretRef(name="splitstack-redis", key="url", env="SPLITSTACK_REDIS_URL")
 # KEDA's redis-streams scaler takes no URL: it reads host:port and the password as separate
@@ -93,13 +105,34 @@ def redis_address(spec: Spec) -> str:
     return f"{REDIS_NAME}.{spec.namespace}.svc.cluster.local:{spec.queue.port}"
 
 
-def prometheus_url(spec: Spec) -> str:
-    """In-cluster Prometheus: kube-prometheus-stack's service, or the operator's default one."""
+def prometheus_service(spec: Spec) -> str:
+    """Service of the default Prometheus: kube-prometheus-stack's, or the operator's own."""
     if spec.observability.install_kube_prometheus_stack:
-        service = f"{PROMETHEUS_RELEASE}-prometheus"
-    else:
-        service = "prometheus-operated"  # created by the Prometheus operator for any Prometheus
-    return f"http://{service}.{MONITORING_NAMESPACE}.svc.cluster.local:9090"
+        return f"{PROMETHEUS_RELEASE}-prometheus"
+    return "prometheus-operated"  # created by the Prometheus operator for any Prometheus
+
+
+def prometheus_url(spec: Spec) -> str:
+    """In-cluster Prometheus: observability.prometheus_url, else the default service's URL."""
+    o = spec.observability
+    if o.prometheus_url:
+        return o.prometheus_url.rstrip("/")
+    return (f"http://{prometheus_service(spec)}.{o.prometheus_namespace}.svc.cluster.local:"
+            f"{PROMETHEUS_PORT}")
+
+
+def monitor_labels(spec: Spec) -> dict[str, str]:
+    """Labels on ServiceMonitors, PodMonitors and PrometheusRules: what the Prometheus selects."""
+    labels = spec.observability.monitor_labels
+    return dict(labels) if labels is not None else {"release": PROMETHEUS_RELEASE}
+
+
+def keda_namespace(spec: Spec) -> str:
+    return spec.cluster.keda_namespace
+
+
+def prometheus_namespace(spec: Spec) -> str:
+    return spec.observability.prometheus_namespace
 
 
 # Non-root identities the pods run as (Pod Security "restricted" needs runAsNonRoot, and a
@@ -168,7 +201,7 @@ def worker_env(spec: Spec, monolithic: bool) -> list[dict]:
         # torch's cache dir asks getpass.getuser(), which reads $USER first (the image's user
         # has no passwd entry).
         env += [{"name": "HOME", "value": "/tmp/home"}, {"name": "USER", "value": "vllm"},
-                {"name": "VLLM_NO_USAGE_STATS", "value": "1"}]
+                {"name": "VLLM_NO_USAGE_STATS", "value": "1"}, *compile_cache_env()]
         if server.hf_token:
             env.append(secret_env(server.hf_token.env, server.hf_token))
     else:
@@ -217,7 +250,8 @@ def gpu_tolerations(spec: Spec) -> list[dict]:
         else {"key": t.key, "operator": "Exists", "effect": t.effect}
         for t in pool.taints
     ]
-    if pool.cloud.value == "gke" and not any(t.key == GPU_RESOURCE for t in pool.taints):
+    if (clusters.profile(pool.cloud.value).taints_gpu_nodes_itself
+            and not any(t.key == GPU_RESOURCE for t in pool.taints)):
         # GKE taints every GPU node nvidia.com/gpu=present:NoSchedule on its own.
         out.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     return out

@@ -204,6 +204,13 @@ def cache_shared(spec: Spec, server: InferenceServer) -> bool:
     return server_max_replicas(spec, server) > 1
 
 
+def worker_cache_shared(spec: Spec) -> bool:
+    """Monolithic: more than one worker (its ceiling) mounts the one model cache, which then
+    needs a ReadWriteMany class; one worker keeps a ReadWriteOnce disk."""
+    w = spec.worker_pool
+    return max(w.max_replicas or 0, w.replicas) > 1
+
+
 def cache_access_mode(spec: Spec, server: InferenceServer) -> str:
     return "ReadWriteMany" if cache_shared(spec, server) else "ReadWriteOnce"
 
@@ -259,3 +266,48 @@ def check_gpu_sharing(spec: Spec) -> None:
             f"({who}) > {SHARED_GPU_MAX_UTILIZATION}: vLLM would fail to allocate; lower "
             "gpu_memory_utilization so the sum fits, or lower slices_per_gpu"
         )
+
+
+# Prometheus' volume. Prometheus' storage guide states the rough formula needed_disk_space =
+# retention_time_seconds x ingested_samples_per_second x bytes_per_sample, with 1-2 bytes per
+# sample after compression (https://prometheus.io/docs/prometheus/latest/storage/#operational-aspects).
+# Samples per second = series / scrape interval. On top of the blocks: the write-ahead log keeps
+# at least two hours of raw samples (about 13 bytes each uncompressed: a series-id and timestamp
+# varint and an 8-byte value), and compaction writes a new block before deleting the ones it
+# merges (a block spans at most 10% of the retention), so 10% more.
+PROMETHEUS_BYTES_PER_SAMPLE = 2.0  # the pessimistic end of the guide's 1-2 bytes
+PROMETHEUS_WAL_HOURS = 3  # two hours of raw data, plus the segment being written
+PROMETHEUS_WAL_BYTES_PER_SAMPLE = 14.0
+PROMETHEUS_COMPACTION_HEADROOM = 1.1
+# --storage.tsdb.retention.size below the volume, so Prometheus drops its oldest block before
+# the disk fills (the size limit counts the blocks, the WAL and the head chunks).
+PROMETHEUS_RETENTION_SIZE_FRACTION = 0.9
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class PrometheusStorage:
+    samples_per_s: float
+    blocks_bytes: float
+    wal_bytes: float
+    size_gib: int  # the PVC request
+    retention_size_gb: int  # prometheusSpec.retentionSize, Prometheus' GB (powers of 2)
+
+    def formula(self, spec: Spec) -> str:
+        o = spec.observability
+        return (f"{o.retention_h} h x {o.series:,} series / {o.scrape_interval_s} s x "
+                f"{PROMETHEUS_BYTES_PER_SAMPLE:g} B x {PROMETHEUS_COMPACTION_HEADROOM:g} "
+                f"+ WAL {PROMETHEUS_WAL_HOURS} h x {PROMETHEUS_WAL_BYTES_PER_SAMPLE:g} B = "
+                f"{(self.blocks_bytes * PROMETHEUS_COMPACTION_HEADROOM + self.wal_bytes) / GIB:.1f} GiB")
+
+
+def prometheus_storage(spec: Spec, min_gib: int = 1) -> PrometheusStorage:
+    """The volume of the Prometheus the program installs, from observability.retention_h,
+    scrape_interval_s and series; at least ``min_gib`` (the storage class's smallest)."""
+    o = spec.observability
+    rate = o.series / o.scrape_interval_s
+    blocks = o.retention_h * 3600 * rate * PROMETHEUS_BYTES_PER_SAMPLE
+    wal = PROMETHEUS_WAL_HOURS * 3600 * rate * PROMETHEUS_WAL_BYTES_PER_SAMPLE
+    size = max(math.ceil((blocks * PROMETHEUS_COMPACTION_HEADROOM + wal) / GIB), min_gib)
+    return PrometheusStorage(rate, blocks, wal, size,
+                             max(int(size * PROMETHEUS_RETENTION_SIZE_FRACTION), 1))

@@ -572,6 +572,51 @@ class Observability(Strict):
     install_kube_prometheus_stack: bool = Field(
         default=False, description="Install kube-prometheus-stack with Helm (k8s only)."
     )
+    prometheus_namespace: str = Field(
+        default="monitoring", pattern=NAME_PATTERN,
+        description="Namespace of the Prometheus that scrapes the stack: where the program installs "
+        "kube-prometheus-stack, or where your cluster's own Prometheus runs. The stack's "
+        "NetworkPolicies admit scrapes from its Prometheus pods (app.kubernetes.io/name: prometheus, "
+        "the label the Prometheus operator sets).")
+    prometheus_url: str | None = Field(
+        default=None,
+        description="In-cluster URL of that Prometheus (KEDA's server scaler queries it; the stack "
+        "outputs name it). None: the Service of the kube-prometheus-stack the program installs, or "
+        "prometheus-operated.<prometheus_namespace> (the Service the Prometheus operator creates "
+        "for any Prometheus) on port 9090.")
+    monitor_labels: dict[str, str] | None = Field(
+        default=None,
+        description="Labels on every ServiceMonitor, PodMonitor and PrometheusRule so the cluster's "
+        "Prometheus selects them: they must match its serviceMonitorSelector, podMonitorSelector "
+        "and ruleSelector (`kubectl get prometheus -A -o yaml`). None: release: kube-prometheus-stack, "
+        "which the Prometheus the program installs selects on.")
+    series: int = Field(
+        default=50_000, ge=1000,
+        description="Active series the Prometheus holds (the stack's targets plus whatever else it "
+        "scrapes: kube-prometheus-stack's node-exporter, kube-state-metrics and kubelet jobs bring "
+        "tens of thousands on a small cluster; prometheus_tsdb_head_series shows the real figure). "
+        "Sizes its volume with retention_h and scrape_interval_s.")
+    alertmanager_storage_gib: int = Field(
+        default=1, ge=1,
+        description="Volume of Alertmanager's state (silences, notification log) when the program "
+        "installs kube-prometheus-stack, GiB.")
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _prometheus_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http(s) URL; e.g. "
+                             "http://prometheus-operated.monitoring.svc.cluster.local:9090")
+        return url
+
+    @field_validator("monitor_labels")
+    @classmethod
+    def _monitor_labels(cls, labels: dict[str, str] | None) -> dict[str, str] | None:
+        if labels is not None and not labels:
+            raise ValueError("{} selects nothing a Prometheus would match on; leave monitor_labels "
+                             "unset for release: kube-prometheus-stack, or name your Prometheus' "
+                             "serviceMonitorSelector labels")
+        return labels
     grafana_dashboards: bool = Field(default=True, description="Ship dashboards as ConfigMaps.")
 
 
@@ -605,6 +650,59 @@ class Cluster(Strict):
         "several replicas mount; None: the cloud's (contract/clusters.yaml). Required for cloud "
         "'existing' when something needs it.",
     )
+    allow_extended_support: bool = Field(
+        default=False,
+        description="Create or keep a managed cluster at a kubernetes_version past its cloud's "
+        "standard support (contract/clusters.yaml): paid extended support on EKS, the Extended "
+        "release channel on GKE (the program enrols the cluster), long-term support on AKS. "
+        "False: such a version is refused before anything is created.",
+    )
+    keda_namespace: str = Field(
+        default="keda", pattern=NAME_PATTERN,
+        description="Namespace of KEDA's operator: where the program installs it on eks, gke and "
+        "aks, or where your cluster runs it (cloud 'existing'). The NetworkPolicies admit it to "
+        "Redis (the workers' queue-lag scaler) and to the Prometheus the program installs (the "
+        "server scaler's query).",
+    )
+
+
+class Images(Strict):
+    """Where a cluster pulls the stack's images from."""
+
+    registry: str | None = Field(
+        default=None,
+        description="Registry and path the images are pushed to and pulled from, e.g. "
+        "registry.example.com/splitstack (no scheme). Set: `splitstack images push` pushes every "
+        "image the stack uses there and records each digest (images/lock/<stack>.json), and the "
+        "rendered objects reference <registry>/<name>@<digest>; a missing digest is refused before "
+        "`pulumi up`. None: the objects name the spec's own repositories by tag.")
+    pull_secret: str | None = Field(
+        default=None, pattern=NAME_PATTERN,
+        description="Name of a kubernetes.io/dockerconfigjson Secret in the namespace that every "
+        "pod pulls with (imagePullSecrets); None: the nodes' own credentials (a public registry, "
+        "ECR through the node role, Artifact Registry through the node's service account).")
+    digests: dict[str, str] = Field(
+        default_factory=dict,
+        description="registry reference (name:tag) -> sha256 digest, as pushed. Filled from "
+        "images/lock/<stack>.json, which `splitstack images push` writes; rarely set by hand.")
+
+    @field_validator("registry")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith(("http://", "https://")) or value.endswith("/")
+                                  or not re.fullmatch(r"[a-z0-9.:-]+(/[a-z0-9._-]+)*", value)):
+            raise ValueError(f"{value!r}: a registry host[:port] with an optional path, lowercase, no "
+                             "scheme or trailing '/', e.g. registry.example.com/splitstack")
+        return value
+
+    @field_validator("digests")
+    @classmethod
+    def _digests(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [ref for ref, digest in value.items() if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest)]
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: a digest is sha256:<64 hex digits>; run "
+                             "`splitstack images push` to record them")
+        return value
 
 
 class LocalStack(Strict):
@@ -649,6 +747,7 @@ class Spec(Strict):
     output_store: OutputStore = Field(default_factory=OutputStore)
     observability: Observability = Field(default_factory=Observability)
     cluster: Cluster = Field(default_factory=Cluster)
+    images: Images = Field(default_factory=Images)
     local: LocalStack = Field(default_factory=LocalStack)
     max_oversubscription: float = Field(
         default=2.0, ge=1.0,

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from contract.image_refs import merge_lock
 from contract.models import format_loc
 from contract.spec import Spec
 
@@ -79,6 +80,7 @@ def load_file(path: Path, stack: str, overrides: dict[str, Any] | None = None) -
         raise SpecError(str(path), ["top level must be a mapping with a 'config:' mapping"])
     raw = config_to_mapping(document.get("config") or {}, str(path))
     raw.setdefault("stack", stack)
+    raw = merge_lock(raw, path.parent, stack)  # the digests `splitstack images push` recorded
     for dotted, value in (overrides or {}).items():
         set_path(raw, dotted, value)
     return parse_spec(raw, str(path))

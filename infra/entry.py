@@ -19,12 +19,18 @@ from infra.components.secrets import SecretsConfigError
 def run_program(root: Path) -> None:
     """Build the stack's deployment; ``root`` holds alerts/ and dashboards/."""
     try:
-        spec = spec_from_pulumi_config()
+        spec = spec_from_pulumi_config(root)
     except SpecError as exc:
         raise pulumi.RunError(str(exc)) from None
+    if spec.gpu_node_pool is not None and spec.gpu_node_pool.cloud.value == "gke":
+        from infra.components.clouds.gke import check_auth_plugin
+        try:
+            check_auth_plugin()
+        except RuntimeError as exc:
+            raise pulumi.RunError(str(exc)) from None
     try:
         deployment = build(spec, root)
-    except (SecretsConfigError, ClusterFitError) as exc:
+    except (SecretsConfigError, ClusterFitError, ValueError) as exc:  # each names the field and fix
         raise pulumi.RunError(str(exc)) from None
     for key, value in deployment.outputs.items():
         pulumi.export(key, value)

@@ -8,23 +8,28 @@ cluster gets the placement and the problems, and no render.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract import clusters
+from contract import clusters, naming, sizing
 from contract.cluster_fit import (
     FitProblem,
     check_cluster_fit,
     installed_charts,
+    prometheus_storage,
     scalers,
     storage_class,
     storage_needs,
+    today,
+    version_table,
 )
 from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
 from contract.outputs import store_root
 from contract.spec import Spec
+from infra import reachability
 from infra.render import Capture, capture
 
 
@@ -47,6 +52,11 @@ def build_plan(spec: Spec, root: Path) -> Plan:
     plan = Plan(spec, problems, pools)
     if not problems:
         plan.capture = capture(spec, root)
+        missed = unselected_monitors(plan)
+        if missed:
+            plan.problems.append(FitProblem("observability.monitor_labels", (
+                f"the installed Prometheus' selectors do not match {', '.join(missed)}: they "
+                "would never be scraped or evaluated; set monitor_labels to what it selects")))
     pool = spec.gpu_node_pool
     if pool is not None and pool.cloud.value == "existing":
         plan.notes.append(
@@ -54,20 +64,39 @@ def build_plan(spec: Spec, root: Path) -> Plan:
             f"{pool.labels or '(no labels: any GPU node)'} and the fit of instance type "
             f"{pool.instance_type!r} is not checked (not in contract/clusters.yaml)")
     if spec.deployment_mode.value == "monolithic":
+        w = spec.worker_pool
         plan.notes.append(
-            "deployment_mode monolithic: the worker (worker/config.py) refuses to start in this "
-            "mode, so the worker-gpu pods would crash-loop until it gains an in-process engine")
+            f"deployment_mode monolithic: no inference server Deployment; each worker-gpu pod "
+            f"({w.in_process.image}:{w.in_process.image_tag}) loads "
+            f"{w.in_process.model_path or spec.worker_server.model.source} in-process with "
+            f"backend {w.in_process.backend.value} on one GPU; their model and compile cache is "
+            f"one {'ReadWriteMany' if sizing.worker_cache_shared(spec) else 'ReadWriteOnce'} claim "
+            "that outlives the pods (a restart neither downloads nor compiles again); a "
+            "PodDisruptionBudget lets a drain take one worker at a time")
     if pool is not None and pool.cloud.value == "eks" and not pool.zones:
         plan.notes.append(
             "eks without gpu_node_pool.zones: a replacement GPU node may start in another zone "
             "than a model cache's EBS volume, which then cannot attach; list one zone with "
             f"{pool.instance_type} capacity to pin the GPU nodes")
+    if spec.observability.install_kube_prometheus_stack:
+        plan.notes.append(crd_upgrade_note())
     if managed(spec):
         plan.notes.append(
             f"Kubernetes {spec.cluster.kubernetes_version} is pinned at creation; a managed "
             "cluster's upgrade channel may move it later: run `splitstack spec validate` again "
             "before upgrading the charts or the cluster")
     return plan
+
+
+def crd_upgrade_note() -> str:
+    """Helm installs a chart's CRDs once and never upgrades them; kube-prometheus-stack keeps them
+    in its crds subchart (charts/crds/crds/). The commands that apply the pinned release's CRDs."""
+    chart = clusters.chart("kube-prometheus-stack")
+    return (f"kube-prometheus-stack {chart.version}: Helm does not upgrade a chart's CRDs, so after a "
+            "change of its pin in contract/clusters.yaml apply the new release's CRDs before `pulumi up`: "
+            f"`helm pull kube-prometheus-stack --repo {chart.repo} --version {chart.version} --untar "
+            "--untardir /tmp/kps && kubectl apply --server-side --force-conflicts -f "
+            "/tmp/kps/kube-prometheus-stack/charts/crds/crds/`")
 
 
 def _res(r: clusters.Resources) -> str:
@@ -80,8 +109,7 @@ def _zones_line(spec: Spec, pool: Pool) -> str:
         return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
                 f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
     if not pool.zones:
-        where = {"eks": "the default VPC's zones (one subnet each)", "aks": "the region's zones",
-                 "gke": "the cluster's zone", "existing": "your cluster's nodes"}[cloud]
+        where = clusters.profile(cloud).zones_when_unset
         return f"{pool.node_count} node(s) in {where}"
     if pool.per_zone is not None:
         return (f"{pool.per_zone} node(s) in EACH of {', '.join(pool.zones)} = {pool.node_count} "
@@ -156,15 +184,147 @@ def _storage_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def _release_values(plan: Plan, chart: str) -> dict[str, Any] | None:
+    assert plan.capture is not None
+    for r in plan.capture.mocks.helm_releases:
+        if r.get("chart") == chart:
+            return r.get("values") or {}
+    return None
+
+
+def _persistence_lines(plan: Plan) -> list[str]:
+    """Prometheus' and Alertmanager's volumes, from the rendered chart values, with the formula."""
+    spec = plan.spec
+    o = spec.observability
+    tsdb = prometheus_storage(spec)
+    if not o.install_kube_prometheus_stack:
+        return [f"  Prometheus: not installed by the program; yours ({naming.prometheus_url(spec)}) "
+                f"must keep {o.retention_h} h on a persistent volume: {tsdb.formula(spec)}"]
+    if plan.capture is None:
+        return []
+    values = _release_values(plan, "kube-prometheus-stack") or {}
+    prom = values.get("prometheus", {}).get("prometheusSpec", {})
+    claim = (prom.get("storageSpec") or {}).get("volumeClaimTemplate", {}).get("spec", {})
+    am = (values.get("alertmanager", {}).get("alertmanagerSpec", {}).get("storage") or {}
+          ).get("volumeClaimTemplate", {}).get("spec", {})
+    if not claim:
+        return ["  Prometheus TSDB: NO VOLUME (emptyDir): every restart loses the SLO windows"]
+    return [
+        f"  Prometheus TSDB: {claim['resources']['requests']['storage']} "
+        f"{'/'.join(claim['accessModes'])} on {claim.get('storageClassName')} (one claim per "
+        f"Prometheus replica) = {tsdb.formula(spec)}; retentionSize {prom.get('retentionSize')} "
+        f"drops the oldest block before the disk fills; retention {prom.get('retention')} "
+        "survives restarts",
+        f"  Alertmanager state: {am['resources']['requests']['storage']} "
+        f"{'/'.join(am['accessModes'])} on {am.get('storageClassName')} (silences, "
+        "notification log)" if am else "  Alertmanager state: NO VOLUME (emptyDir)",
+    ]
+
+
+MONITOR_KINDS = {"ServiceMonitor": "serviceMonitorSelector", "PodMonitor": "podMonitorSelector",
+                 "PrometheusRule": "ruleSelector"}
+
+
+def unselected_monitors(plan: Plan) -> list[str]:
+    """Monitors and rules the installed Prometheus' rendered selectors do not match."""
+    if plan.capture is None or not plan.spec.observability.install_kube_prometheus_stack:
+        return []
+    prom = (_release_values(plan, "kube-prometheus-stack") or {}).get(
+        "prometheus", {}).get("prometheusSpec", {})
+    out = []
+    for m in plan.capture.objects:
+        key = MONITOR_KINDS.get(m.get("kind", ""))
+        if key is None:
+            continue
+        selector = prom.get(key)
+        wanted = (selector or {}).get("matchLabels", {})
+        if not selector or not wanted.items() <= m["metadata"].get("labels", {}).items():
+            out.append(f"{m['kind']} {m['metadata']['name']}")
+    return out
+
+
+def _monitoring_lines(plan: Plan) -> list[str]:
+    """Which Prometheus scrapes the stack, and whether it selects the monitors and rules."""
+    spec = plan.spec
+    o = spec.observability
+    labels = naming.monitor_labels(spec)
+    text = ", ".join(f"{k}={v}" for k, v in labels.items())
+    who = (f"installed by the program in namespace {o.prometheus_namespace}"
+           if o.install_kube_prometheus_stack
+           else f"your cluster's, in namespace {o.prometheus_namespace}")
+    out = [f"  Prometheus: {naming.prometheus_url(spec)} ({who})"]
+    if plan.capture is None:
+        return out
+    kinds = ("ServiceMonitor", "PodMonitor", "PrometheusRule")
+    monitors = [m for m in plan.capture.objects if m.get("kind") in kinds]
+    counts = Counter(m["kind"] for m in monitors)
+    out.append(f"  {', '.join(f'{n} {k}' for k, n in sorted(counts.items()))} carry {text} "
+               "(observability.monitor_labels)")
+    if o.install_kube_prometheus_stack:
+        if not unselected_monitors(plan):
+            out.append("  checked: its serviceMonitorSelector, podMonitorSelector and ruleSelector "
+                       f"select {text} in every namespace")
+    else:
+        out.append(f"  not checked here: your Prometheus must select {text}; compare with "
+                   "`kubectl get prometheus -A -o jsonpath='{range .items[*]}{.metadata.name}: "
+                   "{.spec.serviceMonitorSelector} {.spec.ruleSelector}{\"\\n\"}{end}'`")
+    return out
+
+
+def _network_lines(plan: Plan) -> list[str]:
+    if plan.capture is None:
+        return []
+    spec = plan.spec
+    cells = reachability.matrix(spec, plan.capture.objects)
+    wrong = reachability.unmet(spec, plan.capture.objects)
+    out = ["  computed from the rendered NetworkPolicies; rows: source pod, columns: "
+           "destination:port; Y allowed and needed, . denied, - no policy of ours on either end",
+           *(f"  {line}" for line in reachability.render_matrix(cells))]
+    out += [f"  WRONG: {w}" for w in wrong] or ["  every flow the stack needs is allowed, every "
+                                                "other flow into or out of its pods denied"]
+    return out
+
+
+def _prerequisite_lines(spec: Spec) -> list[str]:
+    out = []
+    for item in clusters.prerequisites(cloud_of(spec)):
+        if item.only_if == "shared_storage" and not storage_needs(spec)["shared"]:
+            continue
+        line = f"  {item.what}"
+        if item.how:
+            line += f" ({item.how})"
+        if item.binary:
+            found = shutil.which(item.binary)
+            line += f"; on this machine: {found or 'NOT FOUND on PATH'}"
+        out.append(line)
+    return out
+
+
 def _images(plan: Plan) -> list[str]:
     if plan.capture is None:
         return []
+    spec = plan.spec
+    if spec.images.registry is None:
+        head = ["  by tag from the spec's repositories (images.registry unset): the cluster must be able "
+                "to pull these as named; to push them to your registry and deploy them by digest set "
+                "images.registry and run `splitstack images push`"]
+    else:
+        secret = spec.images.pull_secret or "none (the nodes' own credentials)"
+        head = [f"  by digest from {spec.images.registry} (images/lock/{spec.stack}.json), pull secret "
+                f"{secret}; "
+                f"`splitstack images check --stack {spec.stack}` confirms the registry still holds them"]
     seen: dict[str, set[str]] = {}
     for obj in plan.capture.objects:
         pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         for c in (pod.get("containers") or []) + (pod.get("initContainers") or []):
             seen.setdefault(c["image"], set()).add(obj["metadata"]["name"])
-    return [f"  {image} ({', '.join(sorted(users))})" for image, users in sorted(seen.items())]
+    return head + [f"  {image} ({', '.join(sorted(users))})" for image, users in sorted(seen.items())]
+
+
+# Resources whose count the account decides at `pulumi up` (one per subnet / zone found there):
+# under mocks the count is the mock's, so the plan says what it depends on instead.
+PER_ACCOUNT = {"aws:efs/mountTarget:MountTarget":
+               "one per control-plane subnet of the default VPC (one per zone), found at `pulumi up`"}
 
 
 def _cloud_lines(plan: Plan) -> list[str]:
@@ -172,7 +332,8 @@ def _cloud_lines(plan: Plan) -> list[str]:
         return []
     counts = Counter(r.type for r in plan.capture.mocks.resources
                      if not r.type.startswith(("kubernetes:", "splitstack:")))
-    return [f"  {n} x {t}" for t, n in sorted(counts.items())]
+    return [f"  {t}: {PER_ACCOUNT[t]} (the {n} here are the mock's subnets, not your account's)"
+            if t in PER_ACCOUNT else f"  {n} x {t}" for t, n in sorted(counts.items())]
 
 
 def _range(chart: clusters.Chart) -> str:
@@ -188,14 +349,29 @@ def render_plan(plan: Plan) -> str:
            f"namespace {spec.namespace}, mode {spec.deployment_mode.value}", "", "Nodes"]
     for p in plan.pools:
         out += _pool_lines(spec, p)
-    out += ["", "Storage", *_storage_lines(plan)]
+    out += ["", "Storage", *_storage_lines(plan), *_persistence_lines(plan)]
     charts = [f"  {c} {clusters.chart(c).version} (Kubernetes {_range(clusters.chart(c))}) "
               "installed by the program" for c in installed_charts(spec)]
     declared = [f"  {o} declared present (cluster.operators)" for o in spec.cluster.operators]
     out += ["", "Operators", *charts, *declared]
     if scalers(spec):
         out.append(f"  KEDA ScaledObjects: {'; '.join(scalers(spec))}")
+    table = version_table(spec)
+    if table:
+        now = today()
+        out += ["", f"Kubernetes versions on {pool.cloud.value if pool else '?'} (standard support; "
+                    "the pinned charts that refuse each)"]
+        for v, end, refusing in table:
+            mark = "<- this stack" if v == spec.cluster.kubernetes_version else ""
+            state = f"standard support until {end}" if end >= now else f"standard support ENDED {end}"
+            charts_text = "charts: all support it" if not refusing else "refused by " + ", ".join(refusing)
+            out.append(f"  {v}: {state}; {charts_text} {mark}".rstrip())
+        if spec.cluster.allow_extended_support:
+            out.append("  cluster.allow_extended_support: true (a version past standard support is accepted)")
+    out += ["", "Monitoring", *_monitoring_lines(plan)]
+    out += ["", "Prerequisites", *_prerequisite_lines(spec)]
     if plan.capture is not None:
+        out += ["", "Network paths", *_network_lines(plan)]
         out += ["", "Images", *_images(plan), "", "Cloud resources", *(_cloud_lines(plan) or
                                                                        ["  none (cloud 'existing')"])]
         kinds = Counter(o["kind"] for o in plan.capture.objects)

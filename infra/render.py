@@ -42,6 +42,16 @@ CLOUD_CALLS: dict[str, dict[str, Any]] = {
     "aws:ec2/getVpc:getVpc": {"id": "vpc-0mock", "cidrBlock": "172.31.0.0/16"},
 }
 FAKE_ZONE_SUFFIXES = ("a", "b", "c")
+# aws.get_availability_zones: the zones of a region with their IDs (the mapping one account
+# could have: names map to IDs per account), less the IDs asked to be excluded.
+FAKE_ZONES = {"us-east-1a": "use1-az1", "us-east-1b": "use1-az2", "us-east-1c": "use1-az4",
+              "us-east-1d": "use1-az6", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"}
+
+
+def fake_zones(args: dict[str, Any]) -> dict[str, Any]:
+    excluded = set(args.get("excludeZoneIds") or [])
+    kept = {n: i for n, i in FAKE_ZONES.items() if i not in excluded}
+    return {"names": list(kept), "zoneIds": list(kept.values()), "id": "us-east-1"}
 
 
 def fake_subnets(args: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +120,8 @@ class CaptureMocks(pulumi.runtime.Mocks):
         self.calls.append((args.token, normalize(dict(args.args))))
         if args.token == "aws:ec2/getSubnets:getSubnets":
             return fake_subnets(dict(args.args)), []
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            return fake_zones(dict(args.args)), []
         return CLOUD_CALLS.get(args.token, {}), []  # no check failures
 
     @property

@@ -38,6 +38,7 @@ class ImageName(str, Enum):
     worker = "worker"
     simulator = "simulator"
     inference_server = "inference-server"
+    worker_gpu = "worker-gpu"  # built on inference-server, so after it
 
 
 class BaseKind(str, Enum):
@@ -92,6 +93,9 @@ def recipes(spec: Spec) -> dict[ImageName, Recipe]:
         ImageName.simulator: Recipe("simulator", f"{server.sim_image}:{server.sim_image_tag}", "sim"),
         ImageName.inference_server: Recipe("inference-server", f"{server.image}:{server.image_tag}",
                                            None, requirements=("mineru-vl-utils",)),
+        # The monolithic worker: the worker extra on the inference-server image (its vLLM and torch).
+        ImageName.worker_gpu: Recipe("worker-gpu", f"{spec.worker_pool.in_process.image}:"
+                                     f"{spec.worker_pool.in_process.image_tag}", "worker"),
     }
 
 
@@ -103,7 +107,7 @@ def build_images(
     spec: Spec, root: Path, *, base: str = BaseKind.public.value, only: Sequence[ImageName] = (),
     vllm_base: str | None = None, progress: Callable[[str], None] = lambda line: None,
 ) -> BuildReport:
-    """Build ``only`` (default: all three); returns what was built and what was skipped, and why.
+    """Build ``only`` (default: all four); returns what was built and what was skipped, and why.
 
     ``base``: 'public', 'debootstrap' or an image reference, for the worker and the simulator.
     ``vllm_base``: the base of the inference-server image (default: the official image at the
@@ -122,7 +126,11 @@ def _build_images(spec: Spec, root: Path, cache: Path, base: str, wanted: list[I
                   progress: Callable[[str], None]) -> BuildReport:
     plan = recipes(spec)
     report = BuildReport()
-    python_images = [n for n in wanted if plan[n].extra is not None]
+    # worker-gpu needs the project wheel only if its base (inference-server) exists or is built now.
+    gpu_base_coming = (ImageName.inference_server in wanted
+                       or image_exists(plan[ImageName.inference_server].ref))
+    python_images = [n for n in wanted if plan[n].extra is not None
+                     and (n is not ImageName.worker_gpu or gpu_base_coming)]
     python_base = _python_base(base, report, progress) if python_images else None
     project: Path | None = None
     if python_images:
@@ -145,6 +153,14 @@ def _build_images(spec: Spec, root: Path, cache: Path, base: str, wanted: list[I
                     "IMAGE (a mirror of vllm/vllm-openai)")))
                 continue
             image_base = vllm_base or official_vllm_base(spec)
+        elif name is ImageName.worker_gpu:
+            image_base = plan[ImageName.inference_server].ref
+            if not image_exists(image_base):
+                report.images.append(Skipped(recipe.name, recipe.ref, (
+                    f"its base is the inference-server image {image_base}, which is not in podman's "
+                    "store: that image is built on vllm/vllm-openai (a ~10 GB CUDA image from a "
+                    "registry), so build inference-server first, where that image can be pulled")))
+                continue
         else:
             image_base = python_base or PUBLIC_PYTHON_BASE
         report.images.append(build_one(recipe, root, image_base, project, digest, progress))

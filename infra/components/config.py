@@ -7,10 +7,12 @@ Goes through ``contract.spec_loader`` (config_to_mapping + parse_spec) so `pulum
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pulumi
 
+from contract.image_refs import merge_lock
 from contract.spec import Spec
 from contract.spec_loader import NAMESPACE, config_to_mapping, parse_spec
 
@@ -23,7 +25,7 @@ def _value(text: str) -> Any:
         return text
 
 
-def spec_from_pulumi_config() -> Spec:
+def spec_from_pulumi_config(root: Path | None = None) -> Spec:
     stack = pulumi.get_stack()
     config: dict[str, Any] = {}
     for key in Spec.model_fields:
@@ -35,4 +37,5 @@ def spec_from_pulumi_config() -> Spec:
         config[full] = {"secure": "<secret>"} if pulumi.runtime.is_config_secret(full) else _value(text)
     raw = config_to_mapping(config, f"Pulumi.{stack}.yaml")
     raw.setdefault("stack", stack)
+    raw = merge_lock(raw, root or Path.cwd(), stack)  # images/lock/<stack>.json, as load_stack reads it
     return parse_spec(raw, f"Pulumi.{stack}.yaml")

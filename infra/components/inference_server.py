@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import clusters, naming, sizing
+from contract import clusters, image_refs, naming, sizing
 from contract.spec import Engine, InferenceServer, Spec
 from infra.components.base import PATCH_FORCE, child, duration, metadata, quantity_gib, replicas_ignored
 from infra.policy.rules import (
@@ -85,6 +85,8 @@ def pod_spec(spec: Spec, server: InferenceServer, cache_claim: str) -> dict:
         env.append(naming.secret_env("HF_TOKEN", server.hf_token))
     env += [{"name": "HOME", "value": SERVER_HOME}, {"name": "USER", "value": "vllm"},
             {"name": "VLLM_NO_USAGE_STATS", "value": "1"}]
+    if gpu:
+        env += naming.compile_cache_env()
     tp = server.tensor_parallel_size if gpu else 0
     memory = f"{sizing.server_memory_mib(server)}Mi"
     cpu = f"{sizing.server_cpu_millicores(server)}m"
@@ -94,7 +96,7 @@ def pod_spec(spec: Spec, server: InferenceServer, cache_claim: str) -> dict:
         resources["limits"][naming.GPU_RESOURCE] = str(tp)
     container: dict = {
         "name": "server",
-        "image": server_image(server),
+        "image": image_refs.pull_ref(spec, server_image(server)),
         "ports": [{"name": naming.HTTP_PORT_NAME, "container_port": server.port}],
         "env": env,
         "resources": resources,
@@ -116,6 +118,7 @@ def pod_spec(spec: Spec, server: InferenceServer, cache_claim: str) -> dict:
         "automount_service_account_token": False,
         "security_context": naming.pod_security_context(),
         "termination_grace_period_seconds": sizing.grace_period_s(server),
+        **({"image_pull_secrets": image_refs.pull_secrets(spec)} if image_refs.pull_secrets(spec) else {}),
         "containers": [container],
         "volumes": [
             {"name": "dshm", "empty_dir": {
@@ -229,7 +232,7 @@ class InferenceServerComponent(pulumi.ComponentResource):
         self.service_monitor = k8s.apiextensions.CustomResource(
             f"{name}-monitor",
             api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
-            metadata=metadata(server.name, ns, {**sel, "release": naming.PROMETHEUS_RELEASE}),
+            metadata=metadata(server.name, ns, {**sel, **naming.monitor_labels(spec)}),
             spec={"selector": {"matchLabels": sel}, "namespaceSelector": {"matchNames": [ns]},
                   "jobLabel": naming.JOB_LABEL,
                   "endpoints": [{"port": naming.HTTP_PORT_NAME, "path": "/metrics",

@@ -1,9 +1,10 @@
 """NetworkPolicies: default deny, then only the flows the pipeline needs.
 
 Allowed: DNS for everyone (kube-dns pods, and NodeLocal DNSCache's link-local address);
-workers -> server port; workers, KEDA and the producers' namespaces -> Redis; Prometheus
-(monitoring namespace) -> the metrics ports; servers (and monolithic workers) -> HTTPS for the
-model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
+workers -> the port of the server they call (worker_pool.server); workers, KEDA (when it
+scales the workers; cluster.keda_namespace) and the producers' namespaces -> Redis; Prometheus
+(observability.prometheus_namespace) -> the metrics ports; servers (and monolithic workers) ->
+HTTPS for the model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
+from contract.cluster_fit import workers_scaled
 from contract.spec import DeploymentMode, Spec
 from infra.components.base import child, metadata
 
@@ -42,8 +44,8 @@ def policies(spec: Spec) -> dict[str, dict]:
     """name -> NetworkPolicy spec (snake_case dicts)."""
     mono = spec.deployment_mode is DeploymentMode.monolithic
     workers = naming.worker_labels(mono)
-    prometheus = {**_ns(naming.MONITORING_NAMESPACE),
-                  "pod_selector": {"match_labels": {"app.kubernetes.io/name": "prometheus"}}}
+    prometheus = {**_ns(naming.prometheus_namespace(spec)),
+                  "pod_selector": {"match_labels": dict(naming.PROMETHEUS_POD_LABELS)}}
     out: dict[str, dict] = {
         "default-deny": {"pod_selector": {}, "policy_types": ["Ingress", "Egress"]},
         "allow-dns": {
@@ -54,33 +56,25 @@ def policies(spec: Spec) -> dict[str, dict]:
                         "ports": [{"protocol": "UDP", "port": 53}, _tcp(53)]}],
         },
     }
-    server_ports: list[dict] = []
-    for server in sizing.gpu_servers(spec) if not mono else []:
+    called = None if mono else spec.worker_server  # the one server the workers call
+    for server in [] if mono else spec.inference_servers:
         sel = naming.server_labels(server)
+        ingress = [{"from": [prometheus], "ports": [_tcp(server.port)]}]
+        if server is called:
+            ingress.insert(0, {"from": [_pods(workers)], "ports": [_tcp(server.port)]})
         out[f"{server.name}-ingress"] = {
-            "pod_selector": {"match_labels": sel}, "policy_types": ["Ingress"],
-            "ingress": [{"from": [_pods(workers)], "ports": [_tcp(server.port)]},
-                        {"from": [prometheus], "ports": [_tcp(server.port)]}],
-        }
-        out[f"{server.name}-egress"] = {
-            "pod_selector": {"match_labels": sel}, "policy_types": ["Egress"],
-            "egress": [{"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]}],
-        }
-        server_ports.append(_tcp(server.port))
-    for server in spec.inference_servers if not mono else []:
-        if server.engine.value == "sim":  # CPU simulator: same flows, no download
-            sel = naming.server_labels(server)
-            out[f"{server.name}-ingress"] = {
-                "pod_selector": {"match_labels": sel}, "policy_types": ["Ingress"],
-                "ingress": [{"from": [_pods(workers), prometheus], "ports": [_tcp(server.port)]}],
+            "pod_selector": {"match_labels": sel}, "policy_types": ["Ingress"], "ingress": ingress}
+        if server in sizing.gpu_servers(spec):  # a simulator downloads nothing
+            out[f"{server.name}-egress"] = {
+                "pod_selector": {"match_labels": sel}, "policy_types": ["Egress"],
+                "egress": [{"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]}],
             }
-            server_ports.append(_tcp(server.port))
     worker_egress: list[dict] = []
     if mono or spec.output_store.kind == "s3":
         worker_egress.append({"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]})
-    if server_ports:
-        server_peers = [_pods(naming.server_labels(s)) for s in spec.inference_servers]
-        worker_egress.append({"to": server_peers, "ports": server_ports})
+    if called is not None:
+        worker_egress.append({"to": [_pods(naming.server_labels(called))],
+                              "ports": [_tcp(called.port)]})
     if spec.queue.kind == "external":
         worker_egress.append({"to": [{"ip_block": {"cidr": "0.0.0.0/0"}}],
                               "ports": [_tcp(spec.queue.port)]})
@@ -90,7 +84,8 @@ def policies(spec: Spec) -> dict[str, dict]:
             "pod_selector": {"match_labels": naming.redis_labels()}, "policy_types": ["Ingress"],
             "ingress": [{"from": [_pods(workers)], "ports": [_tcp(spec.queue.port)]},
                         # KEDA's operator reads the stream's lag to scale the workers.
-                        {"from": [_ns(naming.KEDA_NAMESPACE)], "ports": [_tcp(spec.queue.port)]},
+                        *([{"from": [_ns(naming.keda_namespace(spec))],
+                            "ports": [_tcp(spec.queue.port)]}] if workers_scaled(spec) else []),
                         # Whoever enqueues PDFs: the bench or an application, maybe elsewhere.
                         *([{"from": [_ns(n) for n in spec.queue.producer_namespaces],
                             "ports": [_tcp(spec.queue.port)]}]

@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import clusters, naming
+from contract.cluster_fit import block_min_gib, prometheus_storage, scaled_servers, storage_class
 from contract.spec import Spec
 from infra.artifacts import Dashboard, RuleFile, scope_rule_files
 from infra.components.base import child, metadata
@@ -26,33 +27,58 @@ KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 KUBE_PROMETHEUS_STACK_TIMEOUT_S = 600
 
 
-PROMETHEUS_PORT = 9090
+PROMETHEUS_PORT = naming.PROMETHEUS_PORT
 
 
 def prometheus_ingress(spec: Spec) -> dict:
-    """NetworkPolicy spec for the Prometheus this program installs: its port only from the
-    monitoring namespace (Grafana, Alertmanager, the operator) and the stack's own namespace;
+    """NetworkPolicy spec for the Prometheus this program installs: its port only from its own
+    namespace (Grafana, Alertmanager, the operator), the stack's namespace and, when a server
+    scales on vLLM's queue, KEDA's operator (cluster.keda_namespace), which runs the query;
     `kubectl port-forward` (the bench, the runbooks from a laptop) is not subject to it."""
     def ns(name: str) -> dict:
         return {"namespace_selector": {"match_labels": {"kubernetes.io/metadata.name": name}}}
+    peers = [ns(naming.prometheus_namespace(spec)), ns(spec.namespace)]
+    if scaled_servers(spec):
+        peers.append(ns(naming.keda_namespace(spec)))
     return {
-        "pod_selector": {"match_labels": {"app.kubernetes.io/name": "prometheus"}},
+        "pod_selector": {"match_labels": dict(naming.PROMETHEUS_POD_LABELS)},
         "policy_types": ["Ingress"],
-        "ingress": [{"from": [ns(naming.MONITORING_NAMESPACE), ns(spec.namespace)],
-                     "ports": [{"protocol": "TCP", "port": PROMETHEUS_PORT}]}],
+        "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": PROMETHEUS_PORT}]}],
     }
+
+
+def claim_template(storage_class_name: str | None, size_gib: int) -> dict:
+    """A volumeClaimTemplate for the operator's StatefulSets (Kubernetes' own spelling)."""
+    return {"spec": {"storageClassName": storage_class_name, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": f"{size_gib}Gi"}}}}
+
+
+def monitor_selectors(spec: Spec) -> dict:
+    """What the installed Prometheus selects: the labels the program puts on its monitors and
+    rules (observability.monitor_labels), in every namespace."""
+    match = {"matchLabels": naming.monitor_labels(spec)}
+    return {"serviceMonitorSelector": match, "podMonitorSelector": match, "ruleSelector": match,
+            "serviceMonitorNamespaceSelector": {}, "podMonitorNamespaceSelector": {},
+            "ruleNamespaceSelector": {}}
 
 
 def kube_prometheus_stack_values(spec: Spec, slo_spec: SLOSpec | None = None) -> dict:
     o = spec.observability
+    block = storage_class(spec, "block").name
+    tsdb = prometheus_storage(spec)
     prometheus: dict = {
         "scrapeInterval": f"{o.scrape_interval_s}s",
         "evaluationInterval": f"{o.evaluation_interval_s}s",
         "retention": f"{o.retention_h}h",
+        # The SLO windows survive a restart: a volume sized from retention x series / scrape
+        # interval (contract/sizing.py), and a size limit below it so the disk never fills.
+        "retentionSize": f"{tsdb.retention_size_gb}GB",
+        "storageSpec": {"volumeClaimTemplate": claim_template(block, tsdb.size_gib)},
         # No TSDB admin API (delete series, snapshots), whatever the chart's default becomes.
         # The operator keeps --web.enable-lifecycle for its config reloader (same pod):
         # prometheus_ingress() keeps /-/quit and /-/reload off the rest of the cluster.
         "enableAdminAPI": False,
+        **monitor_selectors(spec),
     }
     if o.long_term_store_url:
         prometheus["remoteWrite"] = [{"url": o.long_term_store_url}]
@@ -63,12 +89,20 @@ def kube_prometheus_stack_values(spec: Spec, slo_spec: SLOSpec | None = None) ->
         # (which routes everything to a "null" receiver).
         # The receivers' credentials: the operator mounts each named Secret (in the monitoring
         # namespace) at /etc/alertmanager/secrets/<name>/, where the config's *_file fields point.
+        # Silences and the notification log survive a restart on their own claim.
         "alertmanager": {"config": alertmanager_config(slo_spec, o.alertmanager),
-                         "alertmanagerSpec": {"secrets": sorted({r.name for r in secret_refs(o.alertmanager)})}},
+                         "alertmanagerSpec": {
+                             "secrets": sorted({r.name for r in secret_refs(o.alertmanager)}),
+                             "storage": {"volumeClaimTemplate": claim_template(
+                                 block, alertmanager_storage_gib(spec))}}},
         "grafana": {"sidecar": {"dashboards": {
             "enabled": True, "label": naming.GRAFANA_DASHBOARD_LABEL, "labelValue": "1",
             "searchNamespace": "ALL"}}},
     }
+
+
+def alertmanager_storage_gib(spec: Spec) -> int:
+    return max(spec.observability.alertmanager_storage_gib, block_min_gib(spec))
 
 
 def scoped_rule_files(spec: Spec, rule_files: list[RuleFile], slo_spec: SLOSpec | None = None) -> list[RuleFile]:
@@ -100,7 +134,7 @@ class ObservabilityComponent(pulumi.ComponentResource):
                 name=naming.PROMETHEUS_RELEASE,
                 chart=KUBE_PROMETHEUS_STACK_CHART, version=chart.version,
                 repository_opts={"repo": chart.repo}, timeout=KUBE_PROMETHEUS_STACK_TIMEOUT_S,
-                namespace=naming.MONITORING_NAMESPACE, create_namespace=True,
+                namespace=naming.prometheus_namespace(spec), create_namespace=True,
                 values=kube_prometheus_stack_values(spec, args.slo_spec),
                 opts=child(self),
             )
@@ -109,7 +143,7 @@ class ObservabilityComponent(pulumi.ComponentResource):
         if self.release is not None:
             self.prometheus_policy = k8s.networking.v1.NetworkPolicy(
                 f"{name}-prometheus-ingress",
-                metadata=metadata("prometheus-ingress", naming.MONITORING_NAMESPACE,
+                metadata=metadata("prometheus-ingress", naming.prometheus_namespace(spec),
                                   naming.labels("network-policy", "prometheus-ingress")),
                 spec=prometheus_ingress(spec),
                 opts=child(self, depends_on=after),
@@ -119,7 +153,7 @@ class ObservabilityComponent(pulumi.ComponentResource):
                 f"{name}-{rule.name}",
                 api_version="monitoring.coreos.com/v1", kind="PrometheusRule",
                 metadata=metadata(rule.name, ns, {
-                    **naming.labels("alerts", rule.name), "release": naming.PROMETHEUS_RELEASE},
+                    **naming.labels("alerts", rule.name), **naming.monitor_labels(spec)},
                     annotations={"splitstack.dev/source": rule.source}),
                 spec={"groups": rule.groups},
                 opts=child(self, depends_on=after),

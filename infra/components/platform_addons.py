@@ -38,14 +38,37 @@ def sharing_config(spec: Spec) -> str:
         {"name": naming.GPU_RESOURCE, "replicas": pool.slices_per_gpu}]}}}, sort_keys=False)
 
 
+# Node Feature Discovery's worker labels the GPU nodes the operator's operands select on; the
+# chart's default tolerations cover only nvidia.com/gpu and the control plane, so a GPU pool with
+# another taint (AKS pools carry the spec's taints, e.g. sku=gpu:NoSchedule) would never be labelled.
+NFD_DEFAULT_TOLERATIONS = [
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": naming.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def driver_preinstalled(pool_cloud: Cloud) -> bool:
+    """EKS's NVIDIA AMI ships the driver and the container toolkit: the operator leaves them.
+    AKS: the program creates the GPU pool with gpuProfile.driver None (Microsoft's guidance for
+    the GPU operator: skip the AKS driver install, since AKS' driver and the operator's are
+    mutually exclusive), so the operator installs both. GKE installs its own and needs no operator."""
+    return clusters.profile(pool_cloud.value).driver_on_node_image
+
+
+def nfd_tolerations(spec: Spec) -> list[dict]:
+    extra = [t for t in naming.gpu_tolerations_camel(spec) if t not in NFD_DEFAULT_TOLERATIONS]
+    return [*NFD_DEFAULT_TOLERATIONS, *extra]
+
+
 def gpu_operator_values(spec: Spec) -> dict:
     pool = spec.gpu_node_pool
     assert pool is not None
-    managed = pool.cloud in (Cloud.eks, Cloud.aks)  # driver + toolkit already on the node image
+    preinstalled = driver_preinstalled(pool.cloud)
     values: dict = {
-        "driver": {"enabled": not managed},
-        "toolkit": {"enabled": not managed},
+        "driver": {"enabled": not preinstalled},
+        "toolkit": {"enabled": not preinstalled},
         "daemonsets": {"tolerations": naming.gpu_tolerations_camel(spec)},
+        "node-feature-discovery": {"worker": {"tolerations": nfd_tolerations(spec)}},
     }
     if pool.gpu_sharing != "none":
         values["devicePlugin"] = {"config": {"name": SHARING_CONFIG, "default": "any"}}
@@ -100,7 +123,7 @@ class PlatformAddonsComponent(pulumi.ComponentResource):
                 f"{name}-keda",
                 name=KEDA_CHART, chart=KEDA_CHART, version=chart.version,
                 repository_opts={"repo": chart.repo},
-                namespace=naming.KEDA_NAMESPACE, create_namespace=True,
+                namespace=naming.keda_namespace(spec), create_namespace=True,
                 timeout=KEDA_TIMEOUT_S,
                 opts=child(self),
             )

@@ -110,8 +110,9 @@ def build(spec: Spec, root: Path) -> Deployment:
         opts, pulumi.ResourceOptions(depends_on=[storage, *pool.storage_ready]))
     dashboards = (load_dashboards(root / "dashboards")
                   if spec.observability.grafana_dashboards else [])
+    # kube-prometheus-stack's Prometheus and Alertmanager claim volumes of the block class.
     observability = ObservabilityComponent("observability", ObservabilityArgs(
-        spec, load_rule_files(root / "alerts"), dashboards), opts=opts)
+        spec, load_rule_files(root / "alerts"), dashboards), opts=storage_opts)
     policies = NetworkPoliciesComponent("network-policies", NetworkPoliciesArgs(spec), opts=opts)
     shared_fact = storage_class(spec, "shared").fact
     store = OutputStoreComponent("outputs", OutputStoreArgs(
@@ -142,8 +143,10 @@ def build(spec: Spec, root: Path) -> Deployment:
                 InferenceServerArgs(spec, server, f"inference_servers[{i}]", cache_class,
                                     storage_min_gib(cloud, cache_class)),
                 opts=secret_opts(server_refs(server), workload_opts)))
+    worker_cache = storage.shared if sizing.worker_cache_shared(spec) else storage.block
     out.workers = WorkerPoolComponent(
-        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name, cache_class=storage.block),
+        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name, cache_class=worker_cache,
+                                  cache_min_gib=storage_min_gib(cloud, worker_cache)),
         opts=secret_opts(worker_refs(spec), workload_opts))
     out.secrets = secrets
     out.outputs = stack_outputs(spec, observability.prometheus_url,
@@ -164,7 +167,7 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
         s.name: f"kubectl -n {ns} port-forward svc/{s.name} {s.port}:{s.port}"
         for s in ([] if mono else spec.inference_servers)
     }
-    forward["prometheus"] = (f"kubectl -n {naming.MONITORING_NAMESPACE} port-forward "
+    forward["prometheus"] = (f"kubectl -n {naming.prometheus_namespace(spec)} port-forward "
                              f"svc/{prom_service} 9090:9090")
     key_env = server.api_key.env if server.api_key else None
     target = (f"--url http://127.0.0.1:{server.port} --model {server.model.name}"

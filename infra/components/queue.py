@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import naming, sizing
+from contract import image_refs, naming, sizing
 from contract.spec import Spec
 from infra.components.base import child, metadata
 
@@ -83,9 +83,11 @@ class QueueComponent(pulumi.ComponentResource):
                     "automount_service_account_token": False,
                     "security_context": naming.pod_security_context(naming.REDIS_UID,
                                                                     naming.REDIS_GID),
+                    **({"image_pull_secrets": image_refs.pull_secrets(spec)}
+                       if image_refs.pull_secrets(spec) else {}),
                     "containers": [{
                         "name": "redis",
-                        "image": sizing.REDIS_IMAGE,
+                        "image": image_refs.pull_ref(spec, sizing.REDIS_IMAGE),
                         # AOF so queued jobs and consumer-group state survive a restart.
                         "args": redis_args(spec),
                         "env": redis_env(spec),

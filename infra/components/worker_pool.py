@@ -13,7 +13,7 @@ from enum import Enum
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import naming, sizing
+from contract import image_refs, naming, sizing
 from contract.spec import DeploymentMode, Spec
 from infra.components.base import PATCH_FORCE, child, metadata, quantity_gib, replicas_ignored
 from infra.components.inference_server import custom_timeouts
@@ -33,7 +33,8 @@ class WorkerPoolArgs:
     spec: Spec
     output_claim: str | None = None  # PVC of the output store (kind=directory)
     autoscaler: Autoscaler = Autoscaler.keda  # derived until the spec has worker_pool.autoscaler
-    cache_class: str | None = None  # monolithic: StorageClass of each worker's model cache
+    cache_class: str | None = None  # monolithic: StorageClass of the workers' model cache
+    cache_min_gib: int = 1  # smallest volume that class provisions
 
 
 def validate(args: WorkerPoolArgs) -> None:
@@ -77,8 +78,7 @@ def container(spec: Spec) -> dict:
         "name": "worker",
         # Monolithic: the image with vLLM's engine (the CPU-only worker image would exit at once,
         # worker/inprocess.py's preflight).
-        "image": (f"{w.in_process.image}:{w.in_process.image_tag}" if mono
-                  else f"{w.image}:{w.image_tag}"),
+        "image": image_refs.pull_ref(spec, image_refs.worker_source(spec)),
         "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
         "env": naming.worker_env(spec, mono),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
@@ -103,7 +103,7 @@ def wait_for_server(spec: Spec) -> dict:
     url = f"{naming.server_url(spec, spec.worker_server)}/health"
     return {
         "name": "wait-for-server",
-        "image": sizing.WAIT_IMAGE,
+        "image": image_refs.pull_ref(spec, sizing.WAIT_IMAGE),
         "command": ["sh", "-c", f"until wget -q -O /dev/null {url}; do sleep 5; done"],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                       "limits": {"cpu": "100m", "memory": "32Mi"}},
@@ -112,9 +112,20 @@ def wait_for_server(spec: Spec) -> dict:
     }
 
 
-def pod_spec(spec: Spec, output_claim: str | None, cache_class: str | None = None) -> dict:
+def cache_claim_name(spec: Spec, min_gib: int = 1) -> str:
+    """Monolithic workers' model and compile cache: a claim that outlives the pods (a restart or
+    a reschedule finds the weights and the compiled graphs). As for the server's cache, the
+    access mode and the size are in the name: a new worker ceiling or model makes a new claim."""
+    mode = "rwx" if sizing.worker_cache_shared(spec) else "rwo"
+    return f"{naming.MONOLITHIC_NAME}-model-cache-{mode}-{cache_size_gib(spec, min_gib)}gi"
+
+
+def cache_size_gib(spec: Spec, min_gib: int = 1) -> int:
+    return max(sizing.model_cache_gib(spec.worker_server), min_gib)
+
+
+def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = None) -> dict:
     mono = monolithic(spec)
-    server = spec.worker_server
     outputs = ({"persistent_volume_claim": {"claim_name": output_claim}} if output_claim
                else {"empty_dir": {}})
     pod: dict = {
@@ -122,6 +133,7 @@ def pod_spec(spec: Spec, output_claim: str | None, cache_class: str | None = Non
         "automount_service_account_token": False,
         "security_context": naming.pod_security_context(),
         "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
+        **({"image_pull_secrets": image_refs.pull_secrets(spec)} if image_refs.pull_secrets(spec) else {}),
         "containers": [container(spec)],
         "volumes": [{"name": "outputs", **outputs},
                     {"name": "spec", "config_map": {"name": spec_config_map_name(spec)}}],
@@ -132,10 +144,7 @@ def pod_spec(spec: Spec, output_claim: str | None, cache_class: str | None = Non
         pod["volumes"] += [
             {"name": "dshm", "empty_dir": {"medium": "Memory",
                                            "size_limit": quantity_gib(sizing.shm_gib(1))}},
-            # One ephemeral cache per pod: N workers on N nodes cannot share a ReadWriteOnce disk.
-            {"name": "model-cache", "ephemeral": {"volume_claim_template": {"spec": {
-                "access_modes": ["ReadWriteOnce"], "storage_class_name": cache_class,
-                "resources": {"requests": {"storage": f"{sizing.model_cache_gib(server)}Gi"}}}}}},
+            {"name": "model-cache", "persistent_volume_claim": {"claim_name": cache_claim}},
         ]
     else:
         pod["init_containers"] = [wait_for_server(spec)]
@@ -215,6 +224,19 @@ class WorkerPoolComponent(pulumi.ComponentResource):
             data={naming.WORKER_SPEC_KEY: spec_document(spec)},
             opts=child(self),
         )
+        self.cache = None
+        cache_claim = cache_claim_name(spec, args.cache_min_gib) if mono else None
+        if cache_claim is not None:
+            self.cache = k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{cache_claim.removeprefix(naming.MONOLITHIC_NAME + '-')}",
+                # Bound once the first worker pod exists (WaitForFirstConsumer): not awaited.
+                metadata=metadata(cache_claim, ns, sel, annotations={"pulumi.com/skipAwait": "true"}),
+                spec={"access_modes": ["ReadWriteMany" if sizing.worker_cache_shared(spec)
+                                       else "ReadWriteOnce"],
+                      "storage_class_name": args.cache_class,
+                      "resources": {"requests": {"storage": f"{cache_size_gib(spec, args.cache_min_gib)}Gi"}}},
+                opts=child(self),
+            )
         self.deployment = k8s.apps.v1.Deployment(
             name,
             metadata=metadata(dep_name, ns, sel, annotations=dict(PATCH_FORCE)),
@@ -225,12 +247,23 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
                               "max_unavailable": 1}} if mono else {"type": "RollingUpdate"}),
                 "template": {"metadata": {"labels": sel, **template_annotations(spec)},
-                             "spec": pod_spec(spec, args.output_claim, args.cache_class)},
+                             "spec": pod_spec(spec, args.output_claim, cache_claim)},
             },
             # Pulumi waits for the workers to be ready, which waits for the server's cold start.
-            opts=child(self, depends_on=[self.spec_config], ignore_changes=replicas_ignored(scales),
+            opts=child(self, depends_on=[self.spec_config, *([self.cache] if self.cache else [])],
+                       ignore_changes=replicas_ignored(scales),
                        custom_timeouts=custom_timeouts(spec.worker_server)),
         )
+        self.pdb = None
+        if mono:
+            # A drain takes one GPU worker at a time (it holds a GPU and the model): the rest
+            # keep serving. maxUnavailable, so one worker alone does not block every drain.
+            self.pdb = k8s.policy.v1.PodDisruptionBudget(
+                f"{name}-pdb",
+                metadata=metadata(dep_name, ns, sel),
+                spec={"max_unavailable": 1, "selector": {"match_labels": sel}},
+                opts=child(self),
+            )
         self.service = k8s.core.v1.Service(
             f"{name}-metrics",
             metadata=metadata(dep_name, ns, {**sel, naming.JOB_LABEL: naming.JOB_WORKERS}),
@@ -242,7 +275,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         self.service_monitor = k8s.apiextensions.CustomResource(
             f"{name}-monitor",
             api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
-            metadata=metadata(dep_name, ns, {**sel, "release": naming.PROMETHEUS_RELEASE}),
+            metadata=metadata(dep_name, ns, {**sel, **naming.monitor_labels(spec)}),
             spec={"selector": {"matchLabels": sel}, "namespaceSelector": {"matchNames": [ns]},
                   "jobLabel": naming.JOB_LABEL,
                   "endpoints": [{"port": naming.METRICS_PORT_NAME, "path": "/metrics",

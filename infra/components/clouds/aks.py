@@ -65,6 +65,10 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         os_disk_size_gb=GPU_DISK_GIB,
         node_labels={**pool.labels, GPU_POOL_LABEL: "true"},
         node_taints=[taint_text(t) for t in pool.taints],
+        # No AKS GPU driver: the GPU operator installs the driver and the container toolkit
+        # (Microsoft's "Use NVIDIA GPU Operator with AKS": skip the AKS driver install; the two
+        # are mutually exclusive). The API's gpuProfile.driver, the CLI's --gpu-driver none.
+        gpu_profile={"driver": "None"},
         opts=opts,
     )
     creds = az.containerservice.list_managed_cluster_user_credentials_output(

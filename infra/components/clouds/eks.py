@@ -9,6 +9,7 @@ import json
 
 import pulumi
 
+from contract import clusters
 from contract.cluster_fit import storage_needs
 from contract.cluster_placement import cpu_node_count
 from contract.naming import GPU_POOL_LABEL
@@ -42,6 +43,25 @@ POD_IDENTITY_TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
 NFS_PORT = 2049
 
 
+def control_plane_zones(spec_zones: list[str], supported: list[str], region: str) -> list[str]:
+    """Zones of the control plane's subnets: gpu_node_pool.zones when they are two or more (EKS
+    needs two), else every zone of the region EKS supports. A listed zone EKS refuses is an
+    error naming it, not an UnsupportedAvailabilityZoneException minutes into `pulumi up`."""
+    refused = [z for z in spec_zones if z not in supported]
+    if refused:
+        raise ValueError(
+            f"gpu_node_pool.zones: {', '.join(refused)} not among the zones of {region} where EKS "
+            f"accepts a cluster ({', '.join(supported) or 'none found'}; EKS refuses zone IDs "
+            f"{', '.join(clusters.excluded_zone_ids('eks', region)) or '-'}, whose names differ by "
+            "account: `aws ec2 describe-availability-zones`); list zones from the supported ones")
+    if len(spec_zones) >= 2:
+        return list(spec_zones)
+    if len(supported) < 2:
+        raise ValueError(f"gpu_node_pool.region {region}: EKS needs two zones for a cluster and "
+                         f"found {supported}; choose another region")
+    return list(supported)
+
+
 def cluster_name(spec: Spec) -> str:
     """The EKS cluster's physical name, fixed so that the add-ons can name it before it exists."""
     return f"splitstack-{spec.stack}"
@@ -57,14 +77,21 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     assert pool is not None
     require_region(pool)
     opts = pulumi.ResourceOptions(parent=parent)
-    # The default VPC, its subnets (one per availability zone), and those of gpu_node_pool.zones.
+    # The default VPC's subnets (one per availability zone) in the zones EKS accepts for the
+    # control plane (the account's names of the zone IDs EKS refuses are left out), and those
+    # of gpu_node_pool.zones for the node groups.
     vpc = aws.ec2.get_vpc(default=True)
-    subnets = aws.ec2.get_subnets(filters=[{"name": "vpc-id", "values": [vpc.id]}]).ids
-    pool_subnets = subnets
-    if pool.zones:
-        pool_subnets = aws.ec2.get_subnets(filters=[
+    supported = aws.get_availability_zones(
+        state="available", region=pool.region,
+        exclude_zone_ids=clusters.excluded_zone_ids("eks", pool.region)).names
+    zones = control_plane_zones(list(pool.zones), list(supported), pool.region)
+
+    def zone_subnets(names: list[str]) -> list[str]:
+        return aws.ec2.get_subnets(filters=[
             {"name": "vpc-id", "values": [vpc.id]},
-            {"name": "availability-zone", "values": list(pool.zones)}]).ids
+            {"name": "availability-zone", "values": names}]).ids
+    subnets = zone_subnets(zones)
+    pool_subnets = zone_subnets(list(pool.zones)) if pool.zones else subnets
     role = aws.iam.Role(
         f"{name}-node-role",
         assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [{
@@ -139,7 +166,8 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     resources = [role, *attachments, cluster, cpu, gpu, agent, *storage_ready]
     file_system_id = None
     if storage_needs(spec)["shared"] and spec.cluster.shared_storage_class is None:
-        # EFS: encrypted, reachable on NFS from the VPC, a mount target in each subnet (zone).
+        # EFS: encrypted, reachable on NFS from the VPC, a mount target in each control-plane
+        # subnet (one per zone).
         efs = aws.efs.FileSystem(f"{name}-efs", encrypted=True,
                                  tags={"Name": f"{cluster_name(spec)}-shared"}, opts=opts)
         sg = aws.ec2.SecurityGroup(

@@ -5,6 +5,9 @@ something needs ReadWriteMany (its `standard-rwx` class)."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
+
 import pulumi
 
 from contract.cluster_fit import storage_class, storage_needs
@@ -45,6 +48,23 @@ users:
 """
 
 
+def required_apis(filestore: bool) -> list[str]:
+    """Google APIs the program enables: Kubernetes Engine, and Filestore for standard-rwx."""
+    return ["container.googleapis.com", *(["file.googleapis.com"] if filestore else [])]
+
+
+AUTH_PLUGIN = "gke-gcloud-auth-plugin"
+
+
+def check_auth_plugin(which: Callable[[str], str | None] = shutil.which) -> None:
+    """The kubeconfig below runs the plugin: without it every Kubernetes call fails late."""
+    if which(AUTH_PLUGIN) is None:
+        raise RuntimeError(
+            f"{AUTH_PLUGIN} is not on PATH: the GKE kubeconfig the program hands its Kubernetes "
+            f"provider runs it; install it with `gcloud components install {AUTH_PLUGIN}` (Debian: "
+            "`apt-get install google-cloud-cli-gke-gcloud-auth-plugin`) and run `pulumi up` again")
+
+
 def per_zone(total: int, zones: list[str]) -> int:
     """GKE's node_count is per zone of the pool's locations (spec rules make it divide)."""
     return total // len(zones) if zones else total
@@ -65,6 +85,11 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     opts = pulumi.ResourceOptions(parent=parent)
     filestore = bool(storage_needs(spec)["shared"]) and \
         storage_class(spec, "shared").name == FILESTORE_CLASS
+    # A new project has neither API on: enable them (and leave them on at `pulumi destroy`,
+    # other things in the project may use them).
+    services = [gcp.projects.Service(f"{name}-{api.split('.')[0]}-api", service=api,
+                                     disable_on_destroy=False, opts=opts)
+                for api in required_apis(filestore)]
     cluster = gcp.container.Cluster(
         f"{name}-cluster",
         location=region,
@@ -74,10 +99,13 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
         remove_default_node_pool=True,
         initial_node_count=1,
         datapath_provider="ADVANCED_DATAPATH",
+        # A version past GKE's standard support is served only on the Extended channel
+        # (cluster.allow_extended_support, checked in contract/cluster_fit.py).
+        release_channel={"channel": "EXTENDED"} if spec.cluster.allow_extended_support else None,
         addons_config={"gcp_filestore_csi_driver_config": {"enabled": filestore},
                        "gce_persistent_disk_csi_driver_config": {"enabled": True}},
         deletion_protection=False,
-        opts=opts,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=services),
     )
     cpu_plan = cpu_pool(spec)
     assert cpu_plan is not None
@@ -116,4 +144,4 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth).apply(
         lambda a: kubeconfig(a[0], a[1], a[2]["cluster_ca_certificate"]))
     return ClusterOut(kubeconfig=pulumi.Output.secret(config), name=cluster.name,
-                      resources=[cluster, cpu, gpu], storage_ready=[cpu])
+                      resources=[*services, cluster, cpu, gpu], storage_ready=[cpu])

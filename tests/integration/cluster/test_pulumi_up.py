@@ -263,6 +263,42 @@ def test_a_second_server_replica_on_a_new_gpu_node(engine: Engine, kube: Cluster
     refresh_clean(engine)
 
 
+def wait_for(what: str, probe: Any, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (value := probe()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout_s:g} s")
+        time.sleep(0.5)
+    return value
+
+
+def assert_monolithic_pdb_and_cache(kube: Cluster) -> None:
+    """The GPU workers' PDB selects them (the disruption controller counts both healthy and
+    allows one eviction), and their model and compile cache is one bound claim that a
+    replacement pod mounts again: a restart keeps the weights and the compiled graphs."""
+    selector = "app.kubernetes.io/instance=worker-gpu"
+    policy = client.PolicyV1Api(kube.core.api_client)
+
+    def counted() -> Any:
+        pdb = policy.read_namespaced_pod_disruption_budget("worker-gpu", NS)
+        return pdb if pdb.status and pdb.status.current_healthy == 2 else None
+    pdb = wait_for("PDB worker-gpu counting 2 healthy pods", counted)
+    assert pdb.spec.max_unavailable == 1 and pdb.status.disruptions_allowed == 1
+
+    def claims() -> set[str]:
+        return {v.persistent_volume_claim.claim_name for p in kube.pods(selector)
+                for v in p.spec.volumes if v.name == "model-cache"}
+    (claim,) = claims()
+    pvc = kube.core.read_namespaced_persistent_volume_claim(claim, NS)
+    assert pvc.status.phase == "Bound" and pvc.spec.access_modes == ["ReadWriteMany"]
+    before = {p.metadata.name for p in kube.pods(selector)}
+    kube.core.delete_namespaced_pod(sorted(before)[0], NS)
+    wait_for("a replacement worker-gpu pod", lambda: len(
+        {p.metadata.name for p in kube.pods(selector)} - before) == 1 and kube.available("worker-gpu"))
+    assert claims() == {claim}
+    assert kube.core.read_namespaced_persistent_volume_claim(claim, NS).metadata.uid == pvc.metadata.uid
+
+
 def test_monolithic_and_back(engine: Engine, kube: Cluster) -> None:
     """The switch in both directions, as `runbook rollback` and docs/infra.md spell it: a first
     `pulumi up` scales the GPU pods of the old mode to 0 (the queue keeps the documents), a second
@@ -277,6 +313,7 @@ def test_monolithic_and_back(engine: Engine, kube: Cluster) -> None:
     gpu_workers = kube.wait_available("worker-gpu")
     assert gpu_workers.spec.replicas == 2
     assert pools_of(kube, "app.kubernetes.io/instance=worker-gpu") == {"gpu"}
+    assert_monolithic_pdb_and_cache(kube)
     for gone in (SERVER, WORKERS):
         with pytest.raises(ApiException):
             kube.deployment(gone)

@@ -1,8 +1,17 @@
 import asyncio
+import datetime
 
 import pytest
 
+from contract import cluster_fit
+
 from .infra_helpers import after_build, mocks  # noqa: F401  (fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _fixed_today(monkeypatch):
+    """Support windows are compared with a fixed day, so no test changes verdict as time passes."""
+    monkeypatch.setattr(cluster_fit, "today", lambda: datetime.date(2026, 11, 27))
 
 
 @pytest.fixture(autouse=True)

@@ -61,6 +61,8 @@ BASE: dict[str, Any] = {
     "observability": {"install_kube_prometheus_stack": True, "alertmanager": {"receivers": {
         "page": [{"kind": "webhook", "url": "http://pager-relay.monitoring.svc:8080/page"}],
         "watchdog": [{"kind": "webhook", "url": "http://pager-relay.monitoring.svc:8080/watchdog"}]}}},
+    # 1.33 (the default; the pinned GPU operator's newest) is past standard support everywhere.
+    "cluster": {"allow_extended_support": True},
 }
 
 

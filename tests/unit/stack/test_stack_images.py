@@ -28,7 +28,19 @@ def test_image_names_and_tags_come_from_the_spec() -> None:
         ImageName.worker: f"{spec.worker_pool.image}:{spec.worker_pool.image_tag}",
         ImageName.simulator: f"{spec.inference_servers[0].sim_image}:{spec.inference_servers[0].sim_image_tag}",
         ImageName.inference_server: f"{spec.inference_servers[0].image}:{spec.inference_servers[0].image_tag}",
+        ImageName.worker_gpu: f"{spec.worker_pool.in_process.image}:{spec.worker_pool.in_process.image_tag}",
     }
+
+
+def test_worker_gpu_is_built_on_the_inference_server_image_or_skipped_saying_why() -> None:
+    """`make images` builds all four; without the inference-server image in podman's store (it
+    needs the CUDA vllm/vllm-openai image from a registry) worker-gpu is skipped, with the reason."""
+    spec = load_stack("local", ROOT, overrides={"inference_servers.0.image_tag": "v0.0.0-absent"})
+    skipped, = build_images(spec, ROOT, only=[ImageName.worker_gpu]).images
+    assert isinstance(skipped, Skipped)
+    assert "inference-server image ghcr.io/splitstack/inference-server:v0.0.0-absent" in skipped.reason
+    assert "build inference-server first" in skipped.reason
+    assert "ARG BASE=ghcr.io/splitstack/inference-server:" in _containerfile("worker-gpu")
 
 
 @pytest.mark.parametrize("name", ["worker", "simulator"])
