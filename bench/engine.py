@@ -220,6 +220,7 @@ class _Sink:
         self.streak = 0
         self.streak_start_ns = 0
         self.stop = asyncio.Event()
+        self.live = getattr(progress, "live", None)  # bench.progress.LiveWindow: the live view's rolling window
         self.stopped_after_ns: int | None = None  # the streak's length when it stopped the run
         self.stopped_at_mono_ns = 0
 
@@ -236,6 +237,8 @@ class _Sink:
             self.guard(in_flight)
         if self.progress:
             self.progress(self.spool.rows, self.errors, in_flight)
+            if self.live is not None:
+                self.live.add_row(row)
 
     def _failed(self) -> None:
         now = time.monotonic_ns()

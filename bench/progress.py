@@ -1,7 +1,8 @@
 """Progress of a long run, on a terminal and off one.
 
 * On a terminal: a live line (rich) with a bar, done/total, rate, errors, requests in flight,
-  elapsed time and ETA, redrawn 4 times a second and erased at the end.
+  elapsed time and ETA, and the last 10 s (rolling rate, errors, TTFT and E2E p50/p95), redrawn 4
+  times a second and erased at the end.
 * Without one (CI logs, pipes): the same facts as one plain line every ``every_s`` seconds
   (``--progress-every-s`` or $BENCH_PROGRESS_EVERY, default 10; 0 turns the lines off), so a log
   shows the run is alive even while no request finishes.
@@ -17,15 +18,18 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from bench.engine import ProgressFn
 from bench.load import LoadSpec
+from bench.records import CHAT_FIELDS, PIPELINE_FIELDS
 
 ENV = "BENCH_PROGRESS_EVERY"
 DEFAULT_EVERY_S = 10.0
@@ -53,6 +57,51 @@ def every_s(flag: float | None, env: dict[str, str] | None = None) -> float:
         raise ProgressSettingError(f"${ENV}={raw!r}: not a number of seconds >= 0; set it like "
                                    f"{ENV}=30 (0 turns the lines off) or unset it for every {DEFAULT_EVERY_S:g} s")
     return value
+
+
+LIVE_WINDOW_S = 10.0  # the live view's rolling window
+_CHAT_AT = tuple(CHAT_FIELDS.index(f) for f in ("sent_ns", "event_ns", "end_ns", "error"))
+_PIPELINE_AT = tuple(PIPELINE_FIELDS.index(f) for f in ("sent_ns", "end_ns", "error"))
+
+
+class LiveWindow:
+    """The last ``LIVE_WINDOW_S`` seconds of finished requests, for the live view: each finished
+    row adds (time, TTFT ms, E2E ms, failed) to a bounded deque (a few hundred ns in the engine's
+    thread); the display thread reads rolling req/s, errors and TTFT/E2E percentiles from it."""
+
+    def __init__(self, window_s: float = LIVE_WINDOW_S, most: int = 100_000) -> None:
+        self.window_s = window_s
+        self.items: deque[tuple[float, float | None, float | None, bool]] = deque(maxlen=most)
+
+    def add_row(self, row: tuple) -> None:
+        if row[0] == "chat":
+            sent, events, end, error = (row[i] for i in _CHAT_AT)
+            ttft = (events[0] - sent) / 1e6 if events else None
+        else:
+            sent, end, error = (row[i] for i in _PIPELINE_AT)
+            ttft = None
+        self.items.append((time.monotonic(), ttft, (end - sent) / 1e6 if end is not None else None,
+                           error is not None))
+
+    def line(self, now: float | None = None) -> str:
+        """``last 10 s: 12.0 req/s, 1 error, TTFT p50/p95 12/30 ms, E2E p50/p95 80/150 ms``."""
+        now = time.monotonic() if now is None else now
+        recent = [x for x in list(self.items) if now - x[0] <= self.window_s]
+        if not recent:
+            return f"last {self.window_s:g} s: nothing finished"
+        span = min(self.window_s, max(1e-3, now - recent[0][0])) if len(recent) > 1 else self.window_s
+        errors = sum(1 for x in recent if x[3])
+        parts = [f"last {self.window_s:g} s: {len(recent) / span:.1f}/s", f"{errors} error{'s' * (errors != 1)}"]
+        for name, vals in (("TTFT", [x[1] for x in recent if x[1] is not None and not x[3]]),
+                           ("E2E", [x[2] for x in recent if x[2] is not None and not x[3]])):
+            if vals:
+                p50, p95 = np.percentile(vals, [50, 95])
+                parts.append(f"{name} p50/p95 {_ms(p50)}/{_ms(p95)}")
+        return ", ".join(parts)
+
+
+def _ms(v: float) -> str:
+    return f"{v / 1000:.1f} s" if v >= 10_000 else f"{v:.0f} ms" if v >= 10 else f"{v:.1f} ms"
 
 
 @dataclass
@@ -140,6 +189,14 @@ def run_progress(plan: Plan, console: Console, every: float = DEFAULT_EVERY_S, *
         if not first:
             first.append(time.monotonic())
 
+    # only when something is shown: a run with its lines off pays nothing per request
+    live = LiveWindow() if counts and poll is None and (console.is_terminal or every > 0) else None
+    cb.live = live  # type: ignore[attr-defined]  # the engine's sink feeds it finished rows
+
+    def shown(el: float) -> str:
+        line = status_line(plan, st, el, counts)
+        return f"{line} · {live.line()}" if live is not None and el >= 2 * TERMINAL_REFRESH_S else line
+
     def refresh() -> None:
         if poll is not None:
             try:
@@ -161,7 +218,7 @@ def run_progress(plan: Plan, console: Console, every: float = DEFAULT_EVERY_S, *
                 refresh()
                 el = time.monotonic() - start
                 bar.update(task, completed=st.done if counts and plan.total else min(el, plan.planned_s or el),
-                           line=status_line(plan, st, el, counts))
+                           line=shown(el))
                 bar.refresh()
 
         with bar:
@@ -177,7 +234,7 @@ def run_progress(plan: Plan, console: Console, every: float = DEFAULT_EVERY_S, *
     def lines() -> None:
         while not stop.wait(every):
             refresh()
-            console.print(f"[{plan.label}] {status_line(plan, st, time.monotonic() - start, counts)}",
+            console.print(f"[{plan.label}] {shown(time.monotonic() - start)}",
                           soft_wrap=True, highlight=False, markup=False)
 
     t = threading.Thread(target=lines, name="bench-progress", daemon=True)

@@ -31,6 +31,8 @@ def test_plain_progress_lines_without_a_terminal(instant_target, tmp_path):
     assert len(lines) >= 3, r.stderr  # 7 s of load (warmup 2 s, 3 s, cooldown 2 s) at one line a second
     assert all("req/s" in ln and "errors" in ln and "ETA" in ln for ln in lines), lines
     assert "/140 req (" in lines[-1]
+    live = [ln for ln in lines if "last 10 s:" in ln]  # the live view: rolling rate, errors, percentiles
+    assert live and "TTFT p50/p95" in live[-1] and "E2E p50/p95" in live[-1], lines
 
 
 def test_live_line_with_eta_on_a_terminal(instant_target, tmp_path):
@@ -63,4 +65,5 @@ def test_live_line_with_eta_on_a_terminal(instant_target, tmp_path):
     text = seen.decode(errors="replace")
     assert rc in (0, 2), text[-3000:]  # 2: invalid when the loaded client lagged (not tested here)
     assert "ETA" in text and "/140 req" in text and "\r" in text  # redrawn in place
+    assert "last 10 s:" in text and "E2E p50/p95" in text  # the live view
     assert "[poisson 20 req/s" not in text  # no plain lines on a terminal
