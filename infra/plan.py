@@ -8,6 +8,7 @@ cluster gets the placement and the problems, and no render.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -382,3 +383,15 @@ def render_plan(plan: Plan) -> str:
         out += ["", f"REFUSED: stack {spec.stack!r} does not fit its cluster",
                 *(f"  - {p}" for p in plan.problems)]
     return "\n".join(out) + "\n"
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as data (what ``infra plan --output json`` prints): the fit verdict and problems,
+    node pools with their nodes and pods, the rendered objects by kind, and the notes."""
+    objects: dict[str, int] = {}
+    for r in plan.capture.mocks.resources if plan.capture is not None else []:
+        if r.custom:  # cloud and Kubernetes resources, not the program's components
+            objects[r.type] = objects.get(r.type, 0) + 1
+    return {"stack": plan.spec.stack, "fits": plan.fits, "problems": [str(p) for p in plan.problems],
+            "pools": [dataclasses.asdict(p) for p in plan.pools], "resources": dict(sorted(objects.items())),
+            "notes": plan.notes}

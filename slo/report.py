@@ -114,5 +114,10 @@ def render_table(spec: SLOSpec, evals: list[Evaluation], console: Console, title
             console.print(f"[dim]{e.message}[/]")
 
 
+def report_json(evals: list[Evaluation], source: str) -> str:
+    """The report as JSON (numbers as numbers): what ``--output json`` prints and ``--out`` writes."""
+    return json.dumps({"source": source, "slos": [e.as_dict() for e in evals]}, indent=2) + "\n"
+
+
 def write_json(evals: list[Evaluation], path: Path, source: str) -> None:
-    path.write_text(json.dumps({"source": source, "slos": [e.as_dict() for e in evals]}, indent=2) + "\n")
+    path.write_text(report_json(evals, source))

@@ -69,6 +69,25 @@ def list_jobs(r: redis.Redis, spec: Spec, limit: int = 50, ids: list[str] | None
     return rows
 
 
+# Fields of a job record that hold numbers (Redis keeps every value as a string).
+NUMERIC_FIELDS = {"pages", "parts_total", "parts_done", "deliveries", "total", "requests_sent", "parts"}
+
+
+def typed(row: dict[str, Any]) -> dict[str, Any]:
+    """A job record with its numbers as numbers: counts as int, times (``*_at``, ``*_s``) as float;
+    what does not parse stays as it was."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, str) and (key in NUMERIC_FIELDS or key.endswith(("_at", "_s"))):
+            try:
+                out[key] = int(value) if key in NUMERIC_FIELDS else float(value)
+                continue
+            except ValueError:
+                pass
+        out[key] = value
+    return out
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for row in rows:

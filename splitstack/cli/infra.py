@@ -6,6 +6,7 @@ Mount with ``app.add_typer(splitstack.cli.infra.app, name="infra")``. Nothing he
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from infra.compose import HEADER, ComposeError, compose_document, validate_compose, write_compose
 from infra.policy.rules import check_all
-from splitstack.cli.options import Stack, epilog
+from splitstack.cli.options import Output, OutputOpt, Stack, epilog
 
 app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
                   no_args_is_help=True)
@@ -81,7 +82,7 @@ def render(
 
 @app.command(epilog=epilog("splitstack infra plan --stack prod",
                            exits="0 it fits; 2 it does not fit its cluster, or bad input"))
-def plan(stack: Stack = "dev") -> None:
+def plan(stack: Stack = "dev", output: OutputOpt = Output.text) -> None:
     """What `pulumi up` would create (nodes by zone, GPUs, pods per node, storage, operators,
     images, cloud resources), or why the stack does not fit its cluster (exit 2)."""
 
@@ -91,7 +92,10 @@ def plan(stack: Stack = "dev") -> None:
         result = plan_mod.build_plan(spec, project_root())
     except ValueError as exc:
         raise _refuse(stack, exc) from None
-    typer.echo(plan_mod.render_plan(result), nl=False)
+    if output is Output.json:
+        typer.echo(json.dumps(plan_mod.plan_dict(result), indent=2, default=str))
+    else:
+        typer.echo(plan_mod.render_plan(result), nl=False)
     if not result.fits:
         raise typer.Exit(2)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from splitstack.cli import runbook_actions
 from splitstack.cli import sim as sim_cli
 from splitstack.cli import slo as slo_cli
 from splitstack.cli import worker as worker_cli
-from splitstack.cli.options import Output, SpecOverride, Stack, add_version, epilog
+from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, add_version, epilog
 from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
 from stack.podman import PodmanError
@@ -137,9 +138,18 @@ def _print_status(local: LocalStack) -> bool:
 
 @app.command(epilog=epilog("splitstack status --stack local",
                            exits="0 every component healthy; 1 one is not (or the stack is not running); 2 bad input"))
-def status(stack: StackOpt = "local") -> None:
+def status(stack: StackOpt = "local", output: OutputOpt = Output.text) -> None:
     """Each component's process state, health and URL; exit 1 if any is unhealthy."""
-    if not _print_status(_local(stack)):
+    local = _local(stack)
+    if output is Output.json:
+        rows = local.status()
+        typer.echo(json.dumps({"stack": stack, "running": bool(rows), "deployment_mode": local.deployment_mode(),
+                               "healthy": bool(rows) and all(r["healthy"] for r in rows), "components": rows,
+                               "logs": str(local.paths.logs)}, indent=2, default=str))
+        if not rows or not all(r["healthy"] for r in rows):
+            raise typer.Exit(1)
+        return
+    if not _print_status(local):
         raise typer.Exit(1)
 
 
@@ -201,15 +211,19 @@ def demo(
     raise typer.Exit(result.exit_code)
 
 
-@spec_app.command("show", epilog=epilog("splitstack spec show --stack dev"))
-def spec_show(stack: StackOpt = "local") -> None:
-    """Print the resolved spec (defaults filled in) as JSON."""
+@spec_app.command("show", epilog=epilog("splitstack spec show --stack dev", "splitstack spec show --output json"))
+def spec_show(stack: StackOpt = "local", output: OutputOpt = Output.text) -> None:
+    """Print the resolved spec (defaults filled in) as JSON: highlighted on a terminal (text), or
+    plain and never wrapped (json, for a pipe or jq)."""
     try:
         spec = load_stack(stack)
     except SpecError as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
-    console.print_json(spec.model_dump_json())
+    if output is Output.json:
+        typer.echo(spec.model_dump_json(indent=2))
+    else:
+        console.print_json(spec.model_dump_json())
 
 
 @spec_app.command("validate", epilog=epilog("splitstack spec validate", "splitstack spec validate --stack dev",

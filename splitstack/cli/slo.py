@@ -22,11 +22,18 @@ from slo.budget import Status
 from slo.openslo import OpenSLOError, export_openslo, import_openslo
 from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
 from slo.records import RecordError, load_records
-from slo.report import evaluate_prometheus, evaluate_records, parse_duration_s, render_table, write_json
+from slo.report import (
+    evaluate_prometheus,
+    evaluate_records,
+    parse_duration_s,
+    render_table,
+    report_json,
+    write_json,
+)
 from slo.rule_tests import ScenarioError
 from slo.spec import OBJECTIVES_PATH, SLOSpec, SpecError, load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
-from splitstack.cli.options import OptionalStack, SpecOverride, add_version, epilog
+from splitstack.cli.options import OptionalStack, Output, OutputOpt, SpecOverride, add_version, epilog
 
 app = typer.Typer(no_args_is_help=True)
 add_version(app, "slo", "SLOs: show the spec, generate alert rules and dashboards, report error budgets.")
@@ -142,12 +149,16 @@ def report(spec: SpecOpt = OBJECTIVES_PATH, stack: OptionalStack = None, prometh
            spec_override: SpecOverride = None, records: RecOpt = None,
            window: WinOpt = None, current: CurOpt = "1h", step: StepOpt = "1m",
            json_out: Annotated[Path | None, typer.Option(
-               "--out", help="also write the report as JSON to this file")] = None) -> None:
+               "--out", help="also write the report as JSON to this file")] = None,
+           output: OutputOpt = Output.text) -> None:
     """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
 
     prometheus = None if records is not None else _prometheus(stack, prometheus_url, spec_override)
     s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
-    render_table(s, evals, console, f"SLO report ({source})")
+    if output is Output.json:
+        typer.echo(report_json(evals, source), nl=False)
+    else:
+        render_table(s, evals, console, f"SLO report ({source})")
     if json_out:
         write_json(evals, json_out, source)
 

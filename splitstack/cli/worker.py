@@ -22,7 +22,7 @@ from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, epilo
 from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
-from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize
+from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize, typed
 
 console = Console()
 err = Console(stderr=True)
@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
         rows = list_jobs(_connect(spec), spec, limit)
         if as_json:
             for row in rows:
-                typer.echo(json.dumps(row))  # one object per line, never wrapped
+                typer.echo(json.dumps(typed(row)))  # one object per line, never wrapped; numbers as numbers
             return
         _table(rows)
         console.print(" ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items())) or "no jobs")
