@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import redis
 
-from contract.inputs import forbidden_dirs, input_roots, path_refusal
+from contract.inputs import file_refusal, forbidden_dirs, input_roots, max_input_bytes, path_refusal
 from contract.spec import Spec
 from worker.jobs import Job, PageRange
 
@@ -29,9 +29,12 @@ class InputRefused(ValueError):
 
 
 def check_inputs(spec: Spec, paths: list[Path], project_root: Path) -> None:
-    """InputRefused naming every file outside the workers' input roots (contract/inputs.py)."""
+    """InputRefused naming every file outside the workers' input roots, not a regular file or
+    over ``worker_pool.max_input_mib`` (contract/inputs.py)."""
     roots, forbidden = input_roots(spec, project_root), forbidden_dirs(spec, project_root)
-    problems = [p for p in (path_refusal(str(path.resolve()), roots, forbidden) for path in paths) if p]
+    cap = max_input_bytes(spec)
+    problems = [p for p in (path_refusal(str(path.resolve()), roots, forbidden)
+                            or file_refusal(str(path.resolve()), cap) for path in paths) if p]
     if problems:
         raise InputRefused("; ".join(problems))
 
