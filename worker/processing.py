@@ -12,7 +12,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 from redis.exceptions import RedisError
@@ -167,7 +167,7 @@ class JobSteps:
         parts = [f"delivered {d.deliveries + stalls} times without finishing "
                  f"(queue.max_delivery_attempts={max_attempts})"]
         if stalls:
-            last = await self.queue.r.hget(self.queue.job_key(job.job_id), "last_stall")
+            last = cast(str | None, await self.queue.r.hget(self.queue.job_key(job.job_id), "last_stall"))
             parts.append(f"reading its input stalled {stalls} time(s) (last: {last}); check the "
                          "storage the file is on")
         if dead:

@@ -29,13 +29,13 @@ from worker.config import WorkerSettings
 from worker.logs import correlation_id_var, job_id_var, log
 from worker.metrics import WorkerMetrics
 from worker.processing import JobSteps
-from worker.queue import Delivery, JobQueue
+from worker.queue import ANNOUNCE_INTERVAL_S, ANNOUNCE_TTL_S, DEAD_SILENT_S, Delivery, JobQueue
 from worker.store import OutputStore
 from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
 PROBE_INTERVAL_S = 2.0
-ANNOUNCE_TTL_S = 3 * PROBE_INTERVAL_S  # a worker not heard from for this long is not counted live
+DEAD_CHECK_INTERVAL_S = 1.0  # how often a worker with a free slot looks for dead workers' jobs
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
 PRUNE_INTERVAL_S = 60.0  # how often dead consumers are looked for
@@ -70,6 +70,7 @@ class Worker(JobSteps):
         self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=10.0)
         self._proc = psutil.Process()
         self.announce_ttl_s = ANNOUNCE_TTL_S
+        self._announced_since: float | None = None  # monotonic; announcements succeeding since
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -119,7 +120,8 @@ class Worker(JobSteps):
                                          now=time.time())
         await self._announce()
         intake = asyncio.create_task(self._intake_loop())
-        loops = [asyncio.create_task(c) for c in (self._probe_loop(), self._heartbeat_loop())]
+        loops = [asyncio.create_task(c) for c in (self._probe_loop(), self._heartbeat_loop(),
+                                                  self._announce_loop())]
         log(logger, logging.INFO, "worker started", consumer=self.s.consumer, swept_staging=swept)
         await self._stopping.wait()
         await self._announce()  # leaves the live set: new fan-outs are sized without us
@@ -188,8 +190,19 @@ class Worker(JobSteps):
     async def _announce(self) -> None:
         """Count this worker in the live set fan-out sizes parts by (a starting worker counts:
         it takes parts within seconds); best effort, Redis trouble is handled by the loops."""
-        with suppress(RedisError, OSError):
+        try:
             await self.queue.announce(not self._stopping.is_set(), self.announce_ttl_s)
+        except (RedisError, OSError):
+            self._announced_since = None
+            return
+        if self._announced_since is None:
+            self._announced_since = time.monotonic()
+
+    def _silence_is_evidence(self) -> float | None:
+        """DEAD_SILENT_S once this worker has announced itself that long without a break: after
+        Redis was unreachable every worker was silent, and silence says nothing yet."""
+        since = self._announced_since
+        return DEAD_SILENT_S if since is not None and time.monotonic() - since > DEAD_SILENT_S else None
 
     async def _sleep(self, seconds: float) -> None:
         with suppress(asyncio.TimeoutError):
@@ -197,10 +210,11 @@ class Worker(JobSteps):
 
     # -- loops --------------------------------------------------------------------------------------
     async def _intake_loop(self) -> None:
-        """Fill free slots: first jobs abandoned by dead workers (XAUTOCLAIM, every quarter of
-        the visibility timeout), then new ones (XREADGROUP)."""
+        """Fill free slots: first the jobs of dead workers (silent or their process gone: every
+        DEAD_CHECK_INTERVAL_S), then jobs idle past the visibility timeout (every quarter of
+        it), then new ones (XREADGROUP)."""
         vt = self.s.spec.queue.visibility_timeout_s
-        next_reclaim = 0.0
+        next_reclaim = next_dead_check = 0.0
         while not self._stopping.is_set():
             if not self.can_take():
                 await self._sleep(0.2)
@@ -212,7 +226,17 @@ class Worker(JobSteps):
             delivery = None
             try:
                 self._reading = True
-                if time.monotonic() >= next_reclaim:
+                if time.monotonic() >= next_dead_check:
+                    next_dead_check = time.monotonic() + DEAD_CHECK_INTERVAL_S
+                    taken = await self.queue.reclaim_from_dead(1, self._silence_is_evidence())
+                    if taken:
+                        delivery = taken[0]
+                        self._clean_abandoned_staging(delivery)
+                        log(logger, logging.INFO, "took over a dead worker's job", message_id=delivery.message_id,
+                            job_id=delivery.job.job_id if delivery.job else None,
+                            previous=delivery.abandoned_by, deliveries=delivery.deliveries)
+                        next_dead_check = 0.0  # there may be more
+                if delivery is None and time.monotonic() >= next_reclaim:
                     next_reclaim = time.monotonic() + max(0.5, vt / 4)
                     claimed = await self.queue.reclaim(vt, count=1)
                     if claimed:
@@ -240,6 +264,20 @@ class Worker(JobSteps):
                 self._slots.release()
                 continue
             self._spawn(delivery)
+
+    def _clean_abandoned_staging(self, d: Delivery) -> None:
+        """The dead worker's half-written outputs of this job: nobody else writes them."""
+        if d.job is not None:
+            removed = self.store.discard_job_staging(d.job.job_id)
+            if removed:
+                log(logger, logging.INFO, "removed a dead worker's staging folder", folders=removed)
+
+    async def _announce_loop(self) -> None:
+        """Say this worker is alive, on its own loop: a probe waiting on a hung server must not
+        make the worker look dead to the others (they take a silent worker's jobs)."""
+        while True:
+            await self._announce()
+            await asyncio.sleep(ANNOUNCE_INTERVAL_S)
 
     async def _heartbeat_loop(self) -> None:
         interval = max(0.5, self.s.spec.queue.visibility_timeout_s / 3)
@@ -281,7 +319,6 @@ class Worker(JobSteps):
                 self._server_back.set()
             else:
                 self._server_back.clear()
-            await self._announce()
             try:
                 await self.queue.r.ping()
                 self.redis_ok = True

@@ -80,7 +80,7 @@ async def read_local(source: str, roots: tuple[Path, ...] | None, forbidden: tup
     try:
         return await asyncio.wait_for(
             asyncio.to_thread(_read_regular, source, roots, forbidden, max_bytes), read_timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise InputStalled(f"{source}: reading the file took longer than "
                            f"worker_pool.input_read_timeout_s={read_timeout_s:g} s (a hung mount?)") from None
 
@@ -105,7 +105,8 @@ def _read_regular(source: str, roots: tuple[Path, ...] | None, forbidden: tuple[
                                      "(a folder on its path was swapped for a link after the check)")
         if st.st_size > max_bytes:
             raise PermanentError("too_large", _too_large(source, st.st_size, max_bytes))
-        chunks, size = [], 0
+        chunks: list[bytes] = []
+        size = 0
         while True:
             chunk = os.read(fd, _CHUNK)
             if not chunk:
