@@ -18,6 +18,7 @@ import signal
 import time
 from contextlib import suppress
 
+import httpx
 import psutil
 from redis.exceptions import RedisError
 from tenacity.wait import wait_exponential_jitter
@@ -35,6 +36,9 @@ from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
 PROBE_INTERVAL_S = 2.0
+# A worker that got no completion answered for this long asks for one itself (1 token): a hung
+# server still lists its models, and an idle worker would never see the hang otherwise.
+HANG_CHECK_S = 5.0
 DEAD_CHECK_INTERVAL_S = 1.0  # how often a worker with a free slot looks for dead workers' jobs
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
@@ -70,6 +74,7 @@ class Worker(JobSteps):
         self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=10.0)
         self._proc = psutil.Process()
         self.announce_ttl_s = ANNOUNCE_TTL_S
+        self._last_hang_check = 0.0  # monotonic: the last 1-token completion asked for (see HANG_CHECK_S)
         self._announced_since: float | None = None  # monotonic; announcements succeeding since
 
     # -- state ----------------------------------------------------------------------------------
@@ -84,11 +89,15 @@ class Worker(JobSteps):
         """/readyz: ready to take work, or why not (the breaker included: a worker whose
         requests fail is not ready, even when the server lists its model)."""
         if not self.ready:
+            if self._stopping.is_set():
+                return False, "stopping: finishing or releasing its documents"
+            if self.backend is None and self.server_ok and self.redis_ok:
+                return False, "starting: MinerU is loading"
             return False, self.probe_detail
         if not self.breaker.allows_intake():
-            return False, (f"circuit breaker open: {self.breaker.failure_threshold}+ requests failed "
-                           f"in a row (last: {self.inference.last_failure}); a trial goes out once "
-                           "the server answers /v1/models")
+            return False, (f"circuit breaker open: requests to the server fail (last: "
+                           f"{self.inference.last_failure}); a trial goes out once the server "
+                           "answers /v1/models and a 1-token completion")
         return True, self.probe_detail
 
     def _on_breaker_change(self, state: BreakerState) -> None:
@@ -311,9 +320,15 @@ class Worker(JobSteps):
                         # deadline, and recovery would wait on it after the server is back.
                         what = f"a 1-token completion from {self.s.server_url} (it lists its models)"
                         await self.inference.ping_completion(self.s.model_name)
+                    elif self.server_ok and self._hang_check_due():
+                        what = (f"a 1-token completion from {self.s.server_url} (it lists its models; "
+                                f"no completion answered this worker for {HANG_CHECK_S:g} s)")
+                        await self._hang_check()
                 except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
                     self.server_ok = False
-                    self.probe_detail = f"{what} failed: {exc!r}"
+                    failed = "got no answer in time: the server is hung" if isinstance(
+                        exc, (TimeoutError, httpx.TimeoutException)) else f"failed: {exc!r}"
+                    self.probe_detail = f"{what} {failed}"
                 self.breaker.server_ready(self.server_ok, sent_at)
             if self.server_ok:
                 self._server_back.set()
@@ -336,6 +351,28 @@ class Worker(JobSteps):
             self.last_probe = time.monotonic()
             down = not self.server_ok or state is not BreakerState.closed
             await asyncio.sleep(OPEN_PROBE_INTERVAL_S if down else PROBE_INTERVAL_S)
+
+    def _hang_check_due(self) -> bool:
+        now = time.monotonic()
+        return (self.breaker.state is BreakerState.closed and now - self.inference.last_success > HANG_CHECK_S
+                and now - self._last_hang_check > HANG_CHECK_S)
+
+    async def _hang_check(self) -> None:
+        """A 1-token completion; no answer within its deadline, or a 5xx, opens the breaker at
+        once (the worker stops taking jobs and /readyz says why): every worker, busy or idle,
+        sees a hung server within HANG_CHECK_S plus the probe's deadline."""
+        self._last_hang_check = time.monotonic()
+        try:
+            await self.inference.ping_completion(self.s.model_name)
+        except (TimeoutError, httpx.TimeoutException):
+            self.inference.last_failure = "a 1-token completion got no answer in time (the server is hung)"
+            self.breaker.trip()
+            raise
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code >= 500:
+                self.inference.last_failure = f"a 1-token completion answered HTTP {exc.response.status_code}"
+                self.breaker.trip()
+            raise
 
     async def _prune_consumers(self) -> None:
         if time.monotonic() < self._next_prune:
