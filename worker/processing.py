@@ -11,6 +11,7 @@ import logging
 import time
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -29,7 +30,7 @@ from worker.logs import log
 from worker.memory import malloc_trim
 from worker.metrics import WorkerMetrics
 from worker.parse_errors import document_failure
-from worker.pdfcheck import check_range, extract_pages, inspect_pdf
+from worker.pdfcheck import check_range, extract_pages, inspect_pdf, unrenderable_pages
 from worker.queue import Delivery, JobQueue
 from worker.sources import InputStalled, fetch
 from worker.store import OutputStore
@@ -278,9 +279,11 @@ class JobSteps:
         except OSError as exc:
             if exc.errno in _MACHINE_ERRNOS:
                 raise  # the disk or the process, not the document: the job is kept
-            raise document_failure(exc, job.source, first, self._library()) from exc
+            raise document_failure(exc, job.source, first, self._library(),
+                                   partial(unrenderable_pages, data)) from exc
         except Exception as exc:  # noqa: BLE001 - MinerU/PDFium on this document: classified, not hidden
-            raise document_failure(exc, job.source, first, self._library()) from exc
+            raise document_failure(exc, job.source, first, self._library(),
+                                   partial(unrenderable_pages, data)) from exc
 
     def _library(self) -> str:
         assert self.backend is not None

@@ -399,7 +399,8 @@ def _flow(ctx: ActionContext, th: dict[str, Any], s: dict[str, Any], findings: l
                 "answers /v1/models, and closes on its success (worker/breaker.py); run diagnose again "
                 "in a minute if it stays open"]))
         return
-    if stalled and server_up and not workers_down:
+    known = any(f.case in ("server-hung", "server-errors") for f in findings)  # diagnose's own completions
+    if stalled and server_up and not workers_down and not known:
         findings.append(Finding("pipeline-stalled", [
             "runbook restart-workers --force  # the server answers and no breaker is open, yet nothing "
             "finishes: the workers are stuck"], evidence))
