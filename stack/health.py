@@ -29,7 +29,10 @@ def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
         verify: ssl.SSLContext | bool = True
         if check.ca_file:
             verify = False if check.ca_file == "none" else ssl.create_default_context(cafile=check.ca_file)
-        response = httpx.get(check.url, timeout=timeout_s, verify=verify)
+        # An HTTP check with a password file: basic auth (the local Alertmanager's API).
+        password = _read(check.password_file) if check.password_file else None
+        auth = ("splitstack", password) if password else None
+        response = httpx.get(check.url, timeout=timeout_s, verify=verify, auth=auth)
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
     if response.status_code == 200:
