@@ -39,6 +39,7 @@ PROBE_INTERVAL_S = 2.0
 # A worker that got no completion answered for this long asks for one itself (1 token): a hung
 # server still lists its models, and an idle worker would never see the hang otherwise.
 HANG_CHECK_S = 5.0
+HANG_PING_MAX_S = 8.0  # its longest wait (within /healthz's 15 s: the probe loop waits on it)
 DEAD_CHECK_INTERVAL_S = 1.0  # how often a worker with a free slot looks for dead workers' jobs
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
@@ -363,7 +364,7 @@ class Worker(JobSteps):
         sees a hung server within HANG_CHECK_S plus the probe's deadline."""
         self._last_hang_check = time.monotonic()
         try:
-            await self.inference.ping_completion(self.s.model_name)
+            await self.inference.ping_completion(self.s.model_name, cap_s=HANG_PING_MAX_S)
         except (TimeoutError, httpx.TimeoutException):
             self.inference.last_failure = "a 1-token completion got no answer in time (the server is hung)"
             self.breaker.trip()
