@@ -59,3 +59,21 @@ def test_inputs_swapped_after_submit_never_hold_the_worker(make_harness, tmp_pat
         assert h.wait_terminal(again, 60)[again[0]]["state"] == "done"
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_a_read_that_always_stalls_ends_as_poison_and_frees_the_worker(make_harness, tmp_path: Path) -> None:
+    """A hung mount cannot be made here: a read deadline of a microsecond makes every read of
+    a real file stall. Each stall gives the job back and counts on its record; after
+    queue.max_delivery_attempts it is dead-lettered 'poison' naming the stalls."""
+    h = make_harness(**{"worker_pool.input_read_timeout_s": 1e-6})
+    h.start_redis()
+    h.start_sim()
+    w = h.start_worker()
+    job, = h.submit([make_pdf(tmp_path / "docs" / "slow.pdf", 1)])
+    row = h.wait_terminal([job], 60)[job]
+    assert row["state"] == "dead_lettered" and row["kind"] == "poison", row
+    attempts = h.spec.queue.max_delivery_attempts
+    assert f"reading its input stalled {attempts} time(s)" in row["reason"], row["reason"]
+    assert "input_read_timeout_s=1e-06" in row["reason"]
+    assert int(row["input_stalls"]) == attempts
+    assert httpx.get(f"http://127.0.0.1:{w.port}/readyz", timeout=5).status_code == 200
