@@ -185,8 +185,7 @@ class InferenceClient:
         response.raise_for_status()
         return [m.get("id", "") for m in response.json().get("data", [])]
 
-    async def ping_completion(self, model: str, timeout_s: float | None = None,
-                              cap_s: float | None = None) -> float:
+    async def ping_completion(self, model: str, timeout_s: float | None = None) -> float:
         """One 1-token chat completion on the probe's pool: no retries, not counted by the
         breaker or the work metrics. Listing the models proves the HTTP server is up; this
         proves it answers completions (a hung engine still lists its models). Waits at most
@@ -194,8 +193,6 @@ class InferenceClient:
         evidence that the server works: overdue requests sent before it are cut."""
         body = {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
         deadline_s = self.ping_timeout_s(body) if timeout_s is None else timeout_s
-        if cap_s is not None:
-            deadline_s = min(deadline_s, cap_s)
         sent_at = time.monotonic()
         t0 = time.perf_counter()
         async with asyncio.timeout(deadline_s):

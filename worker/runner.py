@@ -39,7 +39,6 @@ PROBE_INTERVAL_S = 2.0
 # A worker that got no completion answered for this long asks for one itself (1 token): a hung
 # server still lists its models, and an idle worker would never see the hang otherwise.
 HANG_CHECK_S = 5.0
-HANG_PING_MAX_S = 8.0  # its longest wait (within /healthz's 15 s: the probe loop waits on it)
 DEAD_CHECK_INTERVAL_S = 1.0  # how often a worker with a free slot looks for dead workers' jobs
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
@@ -76,6 +75,7 @@ class Worker(JobSteps):
         self._proc = psutil.Process()
         self.announce_ttl_s = ANNOUNCE_TTL_S
         self._last_hang_check = 0.0  # monotonic: the last 1-token completion asked for (see HANG_CHECK_S)
+        self._hang_task: asyncio.Task | None = None
         self._announced_since: float | None = None  # monotonic; announcements succeeding since
 
     # -- state ----------------------------------------------------------------------------------
@@ -322,9 +322,9 @@ class Worker(JobSteps):
                         what = f"a 1-token completion from {self.s.server_url} (it lists its models)"
                         await self.inference.ping_completion(self.s.model_name)
                     elif self.server_ok and self._hang_check_due():
-                        what = (f"a 1-token completion from {self.s.server_url} (it lists its models; "
-                                f"no completion answered this worker for {HANG_CHECK_S:g} s)")
-                        await self._hang_check()
+                        # On a task of its own: it waits as long as answers take (under a backlog,
+                        # long), and the probe loop (/healthz) must not wait with it.
+                        self._hang_task = asyncio.create_task(self._hang_check())
                 except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
                     self.server_ok = False
                     failed = "got no answer in time: the server is hung" if isinstance(
@@ -355,25 +355,31 @@ class Worker(JobSteps):
 
     def _hang_check_due(self) -> bool:
         now = time.monotonic()
-        return (self.breaker.state is BreakerState.closed and now - self.inference.last_success > HANG_CHECK_S
-                and now - self._last_hang_check > HANG_CHECK_S)
+        running = self._hang_task is not None and not self._hang_task.done()
+        return (not running and self.breaker.state is BreakerState.closed
+                and now - self.inference.last_success > HANG_CHECK_S and now - self._last_hang_check > HANG_CHECK_S)
 
     async def _hang_check(self) -> None:
-        """A 1-token completion; no answer within its deadline, or a 5xx, opens the breaker at
-        once (the worker stops taking jobs and /readyz says why): every worker, busy or idle,
-        sees a hung server within HANG_CHECK_S plus the probe's deadline."""
+        """A 1-token completion (waiting what probes wait: twice the median answer, at least
+        2 s, at most its deadline); no answer in time, or a 5xx, opens the breaker at once (the
+        worker stops taking jobs and /readyz says why): every worker, busy or idle, sees a hung
+        server within HANG_CHECK_S plus that wait."""
         self._last_hang_check = time.monotonic()
+        what = (f"a 1-token completion from {self.s.server_url} (it lists its models; no completion "
+                f"answered this worker for {HANG_CHECK_S:g} s)")
         try:
-            await self.inference.ping_completion(self.s.model_name, cap_s=HANG_PING_MAX_S)
+            await self.inference.ping_completion(self.s.model_name)
         except (TimeoutError, httpx.TimeoutException):
             self.inference.last_failure = "a 1-token completion got no answer in time (the server is hung)"
+            self.probe_detail = f"{what} got no answer in time: the server is hung"
             self.breaker.trip()
-            raise
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code >= 500:
                 self.inference.last_failure = f"a 1-token completion answered HTTP {exc.response.status_code}"
+                self.probe_detail = f"{what} answered HTTP {exc.response.status_code}"
                 self.breaker.trip()
-            raise
+        except Exception as exc:  # noqa: BLE001 - not a verdict on the server (connection: the probe sees it)
+            log(logger, logging.DEBUG, "hang check failed", error=repr(exc))
 
     async def _prune_consumers(self) -> None:
         if time.monotonic() < self._next_prune:

@@ -67,6 +67,7 @@ class Finding:
     case: str
     commands: list[str]
     evidence: list[str] = field(default_factory=list)
+    probed: bool = False  # from diagnose's own completions (not from Prometheus' windows)
 
 
 class DiagnoseParams(ActionParams):
@@ -122,6 +123,12 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
     signals = _prometheus(ctx, th, evidence, findings, servers_down,
                           workers_down=any(f.case == "workers-down" for f in w),
                           platform_ok=platform_ok, servers_up=servers_up)
+    waiting = signals.get("waiting")
+    if waiting is not None and waiting > th["queue_waiting_max"] and any(f.case == "server-hung" for f in findings):
+        # Completions that wait behind a queue of requests are slow, not lost: a backlog.
+        findings = [f for f in findings if f.case != "server-hung" or not f.probed]
+        evidence.append(f"diagnose's completions waited behind {waiting:g} waiting requests: a backlog "
+                        "(queue-backlog), not a hang")
     findings += w
     if not findings:
         findings.append(Finding("healthy", []))
@@ -280,7 +287,8 @@ def _completions(ctx: ActionContext, spec: Spec, comp: str, th: dict[str, Any],
                f"a restart clears a hung or failing engine (check `splitstack logs {comp}` first)")
     if hung:
         return [Finding("server-hung", [restart], [f"{comp}: {len(hung)} of {COMPLETION_PROBES} completions "
-                                                    f"got no answer in {timeout_s:g} s while /health answers"])]
+                                                    f"got no answer in {timeout_s:g} s while /health answers"],
+                        probed=True)]
     if len(failed) * 2 > COMPLETION_PROBES:
         first = failed[0]
         return [Finding("server-errors", [restart], [f"{comp}: {len(failed)} of {COMPLETION_PROBES} completions "

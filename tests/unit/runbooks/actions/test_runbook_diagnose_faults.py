@@ -125,3 +125,21 @@ def test_monolithic_has_no_server_to_check(tmp_path: Path) -> None:
     report = _diagnose(tmp_path, LocalFake(mono, states), spec=split)  # the context's spec is split
     assert report.case == "healthy", report.render()
     assert any("deployment_mode monolithic" in e for e in report.evidence)
+
+
+def test_completions_slow_behind_a_backlog_are_not_a_hang(tmp_path: Path) -> None:
+    from runbooks.diagnose.signals import Signals
+
+    class Prom:
+        def custom_query(self, query: str, params=None):
+            value = 80 if "num_requests_waiting" in query else 1 if 'up{job="inference-server"}' in query else None
+            return [] if value is None else [{"metric": {}, "value": [0, str(value)]}]
+
+    spec = load_stack("local", overrides=SIM2)
+    platform = LocalFake(spec, _states(), HttpResult(0, "ReadTimeout: timed out"))
+    ctx = ActionContext(spec=spec, platform=platform, audit=AuditLog(tmp_path / "audit.jsonl", time.time),
+                        actor="oncall@test", safety=SafetySettings(), use_real_nvml=False,
+                        prometheus=Signals("http://prom.test", client=Prom()))
+    report = invoke(ctx, "diagnose", {"gpu": False})
+    assert report.case == "queue-backlog", report.render()
+    assert any("waited behind 80 waiting requests" in e for e in report.evidence)
