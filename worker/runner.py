@@ -364,17 +364,19 @@ class Worker(JobSteps):
         2 s, at most its deadline); no answer in time, or a 5xx, opens the breaker at once (the
         worker stops taking jobs and /readyz says why): every worker, busy or idle, sees a hung
         server within HANG_CHECK_S plus that wait."""
-        self._last_hang_check = time.monotonic()
+        sent_at = self._last_hang_check = time.monotonic()
         what = (f"a 1-token completion from {self.s.server_url} (it lists its models; no completion "
                 f"answered this worker for {HANG_CHECK_S:g} s)")
         try:
             await self.inference.ping_completion(self.s.model_name)
         except (TimeoutError, httpx.TimeoutException):
+            if self.inference.last_answered_sent_at > sent_at:
+                return  # a request sent after it was answered: the hang, if any, is over
             self.inference.last_failure = "a 1-token completion got no answer in time (the server is hung)"
             self.probe_detail = f"{what} got no answer in time: the server is hung"
             self.breaker.trip()
         except httpx.HTTPStatusError as exc:
-            if exc.response.status_code >= 500:
+            if exc.response.status_code >= 500 and self.inference.last_answered_sent_at <= sent_at:
                 self.inference.last_failure = f"a 1-token completion answered HTTP {exc.response.status_code}"
                 self.probe_detail = f"{what} answered HTTP {exc.response.status_code}"
                 self.breaker.trip()
