@@ -259,6 +259,15 @@ _SERVER_WORDS = ("circuit breaker open", "/v1/models", "1-token completion", "se
 _STARTING_WORDS = ("connecterror", "connection refused", "starting", "mineru is loading")
 
 
+def server_fault(ctx: ActionContext, comp: str) -> Finding | None:
+    """``server-hung`` or ``server-errors`` from diagnose's own completions to ``comp`` (None: it
+    answers them), with the default thresholds; for actions that must not act on the workers
+    while the server is at fault."""
+    spec = getattr(ctx.platform, "spec", None) or ctx.spec
+    found = _completions(ctx, spec, comp, load_thresholds(), [])
+    return found[0] if found else None
+
+
 def _completions(ctx: ActionContext, spec: Spec, comp: str, th: dict[str, Any],
                  evidence: list[str]) -> list[Finding]:
     """Ask a server whose /health answers for COMPLETION_PROBES 1-token completions at once
