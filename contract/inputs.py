@@ -8,14 +8,20 @@ Both `splitstack submit` and the worker check it: the command refuses before enq
 worker dead-letters a job that names another path (``path_not_allowed``).
 
 Defaults when ``worker_pool.input_roots`` is empty: on the local stack, its state folder (where
-the bench writes its PDFs) and the system temp folder; in a pod, ``/data`` (the volumes the
-program mounts there), never the container's own filesystem.
+the bench writes its PDFs); in a pod, ``/data`` (the volumes the program mounts there), never the
+container's own filesystem. The system temp folder is never a default: any local user can write
+there, and a job naming a file there could be a link into another stack's secrets.
+
+Only regular files are inputs, up to ``worker_pool.max_input_mib``: a named pipe or a device
+would hold the reader forever, a huge file its memory. :func:`file_refusal` is the check
+`splitstack submit` makes; the worker checks again on the descriptor it opened
+(worker/sources.py), since the file may change between the two.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import stat
 from pathlib import Path
 
 from contract.spec import Spec, Target
@@ -34,7 +40,7 @@ def input_roots(spec: Spec, project_root: Path) -> list[Path]:
     if roots:
         return [_absolute(r, project_root) for r in roots]
     if spec.target is Target.local:
-        return [_absolute(spec.local.state_dir, project_root), Path(os.path.realpath(tempfile.gettempdir()))]
+        return [_absolute(spec.local.state_dir, project_root)]
     return [Path(POD_DATA_ROOT)]
 
 
@@ -54,3 +60,36 @@ def path_refusal(path: str, roots: list[Path], forbidden: list[Path]) -> str | N
         return (f"{path}{where} is outside the workers' input roots ({shown}); copy it under one of "
                 "them, or add its folder to worker_pool.input_roots")
     return None
+
+
+def max_input_bytes(spec: Spec) -> int:
+    return spec.worker_pool.max_input_mib * 1024 * 1024
+
+
+def file_refusal(path: str, max_bytes: int) -> str | None:
+    """Why ``path`` is not an input a worker may read (None: it may): not a regular file (a
+    pipe, a socket, a device, a folder), or larger than ``max_bytes``. Follows symlinks, as
+    :func:`path_refusal` resolves them."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except OSError as exc:
+        return f"{path}: cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return (f"{path}: not a regular file ({file_kind(st.st_mode)}); only PDF files can be "
+                "submitted")
+    if st.st_size > max_bytes:
+        return (f"{path}: {st.st_size} bytes is over worker_pool.max_input_mib="
+                f"{max_bytes // (1024 * 1024)}; split the file or raise worker_pool.max_input_mib")
+    return None
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"

@@ -67,7 +67,8 @@ VLLM_CLIENT_BUCKETS_S: tuple[float, ...] = (
 PDF_FAILURE_KINDS: tuple[str, ...] = (
     "bad_job", "poison", "server_rejected", "url_not_allowed", "not_found", "unreadable",
     "download_failed", "too_large", "empty", "not_pdf", "encrypted", "corrupt", "no_pages",
-    "too_many_pages", "bad_page_range", "path_not_allowed", "render_crashed",
+    "too_many_pages", "bad_page_range", "path_not_allowed", "render_crashed", "not_regular",
+    "unsupported_filter",
 )
 CLIENT_FAILURE_KINDS: tuple[str, ...] = (
     "timeout", "connect", "http_5xx", "http_4xx", "breaker_open", "bad_body",

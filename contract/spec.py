@@ -313,7 +313,18 @@ class WorkerPool(Strict):
         description="Folders whose PDFs jobs may name (absolute, or relative to the project root "
         "on the local stack); a path outside them, symlinks resolved, is refused by `splitstack "
         "submit` and dead-lettered 'path_not_allowed' by the worker. Empty: the local stack's "
-        "state folder and the system temp folder locally, /data in a pod (contract/inputs.py).")
+        "state folder locally (never the system temp folder, which any local user can write "
+        "to), /data in a pod (contract/inputs.py).")
+    max_input_mib: int = Field(
+        default=256, ge=1, le=4096,
+        description="Largest input file, MiB: a bigger local file is refused by `splitstack submit` "
+        "and dead-lettered 'too_large' by the worker before it reads a byte (a download stops "
+        "at this size).")
+    input_read_timeout_s: float = Field(
+        default=30.0, gt=0,
+        description="Longest time reading one input file may take, s. A read that stalls (a hung "
+        "network mount) gives the job back to the queue and counts as a delivery, so a file that "
+        "always stalls is dead-lettered 'poison' after queue.max_delivery_attempts.")
     max_pages: int = Field(
         default=1000, ge=1,
         description="Most pages one worker parses at once: a document that is not split into "

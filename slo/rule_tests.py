@@ -18,7 +18,15 @@ from decimal import Decimal
 from fractions import Fraction
 
 from slo import promql
-from slo.rules import ABSENT_ALERT, ALERT_BY_SEVERITY, BurnAlert, absent_annotations, burn_alerts, scope_labels
+from slo.rules import (
+    ABSENT_ALERT,
+    ALERT_BY_SEVERITY,
+    BurnAlert,
+    absent_annotations,
+    burn_alerts,
+    history_offset_min,
+    scope_labels,
+)
 from slo.spec import SLO, EventRatioSLI, LatencySLI, SLOSpec, ThresholdSLI, UptimeSLI
 from slo.windows import BurnWindows, Severity, fmt_duration_min, load_burn_windows
 
@@ -163,6 +171,8 @@ def _ratio(grid: _Grid, bad: int, window_min: int) -> Fraction | None:
 def _fires(grid: _Grid, bad: int, a: BurnAlert) -> Fraction | None:
     """The alert's $value (rounded long-window ratio) if it fires, else None."""
     thr = Fraction(a.threshold)
+    if (grid.samples - 1) * grid.step_min < history_offset_min(a):
+        return None  # not enough history for the long window (slo/rules.py)
     longr, shortr = _ratio(grid, bad, a.window.long_window_min), _ratio(grid, bad, a.window.short_window_min)
     if longr is not None and shortr is not None and _round6(longr) >= thr and _round6(shortr) >= thr:
         return _round6(longr)

@@ -160,7 +160,23 @@ def _burn_rule(spec: SLOSpec, a: BurnAlert, windows: BurnWindows) -> dict:
     if not slo.time_based:
         # Minimum traffic: 1 failure out of 2 requests is a 50 % error ratio, not an incident.
         expr += f"\nand on ()\n{promql.events_expr(slo, spec.jobs, a.window.long)} >= {slo.min_events}"
+    else:
+        # Enough history: the long window must reach back (nearly) to its start. On a stack
+        # minutes old its "1h" holds minutes of samples and any blip would page.
+        # (A sample of the short-window record in the long window before that point: the
+        # record has existed that long, whatever the evaluation interval.)
+        expr += (f"\nand on ()\ngroup(present_over_time({short_rec}[{a.window.long}] offset "
+                 f"{fmt_duration_min(history_offset_min(a))}))")
+        # Resolved promptly: once a whole minute is good again (the short window still holds
+        # the outage for minutes after it ended).
+        expr += f"\nand on ()\navg_over_time({promql.INDICATOR_RECORD}{sel}[1m]) < 1"
     return {"alert": a.name, "expr": expr, "labels": a.labels, "annotations": a.annotations(windows)}
+
+
+def history_offset_min(a: BurnAlert) -> int:
+    """How far back (minutes) a time-based burn alert's history must reach: 90 % of its long
+    window (slo/rule_tests.py models the same)."""
+    return -(-a.window.long_window_min * 9 // 10)
 
 
 # --- the manual's alerts ---------------------------------------------------------------------------

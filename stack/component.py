@@ -22,7 +22,7 @@ class SetupError(Exception):
 class HealthCheck:
     kind: Literal["http", "redis"]
     url: str
-    password_file: str | None = None  # redis: the AUTH password's file (never the value)
+    password_file: str | None = None  # redis: the AUTH password's file; http: basic auth (never the value)
     # https: the CA that signed the server's certificate (the local cluster's API server); "none"
     # for a loopback component that serves a self-signed certificate of its own (the cluster's
     # controller manager and scheduler), where only its liveness is asked.

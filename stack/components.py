@@ -23,7 +23,9 @@ from stack.component import BuildContext, Component, HealthCheck, SetupError, re
 from stack.containers import check_image, check_runtime, containerized, image_context, in_container
 from stack.prometheus_config import prometheus_rule_globs, write_prometheus_config
 from stack.secrets import (
+    alertmanager_password_file,
     alertmanager_secrets_dir,
+    alertmanager_web_config,
     api_key_file,
     queue_url_display,
     redis_auth_conf,
@@ -115,10 +117,12 @@ def alertmanager_component(ctx: BuildContext) -> Component:
         # every stack on the machine and listen beyond loopback.
         "--cluster.listen-address=",
         "--log.level=warn",
+        # Basic auth on its whole API (stack/secrets.py): loopback is open to every local user.
+        f"--web.config.file={alertmanager_web_config(ctx.paths)}",
     ]
     url = f"http://{host}:{port}"
-    return Component("alertmanager", "alertmanager", argv, HealthCheck("http", f"{url}/-/ready"), url, port,
-                     priority=150)
+    check = HealthCheck("http", f"{url}/-/ready", password_file=str(alertmanager_password_file(ctx.paths)))
+    return Component("alertmanager", "alertmanager", argv, check, url, port, priority=150)
 
 
 def _vllm_server(ctx: BuildContext, server: InferenceServer) -> Component:

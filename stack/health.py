@@ -29,10 +29,25 @@ def probe(check: HealthCheck, timeout_s: float = 2.0) -> tuple[bool, str]:
         verify: ssl.SSLContext | bool = True
         if check.ca_file:
             verify = False if check.ca_file == "none" else ssl.create_default_context(cafile=check.ca_file)
-        response = httpx.get(check.url, timeout=timeout_s, verify=verify)
+        # An HTTP check with a password file: basic auth (the local Alertmanager's API).
+        password = _read(check.password_file) if check.password_file else None
+        auth = ("splitstack", password) if password else None
+        response = httpx.get(check.url, timeout=timeout_s, verify=verify, auth=auth)
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
-    return response.status_code == 200, f"HTTP {response.status_code}"
+    if response.status_code == 200:
+        return True, "HTTP 200"
+    return False, f"HTTP {response.status_code}" + _why(response)
+
+
+def _why(response: httpx.Response) -> str:
+    """The reason a not-ready answer gives (a worker's /readyz says why in ``detail``), short."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return f": {str(detail)[:300]}" if detail else ""
 
 
 def _read(path: str | None) -> str | None:

@@ -9,6 +9,7 @@ only); Redis reads its password from a 0600 config file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets as pysecrets
 from pathlib import Path
@@ -20,6 +21,9 @@ from stack.paths import StackPaths
 
 REDIS_PASSWORD_FILE = "redis-password"
 REDIS_CONF_FILE = "redis-auth.conf"
+ALERTMANAGER_USER = "splitstack"
+ALERTMANAGER_PASSWORD_FILE = "alertmanager-password"
+ALERTMANAGER_WEB_CONFIG = "alertmanager-web.yml"
 
 
 def _write_private(path: Path, value: str) -> None:
@@ -169,3 +173,41 @@ def read_secrets(secrets: dict[str, Path]) -> dict[str, str]:
     """{VAR: value} of a component's secret files, for code that starts it without supervisord
     (the values go into the child's environment only)."""
     return {var: path.read_text().strip() for var, path in secrets.items() if path.is_file()}
+
+
+def alertmanager_password_file(paths: StackPaths) -> Path:
+    """The password of the local Alertmanager's API (user ``ALERTMANAGER_USER``), made once."""
+    path = paths.secrets / ALERTMANAGER_PASSWORD_FILE
+    _read_or_make(path)
+    return path
+
+
+def alertmanager_web_config(paths: StackPaths) -> Path:
+    """Alertmanager's ``--web.config.file``: HTTP basic auth on every endpoint of its API (any
+    local user can reach loopback; without it one `POST /api/v2/silences` silences every alert,
+    the Watchdog included). Alertmanager takes a bcrypt hash of the password; Prometheus, the
+    health check and the stack's clients send the password from its 0600 file."""
+    import warnings
+
+    password = _read_or_make(paths.secrets / ALERTMANAGER_PASSWORD_FILE)
+    path = paths.secrets / ALERTMANAGER_WEB_CONFIG
+    stamp = paths.secrets / f"{ALERTMANAGER_WEB_CONFIG}.for"  # which password the hash is of
+    digest = hashlib.sha256(password.encode()).hexdigest()
+    if path.is_file() and stamp.is_file() and stamp.read_text() == digest:
+        return path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # the C library's bcrypt ($2b$); deprecated in Python 3.11, used for nothing else
+
+        hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=2 ** 10))
+    _write_private(path, f"basic_auth_users:\n  {ALERTMANAGER_USER}: '{hashed}'\n")
+    _write_private(stamp, digest)
+    return path
+
+
+def alertmanager_auth(paths: StackPaths) -> tuple[str, str] | None:
+    """(user, password) for the local Alertmanager's API; None before the stack made one."""
+    try:
+        return ALERTMANAGER_USER, (paths.secrets / ALERTMANAGER_PASSWORD_FILE).read_text().strip()
+    except OSError:
+        return None

@@ -66,6 +66,9 @@ def render_config(components: Iterable[Component], paths: StackPaths) -> str:
         "loglevel=info",
         "nodaemon=false",
         "minfds=4096",
+        # Every file the stack's programs write (Redis' append-only file, the outputs, Prometheus'
+        # data, the logs) is its owner's only: 0600 files, 0700 folders.
+        "umask=077",
         "",
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",

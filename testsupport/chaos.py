@@ -311,7 +311,7 @@ def server_kill(rig: ChaosRig, fault_s: float, count: int) -> Outcome:
 
 def worker_kill(rig: ChaosRig, fault_s: float, count: int) -> Outcome:
     """SIGKILL one worker mid-document (as the OOM killer does): supervisord restarts it, its job
-    is reclaimed after the visibility timeout, its page-render processes die with it. Recovery
+    is taken over within seconds (its process is gone: worker/queue.py), its page-render processes die with it. Recovery
     counts from the restarted worker's readiness; kill to ready is its start time."""
     import psutil
 

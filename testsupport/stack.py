@@ -37,6 +37,9 @@ def local_stack(state_dir: Path, rule_globs: list[str] | None = None, **override
     """The `local` stack on free ports and a private state dir (a running demo keeps its own)."""
     base = {
         "local.state_dir": str(state_dir),
+        # the tests write their PDFs beside the state folder (the temp folder is no default
+        # input root: contract/inputs.py)
+        "worker_pool.input_roots": [str(state_dir.parent)],
         "queue.port": free_port(),
         "observability.prometheus_port": free_port(),
         "observability.alertmanager.port": free_port(),

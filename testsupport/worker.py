@@ -47,6 +47,9 @@ class Harness:
     def spec_overrides(self) -> dict[str, Any]:
         return {"inference_servers.0.engine": "sim", "inference_servers.0.port": self.server_port,
                 "queue.port": self.redis_port, "local.state_dir": str(self.root / "state"),
+                # the tests write their PDFs under the test's folder (the temp folder is no
+                # default input root: contract/inputs.py)
+                "worker_pool.input_roots": [str(self.root.parent)],
                 **self.overrides}
 
     # -- processes: each in its own group, stopped by close() -------------------------------------

@@ -116,6 +116,16 @@ class CircuitBreaker:
             self._ready_since_open = False
             self._set(BreakerState.open)
 
+    def trip(self) -> None:
+        """Open now, without waiting for ``failure_threshold`` failures: the worker's own probe
+        saw the server fail a completion (no answer within its deadline, or a 5xx) while it
+        lists its models. Recovery is the usual one (a probe that gets an answer, then a trial)."""
+        self._trial_in_flight = False
+        if self._state is not BreakerState.open:
+            self._opened_at = self._clock()
+            self._ready_since_open = False
+            self._set(BreakerState.open)
+
     def release_trial(self) -> None:
         """A trial request ended without a verdict (cancelled): let another one try."""
         self._trial_in_flight = False

@@ -132,6 +132,9 @@ class InferenceClient:
         )
         self.requests_sent = 0  # attempts, including retries; read into job metadata
         self.last_success = 0.0  # monotonic time of the last 200: lets readiness skip a probe
+        # When the newest answered request (work or 1-token probe) was sent, monotonic: a probe
+        # that timed out proves a hang only if nothing sent after it was answered since.
+        self.last_answered_sent_at = 0.0
         self.timeouts = 0  # requests that ran past their deadline (consecutive; 0 after an answer)
         self.last_failure = "none"  # the last failed request, in words (for /readyz)
         self._started: dict[int, float] = {}  # in-flight requests: id -> monotonic start
@@ -218,6 +221,7 @@ class InferenceClient:
         """A request sent at ``sent_at`` (monotonic) was answered: the server works. Every
         request sent before it that is overdue is lost there: cancel it (it is retried)."""
         now = time.monotonic()
+        self.last_answered_sent_at = max(self.last_answered_sent_at, sent_at)
         for key, started in list(self._started.items()):
             body = self._bodies.get(key)
             task = self._tasks.get(key)

@@ -10,9 +10,10 @@ from typing import Any, cast
 
 import redis
 
-from contract.inputs import forbidden_dirs, input_roots, path_refusal
+from contract.inputs import file_refusal, forbidden_dirs, input_roots, max_input_bytes, path_refusal
 from contract.spec import Spec
 from worker.jobs import Job, PageRange
+from worker.queue import DEAD_SILENT_S, process_gone
 
 
 def redis_url(spec: Spec) -> str:
@@ -29,9 +30,12 @@ class InputRefused(ValueError):
 
 
 def check_inputs(spec: Spec, paths: list[Path], project_root: Path) -> None:
-    """InputRefused naming every file outside the workers' input roots (contract/inputs.py)."""
+    """InputRefused naming every file outside the workers' input roots, not a regular file or
+    over ``worker_pool.max_input_mib`` (contract/inputs.py)."""
     roots, forbidden = input_roots(spec, project_root), forbidden_dirs(spec, project_root)
-    problems = [p for p in (path_refusal(str(path.resolve()), roots, forbidden) for path in paths) if p]
+    cap = max_input_bytes(spec)
+    problems = [p for p in (path_refusal(str(path.resolve()), roots, forbidden)
+                            or file_refusal(str(path.resolve()), cap) for path in paths) if p]
     if problems:
         raise InputRefused("; ".join(problems))
 
@@ -64,8 +68,16 @@ def list_jobs(r: redis.Redis, spec: Spec, limit: int = 50, ids: list[str] | None
         for job_id in ids:
             p.hgetall(f"{q.stream}:job:{job_id}")
         records = p.execute()
+    seen = cast(dict[str, str], r.hgetall(f"{q.stream}:workers:seen"))
+    now = time.time()
     for job_id, rec in zip(ids, records):
-        rows.append({"job_id": job_id, **rec})  # a done job's "output": where its worker stored it
+        row = {"job_id": job_id, **rec}  # a done job's "output": where its worker stored it
+        if rec.get("state") == "running" and _worker_dead(rec.get("consumer", ""), seen, now):
+            # Its worker died: the job waits for another to take it over (within seconds,
+            # worker/queue.py); it is not running anywhere.
+            row.update(state="queued", reason=f"waiting: its worker {rec.get('consumer')} stopped; "
+                       "another worker takes it over")
+        rows.append(row)
     return rows
 
 
@@ -86,6 +98,14 @@ def typed(row: dict[str, Any]) -> dict[str, Any]:
                 pass
         out[key] = value
     return out
+
+
+def _worker_dead(consumer: str, seen: dict[str, str], now: float) -> bool:
+    if not consumer:
+        return False
+    if process_gone(consumer):
+        return True
+    return consumer in seen and now - float(seen[consumer]) > DEAD_SILENT_S
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -153,6 +153,9 @@ class ObjectStore:
     def discard(self, staging: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
+    def discard_job_staging(self, job_id: str) -> int:
+        return self.scratch.discard_job_staging(job_id)
+
     def sweep_staging(self, older_than_s: float, now: float) -> int:
         return self.scratch.sweep_staging(older_than_s, now)
 

@@ -11,6 +11,7 @@ patching it is what this worker avoids (see docs/worker.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 from worker.errors import PermanentError
@@ -62,16 +63,33 @@ def page_words(pages: tuple[int, int] | None, first_page_index: int) -> str:
     return f"page {first}" if first == last else f"pages {first}-{last}"
 
 
-def document_failure(exc: Exception, source: str, first_page_index: int, library: str) -> PermanentError:
-    """The permanent failure of the document ``source`` for an exception MinerU raised on it."""
-    where = page_words(failing_pages(exc), first_page_index)
+def document_failure(exc: Exception, source: str, first_page_index: int, library: str,
+                     unrenderable: Callable[[int, int], list[int] | None] | None = None) -> PermanentError:
+    """The permanent failure of the document ``source`` for an exception MinerU raised on it.
+
+    MinerU renders pages in windows: a failure names the window, not the page. For a render
+    failure, ``unrenderable(first, last)`` (worker/pdfcheck.py) renders each page of the window
+    alone, and the reason names the pages that fail and the ones that render. The document
+    is dead-lettered whole either way: a document with a page that cannot be parsed gets no
+    partial output (the partial-failure policy of docs/worker.md)."""
+    pages = failing_pages(exc)
+    where = page_words(pages, first_page_index)
     message = " ".join(str(exc).split())[:MESSAGE_CHARS] or "(no message)"
     if isinstance(exc, TimeoutError) and is_render_failure(exc):
         kind, what = "render_timeout", "rendering took longer than MinerU's render timeout"
     elif is_render_failure(exc):
         kind, what = "render_failed", "PDFium could not render it"
+        bad = unrenderable(*pages) if unrenderable is not None and pages is not None and pages[0] != pages[1] else None
+        if bad:
+            good = [i for i in range(pages[0], pages[1] + 1) if i not in bad]  # type: ignore[index]
+            where = ", ".join(page_words((i, i), first_page_index) for i in bad)
+            what = "PDFium could not render it" + (
+                f" ({', '.join(page_words((i, i), first_page_index) for i in good)} of the same render "
+                "window render)" if good else "")
     else:
         kind, what = "parse_failed", f"{library} failed on it"
+    if message.endswith("(PDFium: Success)") or message == "Success":
+        message = message.replace("(PDFium: Success)", "").strip() + " (PDFium gives no reason)"
     origin = raised_in(exc)
     return PermanentError(kind, f"{source}: {where or 'the document'}: {what}: "
                                 f"{type(exc).__name__}: {message}" + (f" (in {origin})" if origin else ""))

@@ -10,10 +10,13 @@ import json
 import logging
 import time
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
+from redis.exceptions import RedisError
 from tenacity.wait import wait_exponential_jitter
 
 from worker import fanout
@@ -27,9 +30,9 @@ from worker.logs import log
 from worker.memory import malloc_trim
 from worker.metrics import WorkerMetrics
 from worker.parse_errors import document_failure
-from worker.pdfcheck import check_range, extract_pages, inspect_pdf
+from worker.pdfcheck import check_range, extract_pages, inspect_pdf, unrenderable_pages
 from worker.queue import Delivery, JobQueue
-from worker.sources import fetch
+from worker.sources import InputStalled, fetch
 from worker.store import OutputStore
 from worker.tracing import current_trace
 
@@ -37,6 +40,7 @@ logger = logging.getLogger("worker")
 EXIT_RECYCLE = 75  # EX_TEMPFAIL: supervisord (autorestart=unexpected) and Kubernetes restart us
 RENDER_CRASHES_MAX = 2  # render pool broken this often under one document: the document's fault
 # Errors of the machine, not of the document, when writing images or outputs: the job is kept.
+STALLS_FIELD = "input_stalls"  # on the job record: deliveries that stalled reading the input
 _MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EMFILE, errno.ENFILE,
                    errno.ENOMEM}
 
@@ -71,8 +75,11 @@ class JobSteps:
         if d.abandoned_by is not None:
             await self._record_abandonment(d, job)
         max_attempts = self.s.spec.queue.max_delivery_attempts
-        if d.deliveries > max_attempts:
-            await self._dead_letter(d, "poison", await self._poison_reason(d, job, max_attempts))
+        # A delivery that stalled on its input went back to the queue as a new entry (deliveries
+        # 1 again): the job record keeps the count.
+        stalls = int(await self.queue.r.hget(self.queue.job_key(job.job_id), STALLS_FIELD) or 0)
+        if d.deliveries + stalls > max_attempts:
+            await self._dead_letter(d, "poison", await self._poison_reason(d, job, max_attempts, stalls))
             return
         if await self._stored(job.job_id):  # redelivered after its output was stored
             await self._finish_part(job)
@@ -86,6 +93,9 @@ class JobSteps:
         while True:
             try:
                 await self._attempt(d, job, t0)
+                return
+            except InputStalled as exc:
+                await self._give_back_stalled(d, job, str(exc))
                 return
             except (PermanentError, ServerAnswerError) as exc:
                 kind = exc.kind if isinstance(exc, PermanentError) else "server_rejected"
@@ -139,12 +149,28 @@ class JobSteps:
             previous=d.abandoned_by, silent_s=note["silent_s"], previous_still_announcing=alive,
             deliveries=d.deliveries)
 
-    async def _poison_reason(self, d: Delivery, job: Job, max_attempts: int) -> str:
+    async def _give_back_stalled(self, d: Delivery, job: Job, reason: str) -> None:
+        """Reading the input stalled: count it on the job record (it counts as a delivery
+        towards ``poison``) and give the job back to the queue, freeing this worker."""
+        await self.record_stall(job.job_id, reason)
+        await self.queue.release(d)
+        log(logger, logging.WARNING, "input read stalled; job given back to the queue", error=reason)
+
+    async def record_stall(self, job_id: str, reason: str) -> None:
+        key = self.queue.job_key(job_id)
+        await self.queue.through_blip(lambda: self.queue.r.hincrby(key, STALLS_FIELD, 1))
+        await self.queue.set_state(job_id, last_stall=reason)
+
+    async def _poison_reason(self, d: Delivery, job: Job, max_attempts: int, stalls: int = 0) -> str:
         history = json.loads(await self.queue.r.hget(self.queue.job_key(job.job_id), "abandoned_by") or "[]")
         dead = [h for h in history if not h.get("still_announcing")]
         stuck = [h for h in history if h.get("still_announcing")]
-        parts = [f"delivered {d.deliveries} times without finishing "
+        parts = [f"delivered {d.deliveries + stalls} times without finishing "
                  f"(queue.max_delivery_attempts={max_attempts})"]
+        if stalls:
+            last = cast(str | None, await self.queue.r.hget(self.queue.job_key(job.job_id), "last_stall"))
+            parts.append(f"reading its input stalled {stalls} time(s) (last: {last}); check the "
+                         "storage the file is on")
         if dead:
             parts.append("the worker holding it stopped (process gone, no release at shutdown) "
                          f"{len(dead)} time(s): " + ", ".join(
@@ -155,14 +181,25 @@ class JobSteps:
             parts.append(f"{len(stuck)} time(s) a worker that was still running stopped heart-beating "
                          "it (its event loop stalled on this document): " + ", ".join(
                              str(h["consumer"]) for h in stuck))
-        if not history:
+        if not history and not stalls:
             parts.append("no worker recorded giving it up (deliveries from before this worker version)")
         return "; ".join(parts)
 
     async def _attempt(self, d: Delivery, job: Job, t0: float) -> None:
         pool = self.s.pool
-        data = await fetch(job.source, self.s.url_allowlist, roots=self.s.input_roots,
-                           forbidden=self.s.forbidden_dirs)
+        try:
+            data = await fetch(job.source, self.s.url_allowlist, roots=self.s.input_roots,
+                               forbidden=self.s.forbidden_dirs,
+                               max_bytes=pool.max_input_mib * 1024 * 1024,
+                               read_timeout_s=pool.input_read_timeout_s)
+        except asyncio.CancelledError:
+            # Stopped (drain over) while its input would not finish reading: a stall, counted
+            # before the job is released (worker/runner.py), so a file that holds every worker
+            # that reads it ends as 'poison'.
+            with suppress(RedisError, OSError):
+                await self.record_stall(job.job_id, f"{job.source}: still reading the file when the "
+                                        "worker stopped")
+            raise
         # Split documents may be long (max_document_pages); what one worker parses at once is
         # bounded by max_pages below.
         page_count = await asyncio.to_thread(inspect_pdf, data, job.source, pool.max_document_pages,
@@ -242,9 +279,11 @@ class JobSteps:
         except OSError as exc:
             if exc.errno in _MACHINE_ERRNOS:
                 raise  # the disk or the process, not the document: the job is kept
-            raise document_failure(exc, job.source, first, self._library()) from exc
+            raise document_failure(exc, job.source, first, self._library(),
+                                   partial(unrenderable_pages, data)) from exc
         except Exception as exc:  # noqa: BLE001 - MinerU/PDFium on this document: classified, not hidden
-            raise document_failure(exc, job.source, first, self._library()) from exc
+            raise document_failure(exc, job.source, first, self._library(),
+                                   partial(unrenderable_pages, data)) from exc
 
     def _library(self) -> str:
         assert self.backend is not None

@@ -15,16 +15,23 @@
   second dead letter or a second copy of the job.
 * Reclaiming names the consumer that held the job and how long it had been silent: the
   evidence behind a ``poison`` verdict.
+* A dead worker's jobs come back in seconds, not at the visibility timeout: every worker
+  announces itself every ``ANNOUNCE_INTERVAL_S`` (``<stream>:workers:seen``), and a consumer that
+  has not for ``DEAD_SILENT_S``, or whose process is gone (same host, its pid in its name), holds
+  nothing any more: :meth:`JobQueue.reclaim_from_dead` takes its entries over. The visibility
+  timeout stays the backstop for consumers no worker announced (an older worker version).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import psutil
 import redis.asyncio as aioredis
 from redis.exceptions import BusyLoadingError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -43,6 +50,11 @@ _StreamEntry = tuple[str, dict[str, str] | None]  # fields None: the entry was d
 _ReadGroupReply = list[tuple[str, list[tuple[str, dict[str, str]]]]] | None  # None: block timed out
 FINISH_RETRY_S = 60.0  # a Redis restart (supervisord, a pod) is back well within this
 DEAD_CONSUMER_S = 300.0  # a consumer not announced for this long, holding nothing, is removed
+ANNOUNCE_INTERVAL_S = 2.0  # every worker says it is alive this often (its own loop: worker/runner.py)
+ANNOUNCE_TTL_S = 3 * ANNOUNCE_INTERVAL_S  # a worker not heard from for this long is not counted live
+# A consumer silent this long is dead and its jobs are taken over (a worker's announcements have
+# their own loop, so only a dead process, or one cut off from Redis, is silent this long).
+DEAD_SILENT_S = 10.0
 # Errors of a Redis that is restarting or unreachable: the write is retried.
 _BLIP = (RedisConnectionError, RedisTimeoutError, BusyLoadingError, ConnectionError, TimeoutError)
 
@@ -128,9 +140,11 @@ class JobQueue:
     async def announce(self, alive: bool, ttl_s: float) -> None:
         now = time.time()
         async with self.r.pipeline(transaction=True) as p:
+            # seen: the process is alive (a draining worker too: its jobs are still its own);
+            # the live set: it takes new work (fan-out sizes parts by it)
+            p.hset(self.seen_key, self.consumer, now)
             if alive:
                 p.zadd(self.workers_key, {self.consumer: now})
-                p.hset(self.seen_key, self.consumer, now)
             else:
                 p.zrem(self.workers_key, self.consumer)
             p.zremrangebyscore(self.workers_key, "-inf", now - ttl_s)  # forget the dead
@@ -211,6 +225,51 @@ class JobQueue:
                 continue
             out.append(_delivery(message_id, fields, int(entry["times_delivered"]) + 1,
                                  str(entry["consumer"]), int(entry["time_since_delivered"]) / 1000))
+        return out
+
+    async def dead_consumers(self, silent_after_s: float | None = DEAD_SILENT_S) -> dict[str, str]:
+        """Consumers of the group that hold entries and are dead: {name: why}. Dead: announced
+        before but silent for ``silent_after_s`` (None: silence is no evidence, e.g. right after
+        Redis was unreachable, when every worker was silent), or (same host) their process is
+        gone."""
+        summary = cast(dict[str, Any], await self.r.xpending(self.stream, self.group))
+        holders = [str(c["name"]) for c in summary.get("consumers") or [] if int(c.get("pending", 0)) > 0]
+        holders = [c for c in holders if c != self.consumer]
+        if not holders:
+            return {}
+        seen = cast(dict[str, str], await self.r.hgetall(self.seen_key))
+        now = time.time()
+        dead = {}
+        for name in holders:
+            if process_gone(name):
+                dead[name] = "its process is gone"
+            elif silent_after_s is not None and name in seen and now - float(seen[name]) > silent_after_s:
+                dead[name] = f"not heard from for {now - float(seen[name]):.0f} s"
+        return dead
+
+    async def reclaim_from_dead(self, count: int, silent_after_s: float | None = DEAD_SILENT_S,
+                                ) -> list[Delivery]:
+        """Take over up to ``count`` entries of dead consumers (:meth:`dead_consumers`) at once,
+        without waiting for the visibility timeout. XCLAIM with a minimum idle time of a second
+        keeps two workers from taking the same entry (the first claim resets its idle time)."""
+        out: list[Delivery] = []
+        for name in await self.dead_consumers(silent_after_s):
+            entries = cast(list[dict[str, Any]], await self.r.xpending_range(
+                self.stream, self.group, "-", "+", count - len(out), consumername=name))
+            for entry in entries:
+                message_id = str(entry["message_id"])
+                claimed = cast(list[_StreamEntry], await self.r.xclaim(
+                    self.stream, self.group, self.consumer, 1000, [message_id]))
+                if not claimed:
+                    continue
+                _id, fields = claimed[0]
+                if fields is None:
+                    await self.r.xack(self.stream, self.group, message_id)
+                    continue
+                out.append(_delivery(message_id, fields, int(entry["times_delivered"]) + 1, name,
+                                     int(entry["time_since_delivered"]) / 1000))
+            if len(out) >= count:
+                break
         return out
 
     async def heartbeat(self, message_ids: list[str]) -> None:
@@ -299,3 +358,19 @@ def stream_entry(fields: dict[str, str]) -> dict[FieldT, EncodableT]:
 
 def _flat(mapping: dict[str, Any]) -> dict[FieldT, EncodableT]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in mapping.items() if v is not None}
+
+
+def process_gone(consumer: str) -> bool:
+    """The consumer ran on this host (``<hostname>-w<index>-<pid>``, worker/config.py) and no
+    process has its pid any more. False when it cannot tell (another host, another name form);
+    a pid taken again by another process reads as alive (the silence rule then decides)."""
+    host, sep, rest = consumer.rpartition("-w")
+    index, sep2, pid = rest.partition("-")
+    if not (sep and sep2 and host == socket.gethostname() and index.isdigit() and pid.isdigit()):
+        return False
+    try:
+        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE  # dead, not yet reaped
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False  # cannot tell (another user's process): alive

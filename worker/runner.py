@@ -18,6 +18,7 @@ import signal
 import time
 from contextlib import suppress
 
+import httpx
 import psutil
 from redis.exceptions import RedisError
 from tenacity.wait import wait_exponential_jitter
@@ -29,13 +30,16 @@ from worker.config import WorkerSettings
 from worker.logs import correlation_id_var, job_id_var, log
 from worker.metrics import WorkerMetrics
 from worker.processing import JobSteps
-from worker.queue import Delivery, JobQueue
+from worker.queue import ANNOUNCE_INTERVAL_S, ANNOUNCE_TTL_S, DEAD_SILENT_S, Delivery, JobQueue
 from worker.store import OutputStore
 from worker.tracing import current_trace, new_trace, parse_traceparent
 
 logger = logging.getLogger("worker")
 PROBE_INTERVAL_S = 2.0
-ANNOUNCE_TTL_S = 3 * PROBE_INTERVAL_S  # a worker not heard from for this long is not counted live
+# A worker that got no completion answered for this long asks for one itself (1 token): a hung
+# server still lists its models, and an idle worker would never see the hang otherwise.
+HANG_CHECK_S = 5.0
+DEAD_CHECK_INTERVAL_S = 1.0  # how often a worker with a free slot looks for dead workers' jobs
 READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
 OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
 PRUNE_INTERVAL_S = 60.0  # how often dead consumers are looked for
@@ -70,6 +74,9 @@ class Worker(JobSteps):
         self._job_backoff = wait_exponential_jitter(multiplier=1.0, max=10.0)
         self._proc = psutil.Process()
         self.announce_ttl_s = ANNOUNCE_TTL_S
+        self._last_hang_check = 0.0  # monotonic: the last 1-token completion asked for (see HANG_CHECK_S)
+        self._hang_task: asyncio.Task | None = None
+        self._announced_since: float | None = None  # monotonic; announcements succeeding since
 
     # -- state ----------------------------------------------------------------------------------
     @property
@@ -83,11 +90,15 @@ class Worker(JobSteps):
         """/readyz: ready to take work, or why not (the breaker included: a worker whose
         requests fail is not ready, even when the server lists its model)."""
         if not self.ready:
+            if self._stopping.is_set():
+                return False, "stopping: finishing or releasing its documents"
+            if self.backend is None and self.server_ok and self.redis_ok:
+                return False, "starting: MinerU is loading"
             return False, self.probe_detail
         if not self.breaker.allows_intake():
-            return False, (f"circuit breaker open: {self.breaker.failure_threshold}+ requests failed "
-                           f"in a row (last: {self.inference.last_failure}); a trial goes out once "
-                           "the server answers /v1/models")
+            return False, (f"circuit breaker open: requests to the server fail (last: "
+                           f"{self.inference.last_failure}); a trial goes out once the server "
+                           "answers /v1/models and a 1-token completion")
         return True, self.probe_detail
 
     def _on_breaker_change(self, state: BreakerState) -> None:
@@ -119,7 +130,8 @@ class Worker(JobSteps):
                                          now=time.time())
         await self._announce()
         intake = asyncio.create_task(self._intake_loop())
-        loops = [asyncio.create_task(c) for c in (self._probe_loop(), self._heartbeat_loop())]
+        loops = [asyncio.create_task(c) for c in (self._probe_loop(), self._heartbeat_loop(),
+                                                  self._announce_loop())]
         log(logger, logging.INFO, "worker started", consumer=self.s.consumer, swept_staging=swept)
         await self._stopping.wait()
         await self._announce()  # leaves the live set: new fan-outs are sized without us
@@ -188,8 +200,19 @@ class Worker(JobSteps):
     async def _announce(self) -> None:
         """Count this worker in the live set fan-out sizes parts by (a starting worker counts:
         it takes parts within seconds); best effort, Redis trouble is handled by the loops."""
-        with suppress(RedisError, OSError):
+        try:
             await self.queue.announce(not self._stopping.is_set(), self.announce_ttl_s)
+        except (RedisError, OSError):
+            self._announced_since = None
+            return
+        if self._announced_since is None:
+            self._announced_since = time.monotonic()
+
+    def _silence_is_evidence(self) -> float | None:
+        """DEAD_SILENT_S once this worker has announced itself that long without a break: after
+        Redis was unreachable every worker was silent, and silence says nothing yet."""
+        since = self._announced_since
+        return DEAD_SILENT_S if since is not None and time.monotonic() - since > DEAD_SILENT_S else None
 
     async def _sleep(self, seconds: float) -> None:
         with suppress(asyncio.TimeoutError):
@@ -197,10 +220,11 @@ class Worker(JobSteps):
 
     # -- loops --------------------------------------------------------------------------------------
     async def _intake_loop(self) -> None:
-        """Fill free slots: first jobs abandoned by dead workers (XAUTOCLAIM, every quarter of
-        the visibility timeout), then new ones (XREADGROUP)."""
+        """Fill free slots: first the jobs of dead workers (silent or their process gone: every
+        DEAD_CHECK_INTERVAL_S), then jobs idle past the visibility timeout (every quarter of
+        it), then new ones (XREADGROUP)."""
         vt = self.s.spec.queue.visibility_timeout_s
-        next_reclaim = 0.0
+        next_reclaim = next_dead_check = 0.0
         while not self._stopping.is_set():
             if not self.can_take():
                 await self._sleep(0.2)
@@ -212,7 +236,17 @@ class Worker(JobSteps):
             delivery = None
             try:
                 self._reading = True
-                if time.monotonic() >= next_reclaim:
+                if time.monotonic() >= next_dead_check:
+                    next_dead_check = time.monotonic() + DEAD_CHECK_INTERVAL_S
+                    taken = await self.queue.reclaim_from_dead(1, self._silence_is_evidence())
+                    if taken:
+                        delivery = taken[0]
+                        self._clean_abandoned_staging(delivery)
+                        log(logger, logging.INFO, "took over a dead worker's job", message_id=delivery.message_id,
+                            job_id=delivery.job.job_id if delivery.job else None,
+                            previous=delivery.abandoned_by, deliveries=delivery.deliveries)
+                        next_dead_check = 0.0  # there may be more
+                if delivery is None and time.monotonic() >= next_reclaim:
                     next_reclaim = time.monotonic() + max(0.5, vt / 4)
                     claimed = await self.queue.reclaim(vt, count=1)
                     if claimed:
@@ -240,6 +274,20 @@ class Worker(JobSteps):
                 self._slots.release()
                 continue
             self._spawn(delivery)
+
+    def _clean_abandoned_staging(self, d: Delivery) -> None:
+        """The dead worker's half-written outputs of this job: nobody else writes them."""
+        if d.job is not None:
+            removed = self.store.discard_job_staging(d.job.job_id)
+            if removed:
+                log(logger, logging.INFO, "removed a dead worker's staging folder", folders=removed)
+
+    async def _announce_loop(self) -> None:
+        """Say this worker is alive, on its own loop: a probe waiting on a hung server must not
+        make the worker look dead to the others (they take a silent worker's jobs)."""
+        while True:
+            await self._announce()
+            await asyncio.sleep(ANNOUNCE_INTERVAL_S)
 
     async def _heartbeat_loop(self) -> None:
         interval = max(0.5, self.s.spec.queue.visibility_timeout_s / 3)
@@ -273,15 +321,20 @@ class Worker(JobSteps):
                         # deadline, and recovery would wait on it after the server is back.
                         what = f"a 1-token completion from {self.s.server_url} (it lists its models)"
                         await self.inference.ping_completion(self.s.model_name)
+                    elif self.server_ok and self._hang_check_due():
+                        # On a task of its own: it waits as long as answers take (under a backlog,
+                        # long), and the probe loop (/healthz) must not wait with it.
+                        self._hang_task = asyncio.create_task(self._hang_check())
                 except Exception as exc:  # noqa: BLE001 - any failure means "not ready", with the reason
                     self.server_ok = False
-                    self.probe_detail = f"{what} failed: {exc!r}"
+                    failed = "got no answer in time: the server is hung" if isinstance(
+                        exc, (TimeoutError, httpx.TimeoutException)) else f"failed: {exc!r}"
+                    self.probe_detail = f"{what} {failed}"
                 self.breaker.server_ready(self.server_ok, sent_at)
             if self.server_ok:
                 self._server_back.set()
             else:
                 self._server_back.clear()
-            await self._announce()
             try:
                 await self.queue.r.ping()
                 self.redis_ok = True
@@ -299,6 +352,36 @@ class Worker(JobSteps):
             self.last_probe = time.monotonic()
             down = not self.server_ok or state is not BreakerState.closed
             await asyncio.sleep(OPEN_PROBE_INTERVAL_S if down else PROBE_INTERVAL_S)
+
+    def _hang_check_due(self) -> bool:
+        now = time.monotonic()
+        running = self._hang_task is not None and not self._hang_task.done()
+        return (not running and self.breaker.state is BreakerState.closed
+                and now - self.inference.last_success > HANG_CHECK_S and now - self._last_hang_check > HANG_CHECK_S)
+
+    async def _hang_check(self) -> None:
+        """A 1-token completion (waiting what probes wait: twice the median answer, at least
+        2 s, at most its deadline); no answer in time, or a 5xx, opens the breaker at once (the
+        worker stops taking jobs and /readyz says why): every worker, busy or idle, sees a hung
+        server within HANG_CHECK_S plus that wait."""
+        sent_at = self._last_hang_check = time.monotonic()
+        what = (f"a 1-token completion from {self.s.server_url} (it lists its models; no completion "
+                f"answered this worker for {HANG_CHECK_S:g} s)")
+        try:
+            await self.inference.ping_completion(self.s.model_name)
+        except (TimeoutError, httpx.TimeoutException):
+            if self.inference.last_answered_sent_at > sent_at:
+                return  # a request sent after it was answered: the hang, if any, is over
+            self.inference.last_failure = "a 1-token completion got no answer in time (the server is hung)"
+            self.probe_detail = f"{what} got no answer in time: the server is hung"
+            self.breaker.trip()
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code >= 500 and self.inference.last_answered_sent_at <= sent_at:
+                self.inference.last_failure = f"a 1-token completion answered HTTP {exc.response.status_code}"
+                self.probe_detail = f"{what} answered HTTP {exc.response.status_code}"
+                self.breaker.trip()
+        except Exception as exc:  # noqa: BLE001 - not a verdict on the server (connection: the probe sees it)
+            log(logger, logging.DEBUG, "hang check failed", error=repr(exc))
 
     async def _prune_consumers(self) -> None:
         if time.monotonic() < self._next_prune:

@@ -55,6 +55,11 @@ class OutputStore(Protocol):
 
     def discard(self, staging: Path) -> None: ...
 
+    def discard_job_staging(self, job_id: str) -> int:
+        """Remove every staging folder of ``job_id`` (a dead worker's, when its job is taken
+        over); returns how many."""
+        ...
+
     def sweep_staging(self, older_than_s: float, now: float) -> int: ...
 
 
@@ -114,6 +119,16 @@ class DirectoryStore:
 
     def discard(self, staging: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
+
+    def discard_job_staging(self, job_id: str) -> int:
+        count = 0
+        prefix = f".staging-{job_id}-"
+        for path in self.root.glob(f"{prefix}*"):
+            tail = path.name[len(prefix):]  # the attempt's 8 hex digits (not job "a-b" for job "a")
+            if len(tail) == 8 and all(c in "0123456789abcdef" for c in tail):
+                shutil.rmtree(path, ignore_errors=True)
+                count += 1
+        return count
 
     def sweep_staging(self, older_than_s: float, now: float) -> int:
         """Remove staging dirs left by crashed attempts. Other workers share the store, so only

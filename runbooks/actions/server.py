@@ -7,6 +7,7 @@ from pydantic import Field
 
 from runbooks.actions.runner import Step, health_step, run_plan
 from runbooks.context import ActionContext
+from runbooks.diagnose.advice import memory_knob
 from runbooks.diagnose.signatures import match_logs
 from runbooks.model import Refused, Report
 from runbooks.params import ServerParams
@@ -39,14 +40,17 @@ def restart_server(ctx: ActionContext, p: RestartServerParams) -> Report:
         raise Refused(f"{comp}: its log shows '{blocking.signature.id}' ({blocking.signature.meaning}); "
                       f"a restart will not fix that: run `{_NOT_FIXED_BY_RESTART[blocking.signature.case]}`"
                       " (or --force to restart anyway)")
-    oom = "OOM" in (state.exit_reason or "") or "SIGKILL" in (state.exit_reason or "") or any(
+    # An OOM kill only with evidence (the same rule as diagnose): the platform's "OOMKilled"
+    # (the kubelet's verdict, or the kernel log naming the pid: runbooks/platforms/oom.py) or an
+    # out-of-memory line in the server's log. A bare SIGKILL is a kill ("kill -9"), nothing more.
+    oom = (state.exit_reason or "").startswith("OOMKilled") or any(
         m.signature.case == "server-down-oom" for m in matches)
     why = p.reason or ("healthy server, forced (KV-cache fragmentation / maintenance)" if state.healthy
                        else f"{state.state}, last exit: {state.exit_reason or 'unknown'}")
     steps = [Step("restart", comp, why, lambda: ctx.platform.restart(comp), restarts=comp),
              health_step(ctx, comp, min(ctx.safety.ready_timeout_s, ctx.server(p.server).startup_budget_s))]
-    nxt = (["runbook tune --set gpu_memory_utilization=0.85  # if the OOM recurs"]
-           if oom else [])
+    knob = memory_knob(ctx.spec, ctx.server(p.server), ctx.platform.kind) if oom else None
+    nxt = [knob] if knob else []
     return run_plan(ctx, "restart-server", steps, summary=f"restart {comp} and wait for /health",
                     case="server-down-oom" if oom else ("kv-fragmentation" if state.healthy else "server-down"),
                     evidence=evidence, next_steps=nxt)

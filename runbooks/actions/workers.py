@@ -11,6 +11,7 @@ from pydantic import Field
 from contract.metrics import BREAKER_STATE, BreakerState
 from runbooks.actions.runner import Step, StepFailed, health_step, run_plan, wait_healthy
 from runbooks.context import ActionContext
+from runbooks.diagnose.engine import server_fault
 from runbooks.model import PlatformError, Refused, Report
 from runbooks.params import ActionParams
 from runbooks.platforms.base import WORKERS
@@ -51,6 +52,14 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
                       "of it and a worker restart cannot help; run `runbook restart-server` first")
     states, source = breaker_states(ctx)
     open_ = sorted(k for k, v in states.items() if v >= BreakerState.open)
+    if not p.force:
+        # /health answers, but does the server answer completions? A hung or failing server
+        # opens every breaker, and restarting the workers only drops their documents' progress.
+        fault = server_fault(ctx, server)
+        if fault is not None:
+            raise Refused(f"{server} answers /health but not completions ({'; '.join(fault.evidence)}): "
+                          "the breakers are open because of it and a worker restart cannot help; run "
+                          "`runbook restart-server --force` (or pass --force to restart the workers anyway)")
     w_state = ctx.platform.state(WORKERS)
     evidence += [w_state.line(), f"breaker state from {source}: " + (
         ", ".join(f"{k}={BreakerState(int(v)).name}" for k, v in sorted(states.items())) or "no data")]

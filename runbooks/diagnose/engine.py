@@ -15,11 +15,14 @@ step the target would refuse (runbooks/diagnose/advice.py), saying so.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
 
+from contract.metrics import CHAT_ENDPOINT
+from contract.spec import DeploymentMode, Spec
 from runbooks.context import ActionContext
 from runbooks.diagnose.advice import memory_knob, refusal
 from runbooks.diagnose.signals import load_thresholds
@@ -27,15 +30,20 @@ from runbooks.diagnose.signatures import match_logs
 from runbooks.gpu.probe import probe
 from runbooks.model import PlatformError, Refused, Report
 from runbooks.params import ActionParams
-from runbooks.platforms.base import WORKERS, server_component
+from runbooks.platforms.base import QUEUE, WORKERS, HttpResult, server_component
+
+COMPLETION_PROBES = 3  # diagnose's own 1-token completions to a server whose /health answers
 
 # Priority of cases when several hold: an outage before a slowdown, a cause before a symptom.
-PRIORITY = ["platform-unreachable", "server-crashloop-cuda", "server-down-model-load",
-            "server-down-oom", "gpu-node-failure", "server-down", "server-hung", "workers-down",
-            "server-errors", "breaker-stuck-open", "pipeline-stalled", "queue-backlog",
-            "kv-fragmentation", "large-pdfs", "breaker-recovering", "healthy"]
+PRIORITY = ["platform-unreachable", "stack-down", "server-crashloop-cuda", "server-down-model-load",
+            "server-down-oom", "gpu-node-failure", "server-down", "queue-down", "server-hung",
+            "server-errors", "workers-down", "breaker-stuck-open", "pipeline-stalled", "queue-backlog",
+            "kv-fragmentation", "large-pdfs", "breaker-recovering", "workers-starting", "healthy"]
 TITLES = {
     "platform-unreachable": "the platform did not answer",
+    "stack-down": "the local stack is not running",
+    "queue-down": "queue down: Redis does not answer",
+    "workers-starting": "a worker is starting again (it restarted by itself; the others took over its jobs)",
     "server-crashloop-cuda": "server down: GPU driver crash (CUDA error / Xid)",
     "server-down-model-load": "server down: model loading failure (Hugging Face token or network)",
     "server-down-oom": "server down: out of memory (OOMKilled)",
@@ -46,7 +54,7 @@ TITLES = {
     "breaker-stuck-open": "worker circuit breaker stuck open",
     "pipeline-stalled": "pipeline stalled: documents wait and none finishes",
     "breaker-recovering": "circuit breaker recovering: the server answers again, trials are under way",
-    "workers-down": "workers down",
+    "workers-down": "workers down: a worker process is not running",
     "queue-backlog": "high latency: queue backlog at the inference server",
     "kv-fragmentation": "high latency: KV cache near full (fragmentation / memory pressure)",
     "large-pdfs": "high latency without a backlog: large or complex PDFs",
@@ -59,6 +67,7 @@ class Finding:
     case: str
     commands: list[str]
     evidence: list[str] = field(default_factory=list)
+    probed: bool = False  # from diagnose's own completions (not from Prometheus' windows)
 
 
 class DiagnoseParams(ActionParams):
@@ -76,29 +85,51 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
         th = load_thresholds(p.thresholds)
     except ValueError as exc:
         raise Refused(str(exc)) from exc
+    # The spec the platform runs now: a rollback to monolithic runs no shared server.
+    spec = getattr(ctx.platform, "spec", None) or ctx.spec
     findings: list[Finding] = []
     evidence: list[str] = []
     servers_down: set[str] = set()
+    servers_up: set[str] = set()
+    platform_ok = True
     try:
-        for server in ctx.spec.inference_servers:
+        if spec.deployment_mode is DeploymentMode.monolithic:
+            evidence.append("deployment_mode monolithic: every worker runs its own engine; no shared "
+                            "inference server to check")
+        for server in spec.inference_servers if spec.deployment_mode is DeploymentMode.split else []:
             if server.replicas == 0:
                 continue
             comp = server_component(server.name)
-            f = _server(ctx, comp, p.log_lines, evidence)
+            f = _server(ctx, spec, comp, p.log_lines, evidence)
             if f:
                 findings.append(f)
                 servers_down.add(comp)
+            else:
+                servers_up.add(comp)
+                findings += _completions(ctx, spec, comp, th, evidence)
         findings += _nodes(ctx, evidence)
-        w = _workers(ctx, evidence)
+        findings += _queue(ctx, evidence)
+        w = _workers(ctx, spec, evidence)
     except PlatformError as exc:
+        platform_ok = False
         evidence.append(f"{ctx.platform.target()}: {exc}")
-        findings.append(Finding("platform-unreachable", ["runbook diagnose  # once the platform answers"]))
-        w = None
+        if ctx.platform.kind == "local":
+            findings.append(Finding("stack-down", [f"splitstack up --stack {spec.stack}"]))
+        else:
+            findings.append(Finding("platform-unreachable", ["runbook diagnose  # once the platform answers"]))
+        w = []
     if p.gpu:
         findings += _gpu(ctx, evidence)
-    signals = _prometheus(ctx, th, evidence, findings, servers_down, workers_down=w is not None)
-    if w is not None and not servers_down:
-        findings.append(w)
+    signals = _prometheus(ctx, th, evidence, findings, servers_down,
+                          workers_down=any(f.case == "workers-down" for f in w),
+                          platform_ok=platform_ok, servers_up=servers_up)
+    waiting = signals.get("waiting")
+    if waiting is not None and waiting > th["queue_waiting_max"] and any(f.case == "server-hung" for f in findings):
+        # Completions that wait behind a queue of requests are slow, not lost: a backlog.
+        findings = [f for f in findings if f.case != "server-hung" or not f.probed]
+        evidence.append(f"diagnose's completions waited behind {waiting:g} waiting requests: a backlog "
+                        "(queue-backlog), not a hang")
+    findings += w
     if not findings:
         findings.append(Finding("healthy", []))
     evidence += _reconcile(ctx, signals, findings)
@@ -106,7 +137,7 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
     top = findings[0]
     nxt = []
     for command in dict.fromkeys(c for f in findings for c in f.commands):
-        why_not = refusal(ctx.spec, ctx.platform.kind, command)
+        why_not = refusal(spec, ctx.platform.kind, command)
         if why_not:
             evidence.append(f"not suggested: `{command.split('  #')[0]}` ({why_not})")
         else:
@@ -137,7 +168,7 @@ def _reconcile(ctx: ActionContext, signals: dict[str, Any], findings: list[Findi
     return notes
 
 
-def _server(ctx: ActionContext, comp: str, lines: int, evidence: list[str]) -> Finding | None:
+def _server(ctx: ActionContext, spec: Spec, comp: str, lines: int, evidence: list[str]) -> Finding | None:
     state = ctx.platform.state(comp)
     evidence.append(state.line())
     matches = match_logs(ctx.platform.logs(comp, lines))
@@ -154,8 +185,8 @@ def _server(ctx: ActionContext, comp: str, lines: int, evidence: list[str]) -> F
     # local platform checks it), or an out-of-memory error in the server's own log. A bare
     # SIGKILL is a kill, nothing more.
     if "OOMKilled" in reason or "server-down-oom" in cases:
-        server = ctx.spec.server(comp[len("server-"):])
-        knob = memory_knob(ctx.spec, server, ctx.platform.kind)
+        server = spec.server(comp[len("server-"):])
+        knob = memory_knob(spec, server, ctx.platform.kind)
         return Finding("server-down-oom", ["runbook restart-server", *([knob] if knob else [])],
                        sig + [f"{comp}: exit reason {reason or 'n/a'}"])
     return Finding("server-down", ["runbook restart-server"],
@@ -170,15 +201,108 @@ def _nodes(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
                     [f"node {n.name} NotReady: {n.conditions.get('Ready', '')}" for n in lost])] if lost else []
 
 
-def _workers(ctx: ActionContext, evidence: list[str]) -> Finding | None:
-    if ctx.spec.worker_pool.replicas == 0:
+def _queue(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
+    """Redis, where the platform runs it as a component of its own (the local stack's queue)."""
+    try:
+        state = ctx.platform.state(QUEUE)
+    except Refused:
+        return []  # not a component of this platform (a managed Redis)
+    evidence.append(state.line())
+    if state.healthy:
+        return []
+    if state.state in ("starting", "running") and not state.failed:
+        return [Finding("queue-down", [], [f"{QUEUE}: {state.state} again after it stopped; the "
+                                           "workers reconnect and retry their acks by themselves"])]
+    return [Finding("queue-down", [f"runbook restart --component {QUEUE}"],
+                    [f"{QUEUE}: {state.state}, last exit {state.exit_reason or 'n/a'}; the workers wait for it "
+                     "(no job is lost: Redis keeps them in its append-only file)"])]
+
+
+def _workers(ctx: ActionContext, spec: Spec, evidence: list[str]) -> list[Finding]:
+    """Each worker (or the Deployment) that is not ready, by why: its process is down (a
+    worker fault), it is starting again, or it is alive and waiting on the server or the
+    queue (their fault: found by their own checks, never a reason to restart the workers)."""
+    if spec.worker_pool.replicas == 0:
         evidence.append("workers: none in the spec (worker_pool.replicas = 0)")
-        return None
+        return []
     state = ctx.platform.state(WORKERS)
     evidence.append(state.line())
     if state.healthy:
-        return None
-    return Finding("workers-down", ["runbook restart-workers"], [f"workers: {state.detail}"])
+        return []
+    units = ctx.platform.units(WORKERS)
+    parts = [ctx.platform.state(u) for u in units] if len(units) > 1 or units != [WORKERS] else [state]
+    out: list[Finding] = []
+    for part in parts:
+        if part.healthy:
+            continue
+        why = part.detail.lower()
+        line = f"{part.name}: {part.state} ({part.detail})" + (
+            f", last exit: {part.exit_reason}" if part.exit_reason else "")
+        alive = part.state == "running" and not part.failed
+        if alive and any(k in why for k in _SERVER_WORDS):
+            evidence.append(f"{line}: waiting on the inference server, not a worker fault")
+        elif alive and "redis" in why:
+            evidence.append(f"{line}: waiting on the queue, not a worker fault")
+        elif (part.state == "starting" or (alive and any(k in why for k in _STARTING_WORDS))) \
+                and not part.failed:
+            out.append(Finding("workers-starting", [], [f"{line}; its documents were taken over by the "
+                                                        "other workers (worker/queue.py)"]))
+        else:
+            command = "runbook restart-workers" if part.name == WORKERS else f"runbook restart --component {part.name}"
+            out.append(Finding("workers-down", [command], [line]))
+    return out
+
+
+# What a worker's /readyz says when the server, not the worker, is the cause (worker/runner.py).
+_SERVER_WORDS = ("circuit breaker open", "/v1/models", "1-token completion", "server lists")
+# ... and while it starts (the process is up, its port not yet, or MinerU still loading).
+_STARTING_WORDS = ("connecterror", "connection refused", "starting", "mineru is loading")
+
+
+def server_fault(ctx: ActionContext, comp: str) -> Finding | None:
+    """``server-hung`` or ``server-errors`` from diagnose's own completions to ``comp`` (None: it
+    answers them), with the default thresholds; for actions that must not act on the workers
+    while the server is at fault."""
+    spec = getattr(ctx.platform, "spec", None) or ctx.spec
+    found = _completions(ctx, spec, comp, load_thresholds(), [])
+    return found[0] if found else None
+
+
+def _completions(ctx: ActionContext, spec: Spec, comp: str, th: dict[str, Any],
+                 evidence: list[str]) -> list[Finding]:
+    """Ask a server whose /health answers for COMPLETION_PROBES 1-token completions at once
+    (what the workers need of it): none answered in ``completion_timeout_s`` is a hang (a
+    partial one too: some answered, some not), most answered 5xx is a failing server. The
+    freshest evidence there is: no scrape interval or rate window to wait for."""
+    server = spec.server(comp[len("server-"):])
+    body = {"model": server.model.name, "max_tokens": 1,
+            "messages": [{"role": "user", "content": "ping"}]}
+    timeout_s = float(th["completion_timeout_s"])
+    def ask(_i: int) -> HttpResult:
+        try:
+            return ctx.platform.http(comp, "POST", CHAT_ENDPOINT, body, timeout_s)
+        except PlatformError as exc:  # through a proxy (Kubernetes): its timeout is the server's
+            return HttpResult(0, str(exc))
+
+    with ThreadPoolExecutor(COMPLETION_PROBES) as pool:
+        results = list(pool.map(ask, range(COMPLETION_PROBES)))
+    hung = [r for r in results if r.status == 0 and ("timeout" in r.text.lower() or "timed out" in r.text.lower())]
+    failed = [r for r in results if r.status >= 500]
+    answered = [r for r in results if r.status == 200]
+    seen = (f"diagnose's {COMPLETION_PROBES} 1-token completions to {comp}: {len(answered)} answered, "
+            f"{len(hung)} got no answer in {timeout_s:g} s, {len(failed)} answered 5xx")
+    evidence.append(seen)
+    restart = (f"runbook restart-server --force  # its /health answers but its completions do not: "
+               f"a restart clears a hung or failing engine (check `splitstack logs {comp}` first)")
+    if hung:
+        return [Finding("server-hung", [restart], [f"{comp}: {len(hung)} of {COMPLETION_PROBES} completions "
+                                                    f"got no answer in {timeout_s:g} s while /health answers"],
+                        probed=True)]
+    if len(failed) * 2 > COMPLETION_PROBES:
+        first = failed[0]
+        return [Finding("server-errors", [restart], [f"{comp}: {len(failed)} of {COMPLETION_PROBES} completions "
+                                                      f"answered HTTP {first.status}: {first.text[:120]}"])]
+    return []
 
 
 def _gpu(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
@@ -202,7 +326,8 @@ def _gpu(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
 
 
 def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
-                findings: list[Finding], servers_down: set[str], workers_down: bool = False) -> dict[str, Any]:
+                findings: list[Finding], servers_down: set[str], workers_down: bool = False,
+                platform_ok: bool = True, servers_up: set[str] | None = None) -> dict[str, Any]:
     if ctx.prometheus is None:
         evidence.append("Prometheus: not configured (pass --prometheus-url); signals skipped")
         return {}
@@ -212,7 +337,12 @@ def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
         evidence.append(f"Prometheus: {exc}")
         return {}
     evidence.append("Prometheus: " + ", ".join(f"{k}={_fmt(v)}" for k, v in s.items()))
-    if s["server_up"] == 0 and not servers_down:
+    if s["server_up"] == 0 and servers_up:
+        # The platform just found it healthy: the last scrape predates its start (a restart, a
+        # return to split). Prometheus decides only when the platform could not be asked.
+        evidence.append("Prometheus: up{job=\"inference-server\"} == 0 is older than the platform's "
+                        f"state ({', '.join(sorted(servers_up))} healthy): its last scrape predates the start")
+    elif s["server_up"] == 0 and not servers_down and not platform_ok:
         findings.append(Finding("server-down", ["runbook restart-server"],
                                 ["Prometheus: up{job=\"inference-server\"} == 0"]))
     server = ctx.spec.worker_server
@@ -233,7 +363,7 @@ def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
             f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s with no queue backlog"]))
     elif ttft is not None and ttft > th["ttft_p95_max_s"]:
         evidence.append(f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s (explained by the backlog)")
-    server_up = not servers_down and s["server_up"] != 0
+    server_up = bool(servers_up) or (not servers_down and s["server_up"] != 0)
     _flow(ctx, th, s, findings, server_up, workers_down)
     return s
 
@@ -286,7 +416,8 @@ def _flow(ctx: ActionContext, th: dict[str, Any], s: dict[str, Any], findings: l
                 "answers /v1/models, and closes on its success (worker/breaker.py); run diagnose again "
                 "in a minute if it stays open"]))
         return
-    if stalled and server_up and not workers_down:
+    known = any(f.case in ("server-hung", "server-errors") for f in findings)  # diagnose's own completions
+    if stalled and server_up and not workers_down and not known:
         findings.append(Finding("pipeline-stalled", [
             "runbook restart-workers --force  # the server answers and no breaker is open, yet nothing "
             "finishes: the workers are stuck"], evidence))

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from contract.spec import DeploymentMode, Spec
 
 WORKERS = "workers"  # the worker pool as a whole (a Deployment; all worker-<i> processes)
+QUEUE = "queue"  # Redis, where the platform runs it as a component (the local stack)
 
 
 def server_component(name: str) -> str:

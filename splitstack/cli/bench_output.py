@@ -7,15 +7,15 @@ import sys
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from bench.pipeline import summary_lines as pipeline_lines
 from bench.tokcheck import summary_lines as tokcheck_lines
+from splitstack.cli.terminal import SafeConsole
 
-console = Console(stderr=True)  # progress, warnings and errors
-out = Console(width=None if sys.stdout.isatty() else 160)  # results; logs and CI: no wrapping at 80
+console = SafeConsole(stderr=True)  # progress, warnings and errors
+out = SafeConsole(width=None if sys.stdout.isatty() else 160)  # results; logs and CI: no wrapping at 80
 
 
 def fail(msg: str, code: int = 2) -> typer.Exit:

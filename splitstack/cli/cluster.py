@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from splitstack.cli.options import epilog
+from splitstack.cli.terminal import SafeConsole
 from stack.cluster.cluster import LocalCluster
 from stack.cluster.nodes import ShapeError
 from stack.cluster.tools import go_tools
@@ -22,8 +22,8 @@ from stack.component import SetupError
 
 app = typer.Typer(help="The local Kubernetes cluster: etcd, API server, controller manager, scheduler "
                        "and kwok nodes shaped from a stack's spec, on loopback.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 
 def _fail(exc: Exception, code: int = 2) -> typer.Exit:

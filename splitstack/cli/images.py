@@ -9,19 +9,19 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from contract.spec import Spec
 from contract.spec_loader import SpecError, load_stack, project_root
 from splitstack.cli.options import epilog
+from splitstack.cli.terminal import SafeConsole
 from stack.component import SetupError
 from stack.images import BaseKind, Built, ImageName, build_images
 from stack.podman import PodmanError
 from stack.registry import check_images, push_images
 
 app = typer.Typer(help="Container images (images/*/Containerfile), built with podman.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 
 def _check_base(value: str, option: str) -> None:

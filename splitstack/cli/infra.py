@@ -18,6 +18,7 @@ from contract.spec_loader import SpecError, load_stack, project_root
 from infra.compose import HEADER, ComposeError, compose_document, validate_compose, write_compose
 from infra.policy.rules import check_all
 from splitstack.cli.options import Output, OutputOpt, Stack, epilog
+from splitstack.cli.terminal import echo
 
 app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
                   no_args_is_help=True)
@@ -27,12 +28,12 @@ def _load(stack: str):
     try:
         return load_stack(stack)
     except SpecError as exc:
-        typer.echo(str(exc), err=True)
+        echo(str(exc), err=True)
         raise typer.Exit(2) from None
 
 
 def _refuse(stack: str, exc: Exception) -> typer.Exit:
-    typer.echo(f"stack {stack!r}: {exc}", err=True)
+    echo(f"stack {stack!r}: {exc}", err=True)
     return typer.Exit(2)
 
 
@@ -64,18 +65,18 @@ def render(
     except ValueError as exc:
         raise _refuse(stack, exc) from None
     files = render_mod.write_manifests(result, out)
-    typer.echo(f"wrote {len(result.objects)} objects ({len(files)} files) to {out}")
+    echo(f"wrote {len(result.objects)} objects ({len(files)} files) to {out}")
     violations = [f"[{rule}] {v}" for rule, vs in check_all(result.objects).items() for v in vs]
     problems = []
     if validate:
         try:
             manifests = require("infra.policy.manifests", "dev", "`--validate` (Kubernetes schemas)")
         except MissingExtra as exc:
-            typer.echo(str(exc), err=True)
+            echo(str(exc), err=True)
             raise typer.Exit(2) from None
         problems = manifests.validate_all(result.objects)
     for line in violations + problems:
-        typer.echo(line, err=True)
+        echo(line, err=True)
     if violations or problems:
         raise typer.Exit(1)
 
@@ -93,9 +94,9 @@ def plan(stack: Stack = "dev", output: OutputOpt = Output.text) -> None:
     except ValueError as exc:
         raise _refuse(stack, exc) from None
     if output is Output.json:
-        typer.echo(json.dumps(plan_mod.plan_dict(result), indent=2, default=str))
+        echo(json.dumps(plan_mod.plan_dict(result), indent=2, default=str))
     else:
-        typer.echo(plan_mod.render_plan(result), nl=False)
+        echo(plan_mod.render_plan(result), nl=False)
     if not result.fits:
         raise typer.Exit(2)
 
@@ -115,10 +116,10 @@ def compose(
             problems = validate_compose(document)
             if problems:
                 raise ComposeError("; ".join(problems))
-            typer.echo(HEADER.format(stack=stack) + yaml.safe_dump(document, sort_keys=False))
+            echo(HEADER.format(stack=stack) + yaml.safe_dump(document, sort_keys=False))
             return
         files = write_compose(spec, project_root(), out)
     except (ComposeError, MissingExtra) as exc:
         raise _refuse(stack, exc) from None
-    typer.echo(f"wrote {out} and {len(files) - 1} Prometheus files beside it; run "
+    echo(f"wrote {out} and {len(files) - 1} Prometheus files beside it; run "
                f"`docker compose -p splitstack-{stack} -f {out} up -d`")

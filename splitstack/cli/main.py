@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from bench.demo import DEMO_WORKERS, run_demo
@@ -29,6 +28,7 @@ from splitstack.cli import sim as sim_cli
 from splitstack.cli import slo as slo_cli
 from splitstack.cli import worker as worker_cli
 from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, add_version, epilog
+from splitstack.cli.terminal import SafeConsole
 from stack.components import SetupError
 from stack.launcher import LocalStack, StackError
 from stack.podman import PodmanError
@@ -39,8 +39,8 @@ app = typer.Typer(no_args_is_help=True)
 add_version(app, "splitstack", "Provision, run and operate the split-container pipeline.")
 spec_app = typer.Typer(no_args_is_help=True, help="The deployment spec (Pulumi.<stack>.yaml).")
 app.add_typer(spec_app, name="spec")
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 StackOpt = Stack
 

@@ -22,6 +22,7 @@ from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
 from runbooks.gpu.xid import parse_kernel_log
 from splitstack.cli.options import Output, add_version, epilog
 from splitstack.cli.runbook_actions import register as register_actions
+from splitstack.cli.terminal import echo
 
 app = typer.Typer(name="runbook", no_args_is_help=True, add_completion=False)
 add_version(app, "runbook", "On-call runbook actions for splitstack.")
@@ -31,7 +32,7 @@ app.add_typer(capacity_app, name="capacity-plan")
 
 
 def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
 
@@ -68,7 +69,7 @@ def capacity_fit(
     except (CatalogError, FitInputError, ValueError) as exc:
         _fail(str(exc))
         return
-    typer.echo(report.model_dump_json(indent=1) if output is Output.json else report.explain())
+    echo(report.model_dump_json(indent=1) if output is Output.json else report.explain())
     raise typer.Exit(0 if report.fits else 1)
 
 
@@ -79,7 +80,7 @@ def capacity_matrix(
 ) -> None:
     """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
 
-    typer.echo(matrix_table(gpu_memory_utilization=gpu_memory_utilization,
+    echo(matrix_table(gpu_memory_utilization=gpu_memory_utilization,
                             max_model_len=max_model_len))
 
 
@@ -119,11 +120,11 @@ def capacity_forecast(
         return
     plans = forecast(inputs)
     if output is Output.json:
-        typer.echo(json.dumps({"inputs": inputs.model_dump(), "per_server_source": source,
+        echo(json.dumps({"inputs": inputs.model_dump(), "per_server_source": source,
                                "quarters": [p.model_dump() for p in plans]}, indent=1))
         return
-    typer.echo(f"per-server capacity {inputs.per_server_pdfs_per_hour:g} PDFs/h from {source}")
-    typer.echo(render_table(plans))
+    echo(f"per-server capacity {inputs.per_server_pdfs_per_hour:g} PDFs/h from {source}")
+    echo(render_table(plans))
 
 
 @app.command("gpu-probe", epilog=epilog("runbook gpu-probe --output json",
@@ -148,14 +149,14 @@ def gpu_probe(
     if output is Output.json:
         data = result.to_dict()
         data["kernel_log_xids"] = [x.__dict__ for x in past]
-        typer.echo(json.dumps(data, indent=1))
+        echo(json.dumps(data, indent=1))
     else:
-        typer.echo(result.summary())
+        echo(result.summary())
         for x in past:
-            typer.echo(f"  kernel log: PCI {x.pci_bus} Xid {x.xid} ({x.meaning}): {x.message}")
+            echo(f"  kernel log: PCI {x.pci_bus} Xid {x.xid} ({x.meaning}): {x.message}")
     if textfile is not None:
         write_textfile(textfile, result)
-        typer.echo(f"wrote {textfile}", err=True)
+        echo(f"wrote {textfile}", err=True)
     if serve_port is not None:
         _serve(serve_port, serve_addr, xid_watch_s)
     if require_gpu and not result.available:
@@ -164,7 +165,7 @@ def gpu_probe(
 
 def _serve(port: int, addr: str, xid_watch_s: float) -> None:
     server, _thread = serve(lambda: probe(xid_watch_s=xid_watch_s), port=port, addr=addr)
-    typer.echo(f"serving http://{addr}:{server.server_port}/metrics (Ctrl-C stops)", err=True)
+    echo(f"serving http://{addr}:{server.server_port}/metrics (Ctrl-C stops)", err=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
@@ -188,7 +189,7 @@ def wait_for_gpu_memory_cmd(
         _fail(str(exc))
         return
     report = wait_for_gpu_memory(params)
-    typer.echo(f"{report.outcome}: {report.message}")
+    echo(f"{report.outcome}: {report.message}")
     raise typer.Exit({"ready": 0, "timeout": 1}.get(report.outcome, 2))
 
 

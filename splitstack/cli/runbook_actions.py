@@ -39,6 +39,7 @@ from splitstack.cli.options import (
     Stack,
     epilog,
 )
+from splitstack.cli.terminal import echo
 
 EXIT = {"planned": 0, "applied": 0, "noop": 0, "report": 0, "failed": 1, "rolled_back": 1, "refused": 2}
 
@@ -60,7 +61,7 @@ def run(name: str, raw: dict[str, Any], stack: str, apply: bool, spec_override: 
                         summary=str(exc))
     else:
         report = invoke(ctx, name, raw)
-    typer.echo(report.model_dump_json(indent=1) if output is Output.json else report.render())
+    echo(report.model_dump_json(indent=1) if output is Output.json else report.render())
     raise typer.Exit(EXIT[report.outcome])
 
 
@@ -144,7 +145,7 @@ def _raw_params(action: ActionDef, values: dict[str, Any]) -> dict[str, Any]:
                 value = parse_assignments(value, flag, _cli(field, "cli_example", "KEY=VALUE"), yaml_values=False,
                                           key_name=_cli(field, "cli_key", "KEY"))
             except ValueError as exc:
-                typer.echo(f"error: {exc}", err=True)
+                echo(f"error: {exc}", err=True)
                 raise typer.Exit(2) from None
         raw[name] = value
     return raw
@@ -190,7 +191,7 @@ def register(app: typer.Typer) -> None:
     def list_actions() -> None:
         """Every action and the situation it handles."""
         for a in ACTIONS.values():
-            typer.echo(f"{a.name:18} {'changes' if a.mutating else 'read-only':9} {a.case}")
+            echo(f"{a.name:18} {'changes' if a.mutating else 'read-only':9} {a.case}")
 
     @app.command("audit-log", epilog=epilog("runbook audit-log --last 5 --action restart-server"))
     def audit_log_cmd(last: Annotated[int, typer.Option(help="How many records.", min=1)] = 20,
@@ -203,15 +204,15 @@ def register(app: typer.Typer) -> None:
             try:
                 path = build_context(stack, False, _spec_overrides(spec_override), None, kube_context).audit.path
             except (Refused, PlatformError, MissingExtra) as exc:
-                typer.echo(f"error: {exc}", err=True)
+                echo(f"error: {exc}", err=True)
                 raise typer.Exit(2) from None
         rows = [r for r in AuditLogFile(path, time.time).records() if action in (None, r.get("action"))]
         for r in rows[-last:]:
             mode = "apply" if r.get("apply") else "dry-run"
-            typer.echo(f"{r.get('time', '?')} {r.get('actor', '?')} {r.get('action')} [{mode}] "
+            echo(f"{r.get('time', '?')} {r.get('actor', '?')} {r.get('action')} [{mode}] "
                        f"{r.get('outcome')}: {r.get('summary', r.get('error', ''))}")
         if not rows:
-            typer.echo(f"no records in {path}")
+            echo(f"no records in {path}")
 
     for action in ACTIONS.values():
         app.command(action.name, epilog=action_epilog(action))(action_command(action))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from contract.models import parse_assignments
 from dashboards.generate import DASHBOARD_DIR, render_dashboards
@@ -34,14 +33,15 @@ from slo.rule_tests import ScenarioError
 from slo.spec import OBJECTIVES_PATH, SLOSpec, SpecError, load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
 from splitstack.cli.options import OptionalStack, Output, OutputOpt, SpecOverride, add_version, epilog
+from splitstack.cli.terminal import SafeConsole, echo
 
 app = typer.Typer(no_args_is_help=True)
 add_version(app, "slo", "SLOs: show the spec, generate alert rules and dashboards, report error budgets.")
 openslo_app = typer.Typer(help="Export / import OpenSLO v1 documents.", no_args_is_help=True)
 app.add_typer(openslo_app, name="openslo")
 
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 
 SpecOpt = Annotated[Path, typer.Option("--spec", help="SLO spec file", show_default=True)]
 
@@ -227,7 +227,7 @@ def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
     if out:
         out.write_text(text)
     else:
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
 
 
 @openslo_app.command("import", epilog=epilog("slo openslo import openslo.yaml --out objectives.yaml"))
@@ -245,7 +245,7 @@ def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (on
     if out:
         out.write_text(text)
     else:
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
 
 
 if __name__ == "__main__":

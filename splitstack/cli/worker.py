@@ -11,7 +11,6 @@ from typing import Annotated
 
 import redis
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -19,13 +18,14 @@ from bench.target import mask_url
 from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, epilog
+from splitstack.cli.terminal import SafeConsole, echo, printable
 from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
 from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize, typed
 
-console = Console()
-err = Console(stderr=True)
+console = SafeConsole()
+err = SafeConsole(stderr=True)
 StackOpt = Stack
 TERMINAL = {"done", "dead_lettered"}
 
@@ -109,19 +109,19 @@ def register(app: typer.Typer) -> None:
 
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
-            typer.echo(f"not a file: {', '.join(missing)}", err=True)
+            echo(f"not a file: {', '.join(missing)}", err=True)
             raise typer.Exit(2)
         spec = _spec(stack)
         try:
             check_inputs(spec, files, project_root())
         except InputRefused as exc:
-            typer.echo(f"refused, nothing was submitted: {exc}", err=True)
+            echo(f"refused, nothing was submitted: {exc}", err=True)
             raise typer.Exit(2) from None
         r = _connect(spec)
         ids = submit(r, spec, files, _pages(pages), language, correlation_id)
         for f, job_id in zip(files, ids):
             # Plain lines, never wrapped: scripts read them (cut -f1, or --json).
-            typer.echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
+            echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
         if not wait:
             return
         deadline = time.monotonic() + timeout_s
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
             if all(row.get("state") in TERMINAL for row in rows):
                 if as_json:
                     for row in rows:
-                        typer.echo(json.dumps(row))
+                        echo(json.dumps(row))
                 else:
                     _table(rows)
                 failed = sum(row.get("state") == "dead_lettered" for row in rows)
@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
         rows = list_jobs(_connect(spec), spec, limit)
         if as_json:
             for row in rows:
-                typer.echo(json.dumps(typed(row)))  # one object per line, never wrapped; numbers as numbers
+                echo(json.dumps(typed(row)))  # one object per line, never wrapped; numbers as numbers
             return
         _table(rows)
         console.print(" ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items())) or "no jobs")
@@ -178,7 +178,7 @@ def register_dead_letters(app: typer.Typer) -> None:
         letters = list_dead(_connect(spec), spec, limit, kind)
         if as_json:
             for d in letters:
-                typer.echo(json.dumps(d.as_dict()))
+                echo(json.dumps(d.as_dict()))
             return
         table = Table("entry", "job", "kind", "failed at", "reason")
         table.columns[4].overflow = "fold"
@@ -199,9 +199,9 @@ def register_dead_letters(app: typer.Typer) -> None:
         try:
             d = find(_connect(spec), spec, key)
         except DeadLetterError as exc:
-            typer.echo(str(exc), err=True)
+            echo(str(exc), err=True)
             raise typer.Exit(2) from None
-        typer.echo(json.dumps({**d.as_dict(), "job": json.loads(d.job) if d.job else None}, indent=1))
+        echo(json.dumps({**d.as_dict(), "job": json.loads(d.job) if d.job else None}, indent=1))
 
     @dlq.command("redrive", epilog=epilog("splitstack dead-letters redrive --kind parse_failed",
                                               "splitstack dead-letters redrive JOB_ID --output json",
@@ -217,7 +217,7 @@ def register_dead_letters(app: typer.Typer) -> None:
         """Put dead-lettered jobs back on the queue (same job id); their dead letters are removed."""
         as_json = output is Output.json
         if not keys and not kind and not all_:
-            typer.echo("name what to re-drive: entry/job ids, --kind KIND or --all", err=True)
+            echo("name what to re-drive: entry/job ids, --kind KIND or --all", err=True)
             raise typer.Exit(2)
         spec = _spec(stack)
         r = _connect(spec)
@@ -227,12 +227,12 @@ def register_dead_letters(app: typer.Typer) -> None:
                 letters += list_dead(r, spec, limit=100_000, kind=kind)
             ids = redrive(r, spec, list({d.entry_id: d for d in letters}.values()))
         except DeadLetterError as exc:
-            typer.echo(f"{exc}; nothing more was re-driven", err=True)
+            echo(f"{exc}; nothing more was re-driven", err=True)
             raise typer.Exit(2) from None
         for job_id in ids:
-            typer.echo(json.dumps({"job_id": job_id, "state": "queued"}) if as_json else f"{job_id}\tqueued")
+            echo(json.dumps({"job_id": job_id, "state": "queued"}) if as_json else f"{job_id}\tqueued")
         if not as_json:
-            typer.echo(f"re-drove {len(ids)} job(s); `splitstack jobs` shows them", err=True)
+            echo(f"re-drove {len(ids)} job(s); `splitstack jobs` shows them", err=True)
 
 
 def _table(rows) -> None:
@@ -242,6 +242,9 @@ def _table(rows) -> None:
     for row in rows:
         parts = f"{row.get('parts_done', 0)}/{row['parts_total']}" if row.get("parts_total") else ""
         detail = row.get("reason") or row.get("source", "")
-        table.add_row(row["job_id"], row.get("state", "?"), row.get("pages", ""), parts,
-                      row.get("processing_s", ""), escape(str(detail)), escape(str(row.get("output", ""))))
+        # Escaped before layout (the columns are sized on what is shown); the console escapes
+        # anything else that reaches it (splitstack/cli/terminal.py).
+        shown = [printable(str(v)) for v in (row["job_id"], row.get("state", "?"), row.get("pages", ""), parts,
+                                             row.get("processing_s", ""), detail, row.get("output", ""))]
+        table.add_row(*shown[:5], escape(shown[5]), escape(shown[6]))
     console.print(table)

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from dashboards.generate import DASHBOARD_DIR, panel_exprs
 from slo.spec import load_spec
 from splitstack.cli.slo import app
-from stack.secrets import queue_url
+from stack.secrets import alertmanager_auth, queue_url
 from testsupport.rules import live_rule_globs
 from testsupport.stack import ROOT, local_stack
 from testsupport.webhook import Notification, webhook_receiver
@@ -131,7 +131,7 @@ def test_one_page_for_a_dead_server_and_a_resolve(tmp_path: Path, live) -> None:
 
             # The symptoms fire meanwhile, and Alertmanager holds them back.
             def symptoms_suppressed() -> bool:
-                active = httpx.get(f"{am}/api/v2/alerts", timeout=5).json()
+                active = httpx.get(f"{am}/api/v2/alerts", timeout=5, auth=alertmanager_auth(stack.paths)).json()
                 burn = [a for a in active if a["labels"]["alertname"] == "SLOErrorBudgetBurnFast"]
                 return bool(burn) and all(a["status"]["state"] == "suppressed" for a in burn)
 

@@ -32,7 +32,12 @@ def test_alert_expression_is_multiwindow_and_rounded():
     fast, slow = generate_rules(SPEC)["availability"]["groups"]
     page = [r for r in fast["rules"] if r.get("alert") == "SLOErrorBudgetBurnFast"][0]
     assert page["expr"] == ('round(slo:sli_error:ratio_rate1h{slo="availability"}, 0.000001) >= 0.072\nand\n'
-                            'round(slo:sli_error:ratio_rate5m{slo="availability"}, 0.000001) >= 0.072')
+                            'round(slo:sli_error:ratio_rate5m{slo="availability"}, 0.000001) >= 0.072\n'
+                            # enough history: no page from a stack minutes old
+                            'and on ()\ngroup(present_over_time('
+                            'slo:sli_error:ratio_rate5m{slo="availability"}[1h] offset 54m))\n'
+                            # resolved once a whole minute is good again
+                            'and on ()\navg_over_time(slo:sli_good:indicator{slo="availability"}[1m]) < 1')
     records = [r["record"] for r in fast["rules"] if "record" in r]
     assert records[0] == "slo:sli_good:indicator"
     assert records[1:] == [f"slo:sli_error:ratio_rate{w}" for w in ("5m", "30m", "1h", "2h", "6h")] + \

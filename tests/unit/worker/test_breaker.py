@@ -108,3 +108,17 @@ def test_listeners_hear_every_transition() -> None:
     clock.t += 1.0
     assert b.state is BreakerState.half_open and b.trial_in_flight is False
     assert heard == [BreakerState.open, BreakerState.half_open]
+
+
+def test_a_hung_server_seen_by_the_probe_trips_it_at_once_and_it_recovers_as_usual() -> None:
+    clock, changes = Clock(), []
+    b = CircuitBreaker(5, 30.0, clock=clock, on_change=changes.append)
+    b.trip()  # the worker's 1-token completion got no answer: no need for 5 failed requests
+    assert b.state is BreakerState.open and not b.allows_intake()
+    b.trip()
+    assert changes == [BreakerState.open]
+    clock.t += 2
+    b.server_ready(True, clock.t)  # a probe completion answered after it opened
+    assert b.state is BreakerState.half_open and b.allow_request()
+    b.record_success()
+    assert b.state is BreakerState.closed

@@ -130,6 +130,16 @@ def test_restart_workers_refuses_while_the_server_is_down(make_ctx, kube):
     assert "a worker restart cannot help; run `runbook restart-server` first" in report.summary
 
 
+def test_restart_workers_refuses_while_the_server_fails_its_completions(make_ctx, kube):
+    """A 503 storm: /health answers, every breaker is open, a worker restart cannot help."""
+    kube.proxy["v1/chat/completions"] = (503, "injected fault")
+    report = invoke(make_ctx(apply=True, prometheus=FakeSignals({"w0": 2, "w1": 2})), "restart-workers", {})
+    assert report.outcome == "refused", report.render()
+    assert "answers /health but not completions" in report.summary and "HTTP 503" in report.summary
+    assert "runbook restart-server --force" in report.summary
+    assert [c for c in kube.changes() if c[0] != "proxy_post"] == []
+
+
 def test_restart_workers_resets_open_breakers(make_ctx, kube):
     signals = FakeSignals({"w0": 2, "w1": 0})
     ctx = make_ctx(apply=True, prometheus=signals)

@@ -52,7 +52,8 @@ def test_diagnose_without_a_stack_reports_it(tmp_path):
     result = runner.invoke(app(), ["diagnose", "--no-nvml", "--prometheus-url", "http://127.0.0.1:9",
                                    "--spec-override", f"local.state_dir={tmp_path}"])
     assert result.exit_code == 0, result.output
-    assert "the platform did not answer" in result.output
+    assert "the local stack is not running" in result.output and "case: stack-down" in result.output
+    assert "$ splitstack up --stack local" in result.output  # the action that fixes it
     assert "Prometheus at http://127.0.0.1:9 is unreachable" in result.output
 
 
