@@ -39,7 +39,7 @@ apt:
 	@missing=""; \
 	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus \
 	           prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager \
-	           podman:podman runc:runc debootstrap:debootstrap; do \
+	           podman:podman runc:runc debootstrap:debootstrap chromium:chromium; do \
 	  command -v $${bin%%:*} >/dev/null || missing="$$missing $${bin##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -79,7 +79,8 @@ def _layout(fig: Fig, title: str, xtitle: str, ytitle: str, xs: Iterable[float |
             ys: Iterable[float | None], *, y_zero: bool = True, x_zero: bool = True,
             y_range: list[float] | None = None, height: int = 380) -> Fig:
     fig["layout"].update(
-        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}},
+        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}, "yref": "container", "y": 1.0,
+               "yanchor": "top", "pad": {"t": 10}},  # pinned to the top: caption lines grow downwards
         height=height, margin={"l": 70, "r": 30, "t": 85, "b": 55},
         legend={"orientation": "h", "x": 0.0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
         hovermode="closest", **_LAYOUT)
