@@ -114,7 +114,8 @@ def run(
     documents_at: str | None = DOCS_AT, topology: DeploymentMode | None = TOPOLOGY,
     progress_every: ProgressEvery = None,
 ) -> None:
-    """Run a scenario; write records.jsonl, summary.json, report.html and the CSV exports.
+    """Run a scenario; write its run folder: records.jsonl, summary.json, report.html, requests.csv and
+    timeseries.csv (columns: docs/bench-report.md).
 
     Exit codes: 0 a valid run; 2 an invalid run (the validity checks of its summary failed: the
     client could not keep up, more errors than the scenario's validity.error_rate_max allows (5 %
@@ -160,7 +161,8 @@ def gate(
     progress_every: ProgressEvery = None,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
-    input, or a target that cannot be trusted (as `bench run`).
+    input, or a target that cannot be trusted (as `bench run`). Writes the run folder as `bench run`
+    does (records.jsonl, summary.json with the verdict, report.html, requests.csv, timeseries.csv).
     """
     queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                    documents_at)
@@ -186,7 +188,8 @@ def check(
     gate_file: str = typer.Option(..., "--gate"),
     baseline: Path | None = typer.Option(None),
 ) -> None:
-    """Evaluate a gate file's offline gates on an existing run (e.g. one ingested from Locust)."""
+    """Evaluate a gate file's offline gates on an existing run (e.g. one ingested from Locust); rewrites
+    its records.jsonl, summary.json (with the verdict), report.html, requests.csv and timeseries.csv."""
     try:
         result = check_run(run_dir, gate_file, baseline)
     except (ValueError, FileNotFoundError) as exc:
@@ -311,7 +314,9 @@ def sweep(
     out_dir: Path | None = typer.Option(None, "--out"),
     progress_every: ProgressEvery = None,
 ) -> None:
-    """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
+    """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs); writes
+    the last run's records.jsonl, summary.json (with the sweep), report.html, requests.csv and
+    timeseries.csv."""
     try:
         run_dir = new_run_dir(out_dir, "sweep")
         target = resolve(stack, url, model, api_key_env)
@@ -341,8 +346,8 @@ def sweep(
 
 @app.command(epilog=epilog("bench report .state/bench/RUN", exits="0 written; 2 not a run folder"))
 def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json).")) -> None:
-    """Re-render report.html, requests.csv and timeseries.csv of a run folder from its files. Exit 2
-    when the folder is not a run."""
+    """Re-render report.html, requests.csv and timeseries.csv of a run folder from its records.jsonl
+    and summary.json. Exit 2 when the folder is not a run."""
     try:
         s = load_summary(run_dir)
         paths = write_report(run_dir, s, list(read_jsonl(records_path(run_dir))))
