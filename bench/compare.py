@@ -125,7 +125,7 @@ def _quantile_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, q: float, c
     b_ci, c_ci = quantile_ci(b, q, each), quantile_ci(c, q, each)
     if b_ci is None or c_ci is None:
         row.update(call="insufficient samples",
-                   note=f"p{q:g} needs >= {need} samples in each run for an interval (order statistics)")
+                   note=f"p{q:g} needs >= {need} samples a run")
         return
     bq = float(np.percentile(b, q, method="linear"))
     cq = float(np.percentile(c, q, method="linear"))
@@ -189,7 +189,7 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
                "min_samples": THROUGHPUT_WINDOWS_MIN}
         if min(b.size, c.size) < THROUGHPUT_WINDOWS_MIN:
             row.update(call="insufficient samples",
-                       note=f"throughput needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows in each run")
+                       note=f"needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows a run")
         elif diffs["load"]:
             row.update(baseline=float(b.mean()), candidate=float(c.mean()), call="not compared",
                        note="the load shapes differ: throughput follows the load offered")

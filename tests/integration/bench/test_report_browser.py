@@ -83,6 +83,8 @@ def runs(sim_target, tmp_path):
                "--out", str(tmp_path / "comparison.json"), env={"COLUMNS": "200"})
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert "nan" not in r.stdout.lower() and "Warning" not in r.stderr
+    rows = {(x["metric"], x["stat"]): x for x in json.loads((tmp_path / "comparison.json").read_text())["rows"]}
+    assert "ci_low" in rows[("e2e_ms", "p95")], rows[("e2e_ms", "p95")]  # 100 requests a run: p95 has an interval
     return {"report": tmp_path / "base" / "report.html", "comparison": tmp_path / "comparison.html"}
 
 
