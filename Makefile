@@ -34,12 +34,14 @@ setup: apt containers python model s3server
 
 # Debian packages: Redis 7 (queue), Prometheus 2.42 + promtool (metrics, alert rules),
 # Alertmanager 0.25 + amtool (the local stack's Alertmanager; config checks in tests), podman 4.3
-# with runc (containers without a Docker engine) and debootstrap (a base image without a registry).
+# with runc (containers without a Docker engine), debootstrap (a base image without a registry),
+# docker-registry (an OCI registry on loopback for `images push` tests) and chromium (the browser
+# test of the bench report's layout).
 apt:
 	@missing=""; \
 	for bin in redis-server:redis-server prometheus:prometheus promtool:prometheus \
 	           prometheus-alertmanager:prometheus-alertmanager amtool:prometheus-alertmanager \
-	           podman:podman runc:runc debootstrap:debootstrap docker-registry:docker-registry; do \
+	           podman:podman runc:runc debootstrap:debootstrap docker-registry:docker-registry chromium:chromium; do \
 	  command -v $${bin%%:*} >/dev/null || missing="$$missing $${bin##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

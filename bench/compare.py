@@ -1,26 +1,48 @@
-"""``bench compare BASELINE CANDIDATE``: is the candidate better, worse, or not distinguishable?
+"""``bench compare BASELINE CANDIDATE``: is the candidate better, worse, the same, or not distinguishable?
 
-Each statistic's relative change gets a percentile-bootstrap CI (runs resampled independently,
-requests as the unit). A change is called only when the CI excludes 0; a tail percentile is
-compared only when both runs have enough samples beyond it (stats.min_samples_for: p99 needs
-1,000). Throughput is compared on per-second completion counts of the measured window, and only
-when both runs had the same load shape (an open loop's throughput is the rate it offered).
-Whatever else differs (load, scenario, model, target) is listed for the reader.
+Each statistic gets a 95 % interval of its relative change (candidate / baseline − 1):
+
+- percentiles (p50, p95, p99): the order-statistic (binomial, distribution-free) interval of each
+  run's percentile at a confidence of sqrt(0.95) each, so that both hold together with at least
+  95 %; the change's interval runs from the lowest to the highest ratio those two allow. It needs
+  no assumption about the latency distribution and works at small samples: p95 has an interval
+  from 86 samples a run (two default `chat-smoke` runs: 100 each), p99 from 435; below that the
+  row says how many it needs (no method can bound a p99 from 100 samples without inventing the
+  tail).
+- the mean and throughput (per-second completions): a percentile bootstrap, the runs resampled
+  independently;
+- the error rate: the same bootstrap, of the absolute difference of error fractions.
+
+A change is called ``worse`` or ``better`` only when its interval excludes 0 AND the measured change
+is at least the minimum effect (``MIN_EFFECT``, 5 % relative; 1 percentage point of error rate);
+an interval inside ±the minimum effect, or a significant change smaller than it, is ``same``; the
+rest is ``no significant difference`` (the runs cannot tell). Why 5 %: two runs of one build on one
+server differ by a few percent in their medians and more in their tails (scheduling, batching,
+cache state), so smaller changes are not worth a failed pipeline; a team that measured its own
+run-to-run noise passes it as ``--min-effect``.
+
+Throughput is compared only when both runs had the same load shape (an open loop's throughput is
+the rate it offered). Whatever else differs (load, scenario, model, target) is listed. No number
+here is NaN or infinite: a statistic that cannot be computed is a row with a note instead.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from bench.gating.models import _latency_values
 from bench.records import AnyRecord
-from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for, pct_stat
+from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for_ci, quantile_ci
 
 CHAT_METRICS = ("ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms")
 PIPELINE_METRICS = ("doc_latency_s",)
 STATS = ("mean", "p50", "p95", "p99")
+MIN_EFFECT = 0.05  # relative change below which a difference is "same"
+MIN_EFFECT_ERROR_RATE = 0.01  # absolute difference of error fractions below which it is "same"
+THROUGHPUT_WINDOWS_MIN = 10  # one-second windows a run needs for its throughput to be compared
 
 
 def _per_second(records: list[AnyRecord], summary: dict[str, Any], tokens: bool) -> np.ndarray:
@@ -66,74 +88,154 @@ def differences(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> dict[str, list[
     return out
 
 
-def _call(lo: float, hi: float, higher_is_better: bool) -> str:
-    if lo > 0:
-        return "better" if higher_is_better else "worse"
-    if hi < 0:
-        return "worse" if higher_is_better else "better"
+def invalid_runs(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> list[str]:
+    """One line per invalid run (``baseline`` / ``candidate``) naming its failed validity checks;
+    empty when both are valid. An invalid run's numbers describe the client or the failures, not
+    the server: comparing them calls noise a regression."""
+    out = []
+    for role, s in (("baseline", b_sum), ("candidate", c_sum)):
+        validity = s.get("validity") or {}
+        if validity.get("valid") is False:
+            failed = [str(c.get("check")) for c in validity.get("checks") or [] if not c.get("passed")]
+            out.append(f"the {role} run is INVALID ({', '.join(failed) or 'validity failed'})")
+    return out
+
+
+def call(lo: float, hi: float, point: float, min_effect: float, higher_is_better: bool) -> str:
+    """``worse``/``better``: the interval excludes 0 and the change is at least ``min_effect``;
+    ``same``: the interval lies within ±min_effect, or the significant change is below it."""
+    significant = lo > 0 or hi < 0
+    if significant and abs(point) >= min_effect:
+        up = point > 0
+        return "better" if up == higher_is_better else "worse"
+    if significant or (-min_effect <= lo and hi <= min_effect):
+        return "same"
     return "no significant difference"
 
 
+def _finite(*values: float | None) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def _quantile_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, q: float, confidence: float,
+                  min_effect: float) -> None:
+    each = math.sqrt(confidence)  # both runs' intervals hold together with `confidence`
+    need = min_samples_for_ci(q, each)
+    row["min_samples"] = need
+    b_ci, c_ci = quantile_ci(b, q, each), quantile_ci(c, q, each)
+    if b_ci is None or c_ci is None:
+        row.update(call="insufficient samples",
+                   note=f"p{q:g} needs >= {need} samples a run")
+        return
+    bq = float(np.percentile(b, q, method="linear"))
+    cq = float(np.percentile(c, q, method="linear"))
+    row.update(baseline=bq, candidate=cq)
+    if b_ci[0] <= 0 or bq <= 0:
+        row.update(call="not compared", note="the baseline's value is 0: no relative change")
+        return
+    point, lo, hi = cq / bq - 1, c_ci[0] / b_ci[1] - 1, c_ci[1] / b_ci[0] - 1
+    row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better=False))
+
+
+def _bootstrap_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
+                   rng: np.random.Generator, min_effect: float, higher_is_better: bool, relative: bool = True) -> None:
+    bm, cm = float(b.mean()), float(c.mean())
+    row.update(baseline=bm, candidate=cm)
+    if relative and bm <= 0:
+        row.update(call="not compared", note="the baseline's value is 0: no relative change")
+        return
+    point, lo, hi = bootstrap_diff_ci(b, c, mean_stat, resamples=resamples, confidence=confidence, rng=rng,
+                                      relative=relative)
+    if not _finite(point, lo, hi):
+        row.update(call="insufficient samples", note="too many resamples of the baseline averaged 0")
+        return
+    row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better))
+
+
 def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRecord], dict[str, Any]],
-            *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
+            *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
+            min_effect: float = MIN_EFFECT) -> dict[str, Any]:
     (b_rec, b_sum), (c_rec, c_sum) = base, cand
     if b_sum.get("kind") != c_sum.get("kind"):
         raise ValueError(f"cannot compare a {b_sum.get('kind')} run with a {c_sum.get('kind')} run")
+    if not 0 <= min_effect < 1:
+        raise ValueError(f"min_effect {min_effect}: a relative change between 0 and 1 (0.05 is 5 %)")
     rng = np.random.default_rng(seed)
     diffs = differences(b_sum, c_sum)
     rows: list[dict[str, Any]] = []
     metrics = CHAT_METRICS if b_sum.get("kind") == "chat" else PIPELINE_METRICS
     for metric in metrics:
-        b = np.asarray(_latency_values(None, metric, b_rec))
-        c = np.asarray(_latency_values(None, metric, c_rec))
+        b = np.asarray(_latency_values(None, metric, b_rec), dtype=float)
+        c = np.asarray(_latency_values(None, metric, c_rec), dtype=float)
         for stat in STATS:
             row: dict[str, Any] = {"metric": metric, "stat": stat,
                                    "n_baseline": int(b.size), "n_candidate": int(c.size)}
-            need = 2 if stat == "mean" else min_samples_for(float(stat[1:]))
-            row["min_samples"] = need
-            if min(b.size, c.size) < need:
-                row.update(call="insufficient samples",
-                           note=f"{stat} needs >= {need} samples in each run (10 beyond the percentile)")
-                rows.append(row)
-                continue
-            fn = mean_stat if stat == "mean" else pct_stat(float(stat[1:]))
-            point, lo, hi = bootstrap_diff_ci(b, c, fn, resamples=resamples, confidence=confidence, rng=rng)
-            row.update(baseline=float(fn(b[None, :])[0]), candidate=float(fn(c[None, :])[0]),
-                       change=point, ci_low=lo, ci_high=hi, call=_call(lo, hi, higher_is_better=False))
+            if stat == "mean":
+                row["min_samples"] = 2
+                if min(b.size, c.size) < 2:
+                    row.update(call="insufficient samples", note="the mean needs >= 2 samples in each run")
+                else:
+                    _bootstrap_row(row, b, c, resamples=resamples, confidence=confidence, rng=rng,
+                                   min_effect=min_effect, higher_is_better=False)
+            else:
+                _quantile_row(row, b, c, float(stat[1:]), confidence, min_effect)
             rows.append(row)
     for name, tokens in (("completed_per_s", False), ("output_tokens_per_s", True)):
         if tokens and b_sum.get("kind") != "chat":
             continue
         b = _per_second(b_rec, b_sum, tokens)
         c = _per_second(c_rec, c_sum, tokens)
-        row = {"metric": name, "stat": "mean", "n_baseline": int(b.size), "n_candidate": int(c.size), "min_samples": 10}
-        if min(b.size, c.size) < 10 or b.mean() == 0:
-            row.update(call="insufficient samples", note="throughput needs >= 10 one-second windows in each run")
+        row = {"metric": name, "stat": "mean", "n_baseline": int(b.size), "n_candidate": int(c.size),
+               "min_samples": THROUGHPUT_WINDOWS_MIN}
+        if min(b.size, c.size) < THROUGHPUT_WINDOWS_MIN:
+            row.update(call="insufficient samples",
+                       note=f"needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows a run")
         elif diffs["load"]:
             row.update(baseline=float(b.mean()), candidate=float(c.mean()), call="not compared",
                        note="the load shapes differ: throughput follows the load offered")
         else:
-            point, lo, hi = bootstrap_diff_ci(b, c, mean_stat, resamples=resamples, confidence=confidence, rng=rng)
-            row.update(baseline=float(b.mean()), candidate=float(c.mean()), change=point, ci_low=lo, ci_high=hi,
-                       call=_call(lo, hi, higher_is_better=True))
+            _bootstrap_row(row, b, c, resamples=resamples, confidence=confidence, rng=rng, min_effect=min_effect,
+                           higher_is_better=True)
         rows.append(row)
     b_err = np.array([0.0 if r.ok else 1.0 for r in b_rec if r.phase == "measure"])
     c_err = np.array([0.0 if r.ok else 1.0 for r in c_rec if r.phase == "measure"])
     err_row: dict[str, Any] = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
-                               "n_candidate": int(c_err.size), "baseline": float(b_err.mean()) if b_err.size else None,
-                               "candidate": float(c_err.mean()) if c_err.size else None}
+                               "n_candidate": int(c_err.size), "min_samples": 1,
+                               "note": "absolute difference of error fractions"}
     if b_err.size and c_err.size:
-        point, lo, hi = bootstrap_diff_ci(b_err, c_err, mean_stat, resamples=resamples, confidence=confidence,
-                                          rng=rng, relative=False)
-        err_row.update(change=point, ci_low=lo, ci_high=hi, call=_call(lo, hi, higher_is_better=False),
-                       note="absolute difference of error fractions")
+        _bootstrap_row(err_row, b_err, c_err, resamples=resamples, confidence=confidence, rng=rng,
+                       min_effect=MIN_EFFECT_ERROR_RATE, higher_is_better=False, relative=False)
+    else:
+        err_row.update(call="insufficient samples", note="a run has no measured requests")
     rows.append(err_row)
-    valid = {"baseline": b_sum.get("validity", {}).get("valid"), "candidate": c_sum.get("validity", {}).get("valid")}
+    valid = {"baseline": (b_sum.get("validity") or {}).get("valid"),
+             "candidate": (c_sum.get("validity") or {}).get("valid")}
     # Runs of different topologies (monolithic baseline, split candidate) are compared like any
     # two runs of one kind; the result says so (older summaries carry no topology: None).
-    topology = {"baseline": b_sum.get("run", {}).get("topology"), "candidate": c_sum.get("run", {}).get("topology")}
+    topology = {"baseline": (b_sum.get("run") or {}).get("topology"),
+                "candidate": (c_sum.get("run") or {}).get("topology")}
+    each = math.sqrt(confidence)
     return {"rows": rows, "confidence": confidence, "resamples": resamples, "validity": valid, "topology": topology,
             "topologies_differ": None not in topology.values() and topology["baseline"] != topology["candidate"],
-            "differences": diffs,
-            "min_samples": {stat: 2 if stat == "mean" else min_samples_for(float(stat[1:])) for stat in STATS},
-            "method": "percentile bootstrap of the relative change, runs resampled independently"}
+            "differences": diffs, "min_effect": min_effect, "min_effect_error_rate": MIN_EFFECT_ERROR_RATE,
+            "min_samples": {stat: 2 if stat == "mean" else min_samples_for_ci(float(stat[1:]), each)
+                            for stat in STATS},
+            "runs": {"baseline": _run_info(b_sum), "candidate": _run_info(c_sum)},
+            "method": "percentiles: order-statistic (binomial) intervals of each run at sqrt(confidence), "
+                      "combined into the ratio's range; mean, throughput and error rate: percentile bootstrap, "
+                      "runs resampled independently"}
+
+
+def _run_info(s: dict[str, Any]) -> dict[str, Any]:
+    """What the side-by-side view shows of each run."""
+    run = s.get("run") or {}
+    return {"scenario": run.get("scenario"), "target": run.get("target"), "model": run.get("model"),
+            "load": run.get("load_label"), "topology": run.get("topology"),
+            "window_s": s.get("window_s"), "valid": (s.get("validity") or {}).get("valid"),
+            "requests": s.get("requests") or {}, "throughput": s.get("throughput") or {},
+            "latency": s.get("latency") or {}}
+
+
+def regressions(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows that make ``bench compare`` exit 1: significant and at least the minimum effect, worse."""
+    return [r for r in result["rows"] if r.get("call") == "worse"]

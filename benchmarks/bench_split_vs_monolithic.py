@@ -311,7 +311,7 @@ def verdict_lines(tw: dict | None) -> list[str]:
     if not tw or not tw["compare"]:
         return []
     res = tw["compare"]
-    out = [f"bench compare MONOLITHIC SPLIT (twin; {res['confidence']:.0%} bootstrap CI, {res['method']}; "
+    out = [f"bench compare MONOLITHIC SPLIT (twin; {res['confidence']:.0%} intervals, {res['method']}; "
            f"topologies {res['topology']['baseline']} -> {res['topology']['candidate']}):"]
     for r in res["rows"]:
         if r["metric"] in ("doc_latency_s", "completed_per_s") and r.get("stat") in ("mean", "p50", "p95"):

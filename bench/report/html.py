@@ -46,6 +46,8 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
         figs += [plots.sweep_latency(sweep), plots.sweep_throughput(sweep)]
     measured = [r for r in records if r.phase == "measure" and r.ok]
     chats = [r for r in measured if isinstance(r, RequestRecord)]
+    slo = {k: float(v) for k, v in ((summary.get("goodput") or {}).get("slo") or {}).items()
+           if isinstance(v, int | float)}  # the scenario's per-request objectives, ms
     if chats:
         ds = [derive(r) for r in chats]
         gaps = [g for r in chats for g in itl_gaps_ms(r)]
@@ -53,12 +55,14 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
         figs.append(plots.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
                                "TTFC (first content)": [d.ttfc_ms for d in ds if d.ttfc_ms is not None],
                                "TTFB (headers)": [d.ttfb_ms for d in ds if d.ttfb_ms is not None]},
-                              "ms", "Time to first token: CDF (measured requests)"))
+                              "ms", "Time to first token: CDF (measured requests)",
+                              slo=_pick(slo, "ttft_ms", "TTFT")))
         figs.append(plots.cdf({"ITL (per token)": gaps, "chunk gap (per SSE event)": chunk,
                                "TPOT (per request)": [d.tpot_ms for d in ds if d.tpot_ms is not None]},
-                              "ms", "Inter-token latency: CDF (measured requests)", of="samples"))
+                              "ms", "Inter-token latency: CDF (measured requests)", of="samples",
+                              slo=_pick(slo, "tpot_ms", "TPOT")))
         figs.append(plots.cdf({"E2E": [d.e2e_ms for d in ds if d.e2e_ms is not None]}, "ms",
-                              "End-to-end latency: CDF (measured requests)"))
+                              "End-to-end latency: CDF (measured requests)", slo=_pick(slo, "e2e_ms", "E2E")))
     elif measured:
         figs.append(plots.cdf({"document": [(r.end_ns - r.sent_ns) / 1e9 for r in measured if r.end_ns is not None]},
                               "s", "Document latency (enqueue to output written): CDF"))
@@ -72,6 +76,8 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
                                         [r[lat_key] for r in ok if r[lat_key] is not None])},
             {"p50 per second": (rs.bins, rs.lat_p50), "p95 per second": (rs.bins, rs.lat_p95)},
             f"{label}, {unit}", f"{label} over time (by send time)", rs.windows))
+        if rs.kind == "chat" and "ttft_ms" in slo:
+            plots.slo_hline(figs[-1], slo["ttft_ms"], f"SLO TTFT ≤ {slo['ttft_ms']:g} ms")
         if rs.kind == "chat" and any(v is not None for v in rs.itl_p50):
             itl_pts = [(r["sent_s"], r["itl_mean_ms"]) for r in ok if r["itl_mean_ms"] is not None]
             figs.append(plots.over_time(
@@ -98,10 +104,16 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
         figs.append(plots.over_time(by_phase, {}, f"{'end-to-end' if rs.kind == 'chat' else 'document'} latency, "
                                     f"{unit}", "Every request: latency by send time (warmup and cooldown not "
                                     "measured)", rs.windows))
+        if rs.kind == "chat" and "e2e_ms" in slo:
+            plots.slo_hline(figs[-1], slo["e2e_ms"], f"SLO E2E ≤ {slo['e2e_ms']:g} ms")
         figs.append(plots.over_time({"schedule lag": ([r["sent_s"] for r in rs.rows], [r["lag_ms"] for r in rs.rows])},
                                     {}, "sent − intended, ms", "Client schedule lag (open loop: a late send "
                                     "means the client could not keep up)", rs.windows))
     return figs
+
+
+def _pick(slo: dict[str, float], key: str, label: str) -> dict[str, float]:
+    return {label: slo[key]} if key in slo else {}
 
 
 def plotly_js() -> str:

@@ -79,7 +79,8 @@ def _layout(fig: Fig, title: str, xtitle: str, ytitle: str, xs: Iterable[float |
             ys: Iterable[float | None], *, y_zero: bool = True, x_zero: bool = True,
             y_range: list[float] | None = None, height: int = 380) -> Fig:
     fig["layout"].update(
-        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}},
+        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}, "yref": "container", "y": 1.0,
+               "yanchor": "top", "pad": {"t": 10}},  # pinned to the top: caption lines grow downwards
         height=height, margin={"l": 70, "r": 30, "t": 85, "b": 55},
         legend={"orientation": "h", "x": 0.0, "y": 1.02, "xanchor": "left", "yanchor": "bottom"},
         hovermode="closest", **_LAYOUT)
@@ -98,18 +99,21 @@ def _vrect(fig: Fig, x0: float, x1: float, color: str, label: str | None = None,
                                              "font": {"size": 10, "color": "#555"}})
 
 
-def _hline(fig: Fig, y: float, label: str) -> None:
+def _hline(fig: Fig, y: float, label: str, color: str = "#000") -> None:
     fig["layout"]["shapes"].append({"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": y, "y1": y,
-                                    "line": {"color": "#000", "dash": "dash", "width": 1.5}})
+                                    "line": {"color": color, "dash": "dash", "width": 1.5}})
     fig["layout"]["annotations"].append({"x": 0, "y": y, "xref": "paper", "yref": "y", "text": label,
-                                         "showarrow": False, "xanchor": "left", "yanchor": "bottom"})
+                                         "showarrow": False, "xanchor": "left", "yanchor": "bottom",
+                                         "font": {"color": color}})
 
 
-def _vline(fig: Fig, x: float, label: str, color: str, right: bool = False) -> None:
-    """A vertical line with its label at the bottom, on the side of the line with room for it."""
+def _vline(fig: Fig, x: float, label: str, color: str, right: bool = False, dash: str = "solid",
+           y: float = 0.0) -> None:
+    """A vertical line with its label at height ``y`` (bottom by default), on the side of the line
+    with room for it."""
     fig["layout"]["shapes"].append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
-                                    "line": {"color": color, "width": 2}})
-    fig["layout"]["annotations"].append({"x": x, "y": 0, "xref": "x", "yref": "paper", "text": label,
+                                    "line": {"color": color, "width": 2, "dash": dash}})
+    fig["layout"]["annotations"].append({"x": x, "y": y, "xref": "x", "yref": "paper", "text": label,
                                          "showarrow": False, "xanchor": "right" if right else "left",
                                          "yanchor": "bottom", "font": {"color": color},
                                          "bgcolor": "rgba(255,255,255,0.8)"})
@@ -118,21 +122,72 @@ def _vline(fig: Fig, x: float, label: str, color: str, right: bool = False) -> N
 DASHES = ("solid", "dash", "dot", "dashdot")  # identical series (TTFT = TTFC on most servers) stay visible
 
 
-def cdf(series: dict[str, list[float]], unit: str, title: str, of: str = "requests") -> Fig:
-    """Empirical CDFs (step functions): y = share of ``of`` at or below x."""
+CLIP_PERCENTILE = 99.5  # a CDF's x axis ends here: one outlier no longer squeezes the rest into a line
+
+
+def cdf(series: dict[str, list[float]], unit: str, title: str, of: str = "requests",
+        slo: dict[str, float] | None = None, clip: float | None = CLIP_PERCENTILE) -> Fig:
+    """Empirical CDFs (step functions): y = share of ``of`` at or below x.
+
+    The x axis ends at the ``clip`` percentile of the largest series (plus a margin); the values
+    beyond it stay in the traces (zoom out to see them) and are counted in the caption under the
+    title. ``slo`` draws each objective (label: value, same unit) as a vertical dashed line, or
+    notes it in the caption when it lies beyond the axis."""
     fig = _figure()
     xs_all: list[float] = []
+    clip_at: float | None = None
+    vmax = -math.inf
     for i, (label, vals) in enumerate(series.items()):
         if not vals:
             continue
         xs, ys = _ecdf(vals)
         xs_all += [xs[0], xs[-1]]
+        vmax = max(vmax, xs[-1])
+        if clip is not None:
+            clip_at = max(clip_at or -math.inf, float(np.percentile(np.asarray(vals, dtype=float), clip)))
         fig["data"].append(dict(type="scatter", x=xs, y=ys, mode="lines", name=f"{label} (n={len(vals)})",
                                 line={"color": COLORS[i % len(COLORS)], "width": 2, "shape": "hv",
                                       "dash": DASHES[i % len(DASHES)]},
                                 hovertemplate=f"{label}: %{{x:.4g}} {unit}<br>share at or below: %{{y:.1%}}"
                                 "<extra></extra>"))
-    return _layout(fig, title, unit, f"share of {of}", xs_all, [], y_range=[0.0, 1.02])
+    notes: list[str] = []
+    if clip_at is not None and vmax > clip_at:
+        beyond = sum(1 for vals in series.values() for v in vals if v > clip_at)
+        notes.append(f"axis ends at p{clip:g} ({clip_at:.4g} {unit}): {beyond} value{'s' * (beyond != 1)} "
+                     f"beyond it, up to {vmax:.4g} {unit} (zoom out to see them)")
+        xs_all = [x for x in xs_all if x <= clip_at] + [clip_at]
+    _layout(fig, title, unit, f"share of {of}", xs_all, [], y_range=[0.0, 1.02])
+    x_hi = fig["layout"]["xaxis"]["range"][1]
+    for j, (label, value) in enumerate((slo or {}).items()):
+        if value <= x_hi:
+            _vline(fig, value, f"SLO {label} ≤ {value:g} {unit}", SLO_COLOR, right=True, dash="dash",
+                   y=0.5 + 0.1 * j)
+        else:
+            notes.append(f"SLO {label} ≤ {value:g} {unit} lies beyond the axis")
+    _caption(fig, notes)
+    return fig
+
+
+SLO_COLOR = "#6e40c9"
+
+
+def _caption(fig: Fig, notes: list[str]) -> None:
+    """Notes under the title (what the axes leave out), in small grey type."""
+    if not notes:
+        return
+    title = fig["layout"]["title"]
+    title["text"] += "".join(f"<br><span style='font-size:11px;color:#555'>{n}</span>" for n in notes)
+    fig["layout"]["margin"]["t"] += 16 * len(notes)
+    fig["layout"].setdefault("meta", {})["caption"] = notes
+
+
+def slo_hline(fig: Fig, value: float, label: str) -> None:
+    """An objective as a horizontal dashed line, when it lies on the y axis; a caption otherwise."""
+    hi = fig["layout"]["yaxis"]["range"][1]
+    if value <= hi:
+        _hline(fig, value, label, color=SLO_COLOR)
+    else:
+        _caption(fig, [f"{label} lies above the axis (every value is below it)"])
 
 
 def over_time(points: dict[str, tuple[list[float], list[float]]],

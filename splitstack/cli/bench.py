@@ -13,11 +13,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from bench.compare import MIN_EFFECT, invalid_runs, regressions
 from bench.compare import compare as do_compare
 from bench.gating.run import check_run, load_run, run_gate
 from bench.gating.spec import GATE_DIR
 from bench.progress import every_s, plan_for, run_progress
 from bench.records import read_jsonl
+from bench.report.compare_html import render_comparison
 from bench.report.writer import load_summary, new_run_dir, records_path, write_report, write_run
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
@@ -112,7 +114,8 @@ def run(
     documents_at: str | None = DOCS_AT, topology: DeploymentMode | None = TOPOLOGY,
     progress_every: ProgressEvery = None,
 ) -> None:
-    """Run a scenario; write records.jsonl, summary.json, report.html and the CSV exports.
+    """Run a scenario; write its run folder: records.jsonl, summary.json, report.html, requests.csv and
+    timeseries.csv (columns: docs/bench-report.md).
 
     Exit codes: 0 a valid run; 2 an invalid run (the validity checks of its summary failed: the
     client could not keep up, more errors than the scenario's validity.error_rate_max allows (5 %
@@ -158,7 +161,8 @@ def gate(
     progress_every: ProgressEvery = None,
 ) -> None:
     """Go/no-go: exit 0 go, 1 no-go, 2 invalid run (or a required gate could not be evaluated), bad
-    input, or a target that cannot be trusted (as `bench run`).
+    input, or a target that cannot be trusted (as `bench run`). Writes the run folder as `bench run`
+    does (records.jsonl, summary.json with the verdict, report.html, requests.csv, timeseries.csv).
     """
     queue = _queue(queue_url, queue_url_env, stream, group, dead_letter_stream, output_dir, prometheus_url,
                    documents_at)
@@ -184,7 +188,8 @@ def check(
     gate_file: str = typer.Option(..., "--gate"),
     baseline: Path | None = typer.Option(None),
 ) -> None:
-    """Evaluate a gate file's offline gates on an existing run (e.g. one ingested from Locust)."""
+    """Evaluate a gate file's offline gates on an existing run (e.g. one ingested from Locust); rewrites
+    its records.jsonl, summary.json (with the verdict), report.html, requests.csv and timeseries.csv."""
     try:
         result = check_run(run_dir, gate_file, baseline)
     except (ValueError, FileNotFoundError) as exc:
@@ -207,46 +212,86 @@ def _warn_differences(diffs: dict[str, list[str]]) -> None:
                   soft_wrap=True, highlight=False)
 
 
+def _change(r: dict) -> tuple[str, str]:
+    """The change and its interval as text: relative (%) or, for the error rate, in percentage points."""
+    if r["metric"] == "error_rate":
+        def f(v: float) -> str:
+            return f"{v * 100:+.2f} pp"
+    else:
+        def f(v: float) -> str:
+            return f"{v:+.1%}"
+    if r.get("change") is None:
+        return "—", r.get("note", "")
+    return f(r["change"]), f"{f(r['ci_low'])} .. {f(r['ci_high'])}"
+
+
+def _num(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4g}" if abs(v) < 1e-3 and v else f"{v:,.3f}"
+
+
 @app.command(epilog=epilog("bench compare .state/bench/BASELINE .state/bench/CANDIDATE",
                            "bench compare BASELINE CANDIDATE --out comparison.json",
-                           exits="0 nothing significantly worse; 1 something is; 2 bad input (not run folders)"))
+                           "bench compare BASELINE CANDIDATE --html comparison.html --min-effect 0.1",
+                           exits="0 nothing worse by at least the minimum effect; 1 something is (significantly); "
+                                 "2 bad input (not run folders) or an invalid run (without --allow-invalid)"))
 def compare(
     baseline: Path = typer.Argument(..., help="Baseline run folder."),
     candidate: Path = typer.Argument(..., help="Candidate run folder."),
-    resamples: int = typer.Option(2000, help="Bootstrap resamples.", min=100),
-    json_out: Path | None = typer.Option(None, "--out", help="Also write the comparison as JSON to this file."),
+    resamples: int = typer.Option(2000, help="Bootstrap resamples (mean, throughput, error rate).", min=100),
+    min_effect: float = typer.Option(
+        MIN_EFFECT, "--min-effect", min=0, max=0.99,
+        help="Relative change below which a difference is 'same' (0.05: 5 %; set it to your measured "
+        "run-to-run noise). The error rate's is 1 percentage point."),
+    allow_invalid: bool = typer.Option(False, "--allow-invalid", help="Compare even when a run is INVALID "
+                                       "(its numbers describe the client or the failures, not the server)."),
+    json_out: Path | None = typer.Option(None, "--out", help="Write the comparison as JSON to this file (and "
+                                         "the HTML view beside it, same name with .html, unless --html)."),
+    html_out: Path | None = typer.Option(None, "--html", help="Write the side-by-side HTML view to this file."),
 ) -> None:
-    """Bootstrap CIs of candidate vs baseline; exit 1 if anything is significantly worse."""
+    """Candidate vs baseline, each statistic with a 95 % interval of its change; writes the JSON
+    (--out) and a side-by-side HTML view (--html, or beside --out). Percentile intervals come from
+    order statistics (p95 needs 86 samples a run, p99 435); mean, throughput and error rate from a
+    bootstrap. Exit 1 only when something is significantly worse by at least --min-effect."""
     try:
         b_sum, b_rec = load_run(baseline)
         c_sum, c_rec = load_run(candidate)
-        res = do_compare((b_rec, b_sum), (c_rec, c_sum), resamples=resamples)
+        invalid = invalid_runs(b_sum, c_sum)
+        if invalid and not allow_invalid:
+            raise ValueError("; ".join(invalid) + ": its numbers describe the client or the failures, not the "
+                             "server; re-run it (see its report's validity table) or pass --allow-invalid")
+        res = do_compare((b_rec, b_sum), (c_rec, c_sum), resamples=resamples, min_effect=min_effect)
     except (ValueError, FileNotFoundError) as exc:
         raise fail(str(exc)) from None
     _warn_differences(res["differences"])
-    t = Table(title=f"{candidate} vs {baseline} ({res['confidence']:.0%} bootstrap CI)")
-    for col in ("metric", "stat", "n (base/cand)", "baseline", "candidate", "change", "CI", "call"):
-        t.add_column(col)
+    t = Table(title=f"{candidate} vs {baseline} ({res['confidence']:.0%} intervals; same: within "
+              f"{res['min_effect']:.0%})")
+    for col in ("metric", "stat", "n (base/cand)", "baseline", "candidate", "change", "interval", "call"):
+        t.add_column(col, overflow="fold")
     for r in res["rows"]:
-        rel = r["metric"] != "error_rate"
-        f = (lambda v: f"{v:+.1%}") if rel else (lambda v: f"{v:+.4f}")
-        t.add_row(r["metric"], r["stat"], f"{r['n_baseline']}/{r['n_candidate']}",
-                  f"{r['baseline']:.3f}" if r.get("baseline") is not None else "—",
-                  f"{r['candidate']:.3f}" if r.get("candidate") is not None else "—",
-                  f(r["change"]) if "change" in r else "—",
-                  f"{f(r['ci_low'])} .. {f(r['ci_high'])}" if "ci_low" in r else r.get("note", ""), r.get("call", ""))
+        change, interval = _change(r)
+        t.add_row(r["metric"], r["stat"], f"{r['n_baseline']}/{r['n_candidate']}", _num(r.get("baseline")),
+                  _num(r.get("candidate")), change, interval, r.get("call", ""))
     out.print(t)
     need = ", ".join(f"{stat} >= {n}" for stat, n in res["min_samples"].items() if stat != "mean")
-    out.print(f"samples a percentile needs in each run (10 beyond it): {need}", highlight=False)
+    out.print(f"samples a percentile's interval needs in each run: {need}", highlight=False)
     if res.get("topologies_differ"):
         tops = res["topology"]
         out.print(f"topologies differ: baseline {tops['baseline']}, candidate {tops['candidate']} (the change is "
                   "the topology's)")
-    if not all(res["validity"].values()):
-        out.print(f"[yellow]warning:[/] run validity {res['validity']}: an invalid run's numbers describe the client")
-    if json_out:
-        json_out.write_text(json.dumps(res, indent=2))
-    raise typer.Exit(1 if any(r.get("call") == "worse" for r in res["rows"]) else 0)
+    for line in invalid:
+        out.print(f"[yellow]warning:[/] {line} (compared because of --allow-invalid)", highlight=False)
+    try:
+        if json_out:
+            json_out.write_text(json.dumps(res, indent=2, allow_nan=False) + "\n")
+            out.print(f"comparison: {json_out}")
+        html_path = html_out or (json_out.with_suffix(".html") if json_out else None)
+        if html_path:
+            html_path.write_text(render_comparison(res, (b_rec, b_sum), (c_rec, c_sum),
+                                                   names=(str(baseline), str(candidate))))
+            out.print(f"side-by-side view: {html_path}")
+    except OSError as exc:
+        raise fail(f"cannot write the comparison: {exc}; pass a writable --out / --html path") from None
+    raise typer.Exit(1 if regressions(res) else 0)
 
 
 @app.command(epilog=epilog("bench sweep chat-smoke --max 500 --metric ttft_ms --percentile 95 --stack local",
@@ -269,7 +314,9 @@ def sweep(
     out_dir: Path | None = typer.Option(None, "--out"),
     progress_every: ProgressEvery = None,
 ) -> None:
-    """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs)."""
+    """Find the knee and the highest rate that meets the SLO (bracketing + interpolation, CIs); writes
+    the last run's records.jsonl, summary.json (with the sweep), report.html, requests.csv and
+    timeseries.csv."""
     try:
         run_dir = new_run_dir(out_dir, "sweep")
         target = resolve(stack, url, model, api_key_env)
@@ -299,8 +346,8 @@ def sweep(
 
 @app.command(epilog=epilog("bench report .state/bench/RUN", exits="0 written; 2 not a run folder"))
 def report(run_dir: Path = typer.Argument(..., help="Run folder (records.jsonl + summary.json).")) -> None:
-    """Re-render report.html, requests.csv and timeseries.csv of a run folder from its files. Exit 2
-    when the folder is not a run."""
+    """Re-render report.html, requests.csv and timeseries.csv of a run folder from its records.jsonl
+    and summary.json. Exit 2 when the folder is not a run."""
     try:
         s = load_summary(run_dir)
         paths = write_report(run_dir, s, list(read_jsonl(records_path(run_dir))))

@@ -105,7 +105,8 @@ def run(
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
     progress_every: ProgressEvery = None,
 ) -> None:
-    """Run Locust with the bench's locustfile on this machine; then ingest its records."""
+    """Run Locust with the bench's locustfile on this machine; then ingest its records into a run
+    folder: records.jsonl, summary.json, report.html, requests.csv and timeseries.csv."""
     try:
         every = every_s(progress_every)
     except ValueError as exc:
@@ -213,7 +214,8 @@ def ingest_cmd(
     log: Path | None = typer.Option(None, help="Locust's output, to check its CPU warnings."),
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default: a new one under .state/bench)."),
 ) -> None:
-    """Build records.jsonl, summary.json and report.html from a Locust records folder."""
+    """Build records.jsonl, summary.json, report.html, requests.csv and timeseries.csv from a Locust
+    records folder."""
     try:
         scn = load_chat_scenario(scenario)
     except ScenarioError as exc:

