@@ -1,0 +1,115 @@
+"""The migration router: the one jobs stream in, one cohort stream out per document.
+
+Producers keep writing to ``queue.stream``. The router reads it with the workers' own consumer
+group (``queue.group``), so a worker still reading the jobs stream directly shares the entries
+with the router instead of getting a second copy. Each entry is forwarded by one Lua script
+that, atomically: checks the entry is still pending for the group (a retry after a lost reply
+does nothing), reads the share (``<stream>:migration:share``), XADDs the entry to the cohort
+stream its bucket says, XACKs it on the jobs stream and writes the cohort into the job's record.
+So a share change takes effect on the next entry, and no entry is forwarded twice or dropped:
+a router that dies between its read and the script leaves the entry pending, and the next
+router takes it over (XAUTOCLAIM) and forwards it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from contract.migration import MONOLITHIC, SPLIT, bucket, check_share, cohort_stream, share_key
+from worker.jobs import Job
+
+# KEYS: jobs stream, share key, split stream, monolithic stream, job record ("" = none)
+# ARGV: group, message id, bucket, n fields, field/value pairs
+_FORWARD_LUA = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 then return '' end
+local share = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local cohort, dest = 'monolithic', KEYS[4]
+if tonumber(ARGV[3]) < share then cohort, dest = 'split', KEYS[3] end
+local n = tonumber(ARGV[4])
+redis.call('XADD', dest, '*', unpack(ARGV, 5, 4 + 2 * n))
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+if KEYS[5] ~= '' then redis.call('HSET', KEYS[5], 'topology', cohort) end
+return cohort
+"""
+
+
+def entry_bucket(fields: dict[str, str]) -> tuple[int, str | None]:
+    """(bucket, job id) of a stream entry; an entry that is no job is bucketed by its raw text
+    (its cohort's worker dead-letters it as a bad job)."""
+    try:
+        job_id: str | None = Job.from_fields(fields).job_id
+    except ValueError:
+        job_id = None
+    return bucket(job_id if job_id is not None else repr(sorted(fields.items()))), job_id
+
+
+async def get_share(r: aioredis.Redis, stream: str) -> int:
+    raw = await r.get(share_key(stream))
+    return int(raw) if raw is not None else 0
+
+
+async def set_share(r: aioredis.Redis, stream: str, percent: int) -> int:
+    """Set the split cohort's share (percent); returns the previous one. Live: the next entry
+    the router forwards reads it."""
+    old = await r.set(share_key(stream), str(check_share(percent)), get=True)
+    return int(old) if old is not None else 0
+
+
+class Router:
+    def __init__(self, client: aioredis.Redis, stream: str, group: str, consumer: str) -> None:
+        self.r = client  # decode_responses=True
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.forwarded = {SPLIT: 0, MONOLITHIC: 0}
+
+    async def ensure_groups(self) -> None:
+        """The jobs stream's group and both cohort streams' groups (created from the start of
+        the stream, so entries forwarded before a cohort's first worker starts are read)."""
+        for stream in (self.stream, cohort_stream(self.stream, SPLIT), cohort_stream(self.stream, MONOLITHIC)):
+            try:
+                await self.r.xgroup_create(stream, self.group, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def _forward(self, message_id: str, fields: dict[str, str]) -> str | None:
+        b, job_id = entry_bucket(fields)
+        job_key = f"{self.stream}:job:{job_id}" if job_id else ""
+        pairs = [x for kv in fields.items() for x in kv]
+        cohort = await self.r.eval(
+            _FORWARD_LUA, 5, self.stream, share_key(self.stream), cohort_stream(self.stream, SPLIT),
+            cohort_stream(self.stream, MONOLITHIC), job_key,
+            self.group, message_id, b, len(fields), *pairs)
+        if not cohort:
+            return None  # no longer pending: forwarded already
+        self.forwarded[str(cohort)] += 1
+        return str(cohort)
+
+    async def step(self, count: int = 100, block_ms: int = 1000, reclaim_idle_s: float = 30.0) -> int:
+        """Forward what is there (entries abandoned by a dead router first); how many."""
+        done = 0
+        _next, claimed, *_ = cast(list[Any], await self.r.xautoclaim(
+            self.stream, self.group, self.consumer, int(reclaim_idle_s * 1000), "0-0", count=count))
+        for message_id, fields in claimed:
+            if fields is not None and await self._forward(message_id, fields):
+                done += 1
+            elif fields is None:
+                await self.r.xack(self.stream, self.group, message_id)
+        reply = cast(list[Any] | None, await self.r.xreadgroup(
+            self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms))
+        for _stream, entries in reply or []:
+            for message_id, fields in entries:
+                if await self._forward(message_id, fields):
+                    done += 1
+        return done
+
+    async def run(self, stop: asyncio.Event, block_ms: int = 500) -> None:
+        await self.ensure_groups()
+        while not stop.is_set():
+            await self.step(block_ms=block_ms)
