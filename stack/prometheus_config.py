@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
+from contract.migration import MONOLITHIC, SPLIT, TOPOLOGY_LABEL
 from contract.prometheus_jobs import JOB_PROMETHEUS, JOB_SERVER, JOB_WORKERS
-from contract.spec import Spec
+from contract.spec import DeploymentMode, Spec
 from contract.spec_rules import private_engines
 from stack.paths import StackPaths
 from stack.topology import shared_servers
@@ -41,8 +42,11 @@ def prometheus_config(spec: Spec, rule_globs: list[str]) -> dict[str, Any]:
                      "labels": {"server": f"{spec.worker_server.name}-w{i}",
                                 "engine_kind": spec.worker_server.engine.value, "worker": str(i)}}
                     for i in range(spec.worker_pool.replicas)]
+    topology = SPLIT if spec.deployment_mode is DeploymentMode.split else MONOLITHIC
     workers = [
-        {"targets": [f"{host}:{spec.worker_pool.metrics_port + i}"], "labels": {"worker": str(i)}}
+        # topology: every worker series names its migration cohort (contract/migration.py)
+        {"targets": [f"{host}:{spec.worker_pool.metrics_port + i}"],
+         "labels": {"worker": str(i), TOPOLOGY_LABEL: topology}}
         for i in range(spec.worker_pool.replicas)
     ]
     config: dict[str, Any] = {
