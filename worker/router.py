@@ -113,3 +113,39 @@ class Router:
         await self.ensure_groups()
         while not stop.is_set():
             await self.step(block_ms=block_ms)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m worker.router --redis-url URL --stream S --group G``: run until SIGTERM/SIGINT.
+    The Redis password comes from SPLITSTACK_REDIS_PASSWORD when the URL carries none."""
+    import argparse
+    import os
+    import signal
+    import socket
+
+    from contract.worker_env import ENV_REDIS_PASSWORD, with_password
+
+    ap = argparse.ArgumentParser(prog="python -m worker.router", description=__doc__.splitlines()[0])
+    ap.add_argument("--redis-url", required=True)
+    ap.add_argument("--stream", required=True, help="queue.stream: the jobs stream producers write to")
+    ap.add_argument("--group", required=True, help="queue.group: the workers' consumer group")
+    args = ap.parse_args(argv)
+
+    async def run() -> None:
+        r = aioredis.Redis.from_url(with_password(args.redis_url, os.environ.get(ENV_REDIS_PASSWORD)),
+                                    decode_responses=True, socket_connect_timeout=5)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await Router(r, args.stream, args.group, f"router-{socket.gethostname()}-{os.getpid()}").run(stop)
+        finally:
+            await r.aclose()
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -422,8 +422,9 @@ class CohortsGate(Gate):
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         samples = ctx.extra.get("cohorts")
-        threshold = (f"split error < {self.criteria.max_error_fraction:.2%} and no worse than monolithic; "
-                     f"p95 within {self.criteria.max_p95_increase_fraction:.0%}; crashes <= {self.criteria.max_crashes}")
+        k = self.criteria
+        threshold = (f"split error < {k.max_error_fraction:.2%} and no worse than monolithic; "
+                     f"p95 within {k.max_p95_increase_fraction:.0%}; crashes <= {k.max_crashes}")
         if samples is None:
             return self._r("not_evaluable", None, threshold, "no cohort samples: run it live (`runbook migrate`)")
         v = judge(samples, self.criteria, ctx.extra.get("crashes"))
