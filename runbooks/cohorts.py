@@ -4,8 +4,9 @@ monolithic pool (stopped by the platform) and the page an abort sends.
 
 The window's documents come from the job records, not from Prometheus: each record names its
 cohort (the router writes it), its submission time and its end, so both cohorts are judged on
-exactly the documents submitted in the same window, and a document still unfinished after
-``stuck_after_s`` counts as failed (a hung server is a breach, not an absence of data).
+exactly the documents submitted in the same window, and a document a worker took but has not
+finished ``stuck_after_s`` after its submission counts as failed (a hung server is a breach,
+not an absence of data).
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class CohortControl:
                                         latency_s=max(0.0, float(updated) - float(submitted))))
             elif state == "dead_lettered":
                 out.append(CohortSample(topology=topology, ok=False))
-            elif now - float(submitted) > stuck_after_s:
-                out.append(CohortSample(topology=topology, ok=False))  # hung: a breach
+            elif state in ("running", "fanned_out") and now - float(submitted) > stuck_after_s:
+                # taken by a worker and unfinished: a hung or failing server is a breach. A
+                # document still queued is not counted: a busy cohort is not a failing one.
+                out.append(CohortSample(topology=topology, ok=False))
         return out
 
     def backlog(self, topology: str) -> int:

@@ -76,7 +76,8 @@ async def _traffic(h: Harness, n: int, *, split_outcome: str = "done", age_s: fl
                     await w.ack(d.message_id, d.job.job_id, "done")
                 elif outcome == "dead_lettered":
                     await w.dead_letter(d, "server_rejected", "HTTP 500 from the inference server")
-                # "hang": never finished
+                else:  # "hang": taken (as the worker records it) and never finished
+                    await w.set_state(d.job.job_id, state="running", consumer=w.consumer)
     await r.aclose()
 
 
