@@ -40,8 +40,11 @@ def cohort_rules(spec: SLOSpec) -> dict:
         {"record": P50, "expr": quantile("0.5")},
         {"record": P95, "expr": quantile("0.95")},
         {"record": PDFS_PER_S, "expr": good},
-        # A worker process restarted (crashed or recycled): its start time changed.
-        {"record": CRASHES, "expr": f"{by} (changes(process_start_time_seconds{{{sel}}}[1h]))"},
+        # A worker process restarted (crashed or recycled) after it had processed documents:
+        # its processed counter went back to 0.
+        {"record": CRASHES, "expr": f"{by} (resets({c.PDFS_PROCESSED}{{{sel}}}[1h]))"},
         {"record": POISON, "expr": f'{by} (increase({c.PDFS_FAILED}{{{sel}, kind="poison"}}[1h]))'},
     ]
+    if spec.jobs.namespace:  # two stacks in one Prometheus: each one's records apart
+        rules = [{**r, "labels": {"namespace": spec.jobs.namespace}} for r in rules]
     return {"groups": [{"name": "migration-cohorts", "interval": "30s", "rules": rules}]}

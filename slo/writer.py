@@ -14,7 +14,6 @@ import yaml
 
 from contract.spec import Alertmanager
 from slo.alertmanager import alertmanager_config
-from slo.cohorts import FILE_STEM, cohort_rules
 from slo.rule_tests import generate_rule_tests
 from slo.rules import generate_rules
 from slo.spec import SLOSpec
@@ -49,7 +48,6 @@ def render_generated(spec: SLOSpec) -> dict[str, str]:
     """Relative path under alerts/generated -> file text: rules, their promtool tests, and the
     reference Alertmanager config."""
     files = {f"{stem}.rules.yml": to_yaml(body) for stem, body in generate_rules(spec).items()}
-    files[f"{FILE_STEM}.rules.yml"] = to_yaml(cohort_rules(spec))
     files.update({f"tests/{stem}.test.yml": to_yaml(body) for stem, body in generate_rule_tests(spec).items()})
     files[AM_FILE] = to_yaml(alertmanager_config(spec, Alertmanager()), AM_HEADER)
     return files

@@ -38,9 +38,13 @@ class CohortSample(BaseModel):
 
 
 class Criteria(BaseModel):
+    """The rollout's criteria, judged on 95 % intervals."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    max_error_fraction: float = Field(default=0.001, gt=0, lt=1)
-    max_p95_increase_fraction: float = Field(default=0.10, ge=0)
+    max_error_fraction: float = Field(default=0.001, gt=0, lt=1, description="Split cohort's error rate must "
+                                      "be below this (and no worse than the monolithic cohort's).")
+    max_p95_increase_fraction: float = Field(default=0.10, ge=0, description="Split cohort's p95 latency may "
+                                             "exceed the monolithic cohort's by at most this fraction.")
     max_crashes: int = Field(default=0, ge=0, description="Split-cohort worker crashes allowed in the window.")
 
 

@@ -413,12 +413,10 @@ class BreakerGate(Gate):
 
 
 class CohortsGate(Gate):
-    """The migration's two cohorts over the same window (bench/gating/cohorts.py): reads the
-    window's documents from ``ctx.extra["cohorts"]`` and crash counts from ``ctx.extra["crashes"]``
-    (the `runbook migrate` action collects both from the live stack)."""
+    """Live: the migration's split and monolithic cohorts over the same window (pass, fail, or too few documents to judge); `runbook migrate` collects the window's documents from the stack."""  # noqa: E501
 
     kind: Literal["cohorts"]
-    criteria: Criteria = Field(default_factory=Criteria)
+    criteria: Criteria = Field(default_factory=Criteria, description="The bounds both cohorts are judged by.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
         samples = ctx.extra.get("cohorts")
