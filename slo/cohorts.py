@@ -35,7 +35,7 @@ def cohort_rules(spec: SLOSpec) -> dict:
                 f"(rate({c.PDF_END_TO_END_DURATION}_bucket{{{sel}}}[{WINDOW}])))")
 
     bad, good = rate(c.PDFS_FAILED), rate(c.PDFS_PROCESSED)
-    rules = [
+    rules: list[dict[str, object]] = [
         {"record": ERROR_RATIO, "expr": f"{bad} / ({good} + {bad})"},
         {"record": P50, "expr": quantile("0.5")},
         {"record": P95, "expr": quantile("0.95")},
