@@ -14,6 +14,8 @@ router takes it over (XAUTOCLAIM) and forwards it.
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from typing import Any, cast
 
 import redis.asyncio as aioredis
@@ -113,11 +115,36 @@ class Router:
         await self.ensure_groups()
         while not stop.is_set():
             await self.step(block_ms=block_ms)
+            self.last_loop = time.monotonic()
+
+    last_loop: float | None = None  # monotonic time of the last completed loop (the health check)
+
+
+def serve_health(router: Router, host: str, port: int, stale_s: float = 10.0) -> None:
+    """GET /healthz: 200 while the router loops (its last loop within ``stale_s``), else 503."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            last = router.last_loop
+            ok = self.path == "/healthz" and last is not None and time.monotonic() - last < stale_s
+            body = json.dumps({"ok": ok, "forwarded": router.forwarded}).encode()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m worker.router --redis-url URL --stream S --group G``: run until SIGTERM/SIGINT.
-    The Redis password comes from SPLITSTACK_REDIS_PASSWORD when the URL carries none."""
+    The Redis password comes from --password-env (SPLITSTACK_REDIS_PASSWORD) when the URL carries none."""
     import argparse
     import os
     import signal
@@ -129,17 +156,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redis-url", required=True)
     ap.add_argument("--stream", required=True, help="queue.stream: the jobs stream producers write to")
     ap.add_argument("--group", required=True, help="queue.group: the workers' consumer group")
+    ap.add_argument("--health-port", type=int, default=0, help="serve GET /healthz here (0: none)")
+    ap.add_argument("--host", default="127.0.0.1", help="address of the health endpoint")
+    ap.add_argument("--password-env", default=ENV_REDIS_PASSWORD,
+                    help="variable holding the Redis password when the URL carries none")
     args = ap.parse_args(argv)
 
     async def run() -> None:
-        r = aioredis.Redis.from_url(with_password(args.redis_url, os.environ.get(ENV_REDIS_PASSWORD)),
+        r = aioredis.Redis.from_url(with_password(args.redis_url, os.environ.get(args.password_env)),
                                     decode_responses=True, socket_connect_timeout=5)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        router = Router(r, args.stream, args.group, f"router-{socket.gethostname()}-{os.getpid()}")
+        if args.health_port:
+            serve_health(router, args.host, args.health_port)
         try:
-            await Router(r, args.stream, args.group, f"router-{socket.gethostname()}-{os.getpid()}").run(stop)
+            await router.run(stop)
         finally:
             await r.aclose()
 
