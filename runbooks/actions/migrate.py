@@ -69,8 +69,12 @@ def criteria(gate_file: str) -> Criteria:
 
 def control(ctx: ActionContext) -> CohortControl:
     if ctx.migration is None:
-        raise Refused(f"no migration control for {ctx.platform.target()}: the queue (Redis) of stack "
-                      f"{ctx.spec.stack!r} is not reachable; start the stack (`splitstack up`) first")
+        if ctx.platform.kind == "kubernetes":
+            raise Refused(f"migrate acts on a local stack's queue; on {ctx.platform.target()} the Pulumi program "
+                          "renders one worker pool (no router, no cohort streams): the rollout there is "
+                          "`deployment_mode` with `runbook rollback` and `pulumi up`")
+        raise Refused(f"the queue (Redis) of stack {ctx.spec.stack!r} is not reachable: start the stack "
+                      f"(`splitstack up --engine sim --spec-override local.migration_monolithic_workers=N`) first")
     return ctx.migration
 
 
