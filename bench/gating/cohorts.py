@@ -46,6 +46,9 @@ class Criteria(BaseModel):
     max_p95_increase_fraction: float = Field(default=0.10, ge=0, description="Split cohort's p95 latency may "
                                              "exceed the monolithic cohort's by at most this fraction.")
     max_crashes: int = Field(default=0, ge=0, description="Split-cohort worker crashes allowed in the window.")
+    min_latency_documents: int = Field(
+        default=min_samples_for(95), ge=2, description="Ok documents per cohort before the p95 is judged "
+        "(default: enough for 10 beyond the p95); a short drill may lower it, at the cost of wider intervals.")
 
 
 class Check(BaseModel):
@@ -101,7 +104,7 @@ def judge(samples: list[CohortSample], criteria: Criteria, crashes: dict[str, in
     checks.append(Check(name="split error rate vs monolithic", judgement=worse,
                         measured=f"split {lo:.4%}..{hi:.4%}, monolithic {bad[MONOLITHIC]}/{n[MONOLITHIC]} "
                                  f"{mlo:.4%}..{mhi:.4%}", bound="split no worse (intervals)"))
-    need = min_samples_for(95)
+    need = criteria.min_latency_documents
     lat = {t: np.array([s.latency_s for s in v if s.ok and s.latency_s is not None]) for t, v in by.items()}
     limit = 1 + criteria.max_p95_increase_fraction
     if min(lat[SPLIT].size, lat[MONOLITHIC].size) < need:

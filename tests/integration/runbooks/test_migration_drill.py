@@ -1,9 +1,12 @@
 """The migration drill, shortened: both topologies at once on real processes (Redis, the router,
 the twin with the mineru25-h200 profile: a shared server for the split cohort and a private
-engine for the monolithic one, a MinerU worker per cohort). 0 -> 10 % by `runbook migrate`,
-then the fault phase at 50 %: a 500 storm on the split cohort's server, `runbook migrate-guard`
-aborts to 0 % with a page; the fault is cleared and every document ends exactly once, in the
-cohort the router chose, with its output naming that topology."""
+engine for the monolithic one, a MinerU worker per cohort).
+
+0 -> 10 % by `runbook migrate`, then the fault phase at 50 %: a 500 storm on the split cohort's
+server, `runbook migrate-guard` aborts to 0 % with a page; the fault is cleared and every
+document ends exactly once, in the cohort the router chose, with its output naming that
+topology. (The promotion path 10 -> 50 -> 100 with its gates is in test_migrate_actions.py: a
+passing window needs hundreds of documents per cohort, more than a CI run of the twin has.)"""
 
 from __future__ import annotations
 
@@ -111,3 +114,4 @@ def test_drill_abort_on_a_500_storm_loses_and_duplicates_nothing(tmp_path: Path)
     finally:
         mono.close()
         h.close()
+
