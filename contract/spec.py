@@ -740,6 +740,12 @@ class LocalStack(Strict):
         description="The private-server twin: multiply the profile's engine load time "
         "(footprint.engine_load_s, e.g. 60 s for the mineru25-* profiles: a monolithic worker loading "
         "the model) by this; 0 in quick tests.")
+    migration_monolithic_workers: int = Field(
+        default=0, ge=0,
+        description="The production rollout on the local stack (docs/migration.md): this many "
+        "monolithic workers (mono-worker-<i>, each with its private engine engine-w<i>) run beside "
+        "the split pool, and a router feeds both cohorts from the jobs stream by the split share "
+        "(`runbook migrate`); 0: no migration. Needs deployment_mode split and a sim server.")
 
 
 class Spec(Strict):

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from contract import metrics as c
+from slo import cohorts
 from slo.alertmanager import WATCHDOG
 from slo.rules import SLO_DASHBOARD_UID, THROUGHPUT_AVG_RECORD
 from slo.spec import SLOSpec, ThresholdSLI, dec
@@ -211,6 +212,7 @@ def pdf_processing(spec: SLOSpec) -> dict:
                                            (f"max({_sel(c.QUEUE_PENDING, job)})", "delivered, not acked"),
                                            (f"sum({_sel(c.PDFS_IN_FLIGHT, job, _INSTANCE)})", "in flight")])
     b.add("Workers up", [(f"sum(up{{job={json.dumps(job)}}})", "workers up")], kind="stat", width=24)
+    _cohort_row(b)
     return _dashboard("splitstack-pdf-processing", "splitstack / End-to-end PDF processing", ["workers"], b,
                       variables=_worker_variables(job), alerts_of="pipeline|workers")
 
@@ -252,6 +254,18 @@ def slo_dashboard(spec: SLOSpec) -> dict:
         for s in spec.slos if s.sli.kind == "latency" and s.sli.histogram == c.PDF_END_TO_END_DURATION],
         unit="percentunit", width=24)
     return _dashboard(SLO_DASHBOARD_UID, "MinerU Split-Container SLOs", ["slo"], b, time_from="now-30d")
+
+
+def _cohort_row(b: _Board) -> None:
+    """The migration's two cohorts side by side, one series per topology (slo/cohorts.py)."""
+    legend = "{{topology}}"
+    b.add("Migration cohorts: error rate", [(cohorts.ERROR_RATIO, legend)], unit="percentunit", width=6,
+          thresholds=[("green", None), ("red", 0.001)], description="Failed / all PDFs per cohort, 5 min.")
+    b.add("Migration cohorts: latency p50 / p95", [(cohorts.P50, f"p50 {legend}"), (cohorts.P95, f"p95 {legend}")],
+          unit="s", width=6, description="Submission to output per cohort, 5 min.")
+    b.add("Migration cohorts: PDFs / s", [(cohorts.PDFS_PER_S, legend)], width=6)
+    b.add("Migration cohorts: worker restarts and poison jobs (1 h)",
+          [(cohorts.CRASHES, f"restarts {legend}"), (cohorts.POISON, f"poison {legend}")], width=6)
 
 
 def render_dashboards(spec: SLOSpec) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 from contract.spec import Spec, Target
 from contract.spec_loader import SpecError, load_stack, parse_spec, project_root, set_path
 from runbooks.audit import AuditLog
+from runbooks.cohorts import CohortControl, alertmanager_pager
 from runbooks.context import ActionContext
 from runbooks.diagnose.signals import Signals
 from runbooks.model import Refused
@@ -19,6 +20,7 @@ from runbooks.platforms.kubernetes import KubernetesPlatform
 from runbooks.platforms.local import LocalPlatform
 from stack.launcher import LocalStack
 from stack.presets import with_presets
+from stack.secrets import redis_password
 
 
 def default_audit_path(spec: Spec) -> Path:
@@ -63,11 +65,41 @@ def build_context(stack: str, apply: bool = False, spec_overrides: dict[str, Any
         platform = LocalPlatform(local)
         default_audit = local.paths.audit_log
         prometheus_url = prometheus_url or f"http://{spec.local.host}:{spec.observability.prometheus_port}"
+        migration = local_cohort_control(local)
     else:
         platform = KubernetesPlatform.from_kubeconfig(spec, kube_context)
         default_audit = default_audit_path(spec)
+        migration = None
     return ActionContext(spec=spec, platform=platform, audit=AuditLog(audit_log or default_audit, time.time),
-                         apply=apply, prometheus=Signals(prometheus_url) if prometheus_url else None)
+                         apply=apply, prometheus=Signals(prometheus_url) if prometheus_url else None,
+                         migration=migration)
+
+
+# The local stack's monolithic cohort while migrating: its workers and their private engines.
+MONOLITHIC_POOL_PREFIXES = ("mono-worker-", "engine-w")
+
+
+def local_cohort_control(local: LocalStack) -> CohortControl | None:
+    """The migration control of a running local stack (None when it is not running)."""
+    spec = local.spec
+    if local.read_state() is None:
+        return None
+    import redis
+
+    client = redis.Redis(host=spec.local.host, port=spec.queue.port, password=redis_password(local.paths),
+                         decode_responses=True, socket_connect_timeout=3)
+
+    def decommission() -> list[str]:
+        names = [n for n in local.supervisor.process_info() if n.startswith(MONOLITHIC_POOL_PREFIXES)]
+        if not names:
+            raise Refused(f"{local.paths.root} runs no monolithic pool ({', '.join(MONOLITHIC_POOL_PREFIXES)}*): "
+                          "nothing to decommission")
+        local.supervisor.stop_and_wait(names)
+        return names
+
+    am = f"http://{spec.local.host}:{spec.observability.alertmanager.port}"
+    return CohortControl(client, spec.queue.stream, spec.queue.group, decommission,
+                         alertmanager_pager(am, spec.stack))
 
 
 def stack_prometheus_url(stack: str, spec_overrides: dict[str, Any] | None = None) -> str:

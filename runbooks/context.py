@@ -24,6 +24,7 @@ class ActionContext:
     actor: str = field(default_factory=default_actor)
     safety: SafetySettings = field(default_factory=SafetySettings)
     prometheus: Any = None  # runbooks.diagnose.signals.Signals, or None when not reachable
+    migration: Any = None  # runbooks.cohorts.CohortControl, or None when the queue is not reachable
     nvml: Any = None  # a pynvml-like module for the GPU probe; None = the real one if present
     use_real_nvml: bool = True
     clock: Callable[[], float] = time.time

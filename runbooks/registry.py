@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contract.models import describe
-from runbooks.actions import components, nodes, reports, rollback, server, tune, upgrade, workers
+from runbooks.actions import components, migrate, nodes, reports, rollback, server, tune, upgrade, workers
 from runbooks.context import ActionContext
 from runbooks.diagnose import engine
 from runbooks.model import PlatformError, Refused, Report
@@ -82,6 +82,14 @@ ACTIONS: dict[str, ActionDef] = {a.name: a for a in [
               "shared server) or return to split (--to split); the dry run shows the change, the "
               "GPUs needed and whether the cluster fits.",
               "the split architecture must be rolled back (or restored): deployment_mode"),
+    ActionDef("migrate", migrate.migrate, migrate.MigrateParams, True,
+              "Move the split share of documents one step (--to 10, 50, 100; 0 aborts) when the live "
+              "cohorts gate passes on the last window; --to 100 then stops the monolithic pool.",
+              "production rollout: both topologies at once, a share of documents on split"),
+    ActionDef("migrate-guard", migrate.migrate_guard, migrate.MigrateGuardParams, True,
+              "Judge both cohorts every --every-s for --watch-s; on a breach set the split share to 0 "
+              "and page.",
+              "production rollout: automatic abort"),
 ]}
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from slo import promql
+from slo import cohorts, promql
 from slo.spec import SLO, LatencySLI, ManualAlert, SLOSpec, ThresholdSLI, UptimeSLI, alert_threshold, dec
 from slo.windows import BurnWindow, BurnWindows, Severity, fmt_duration_min, load_burn_windows
 
@@ -333,8 +333,10 @@ def slo_groups(spec: SLOSpec, slo: SLO, windows: BurnWindows | None = None) -> l
 
 
 def generate_rules(spec: SLOSpec, windows: BurnWindows | None = None) -> dict[str, dict]:
-    """File stem -> rule file content, one file per SLO."""
-    return {slo.name: {"groups": slo_groups(spec, slo, windows)} for slo in spec.slos}
+    """File stem -> rule file content, one file per SLO, and the migration cohorts' records."""
+    out = {slo.name: {"groups": slo_groups(spec, slo, windows)} for slo in spec.slos}
+    out[cohorts.FILE_STEM] = cohorts.cohort_rules(spec)
+    return out
 
 
 def alert_rules(spec: SLOSpec) -> list[dict]:

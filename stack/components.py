@@ -21,6 +21,7 @@ from slo.alertmanager import alertmanager_config
 from slo.spec import SpecError, load_spec
 from stack.component import BuildContext, Component, HealthCheck, SetupError, require_binary, server_url
 from stack.containers import check_image, check_runtime, containerized, image_context, in_container
+from stack.migration import with_migration
 from stack.prometheus_config import prometheus_rule_globs, write_prometheus_config
 from stack.secrets import (
     alertmanager_password_file,
@@ -210,7 +211,7 @@ def build_components(ctx: BuildContext, warn: Callable[[str], None] | None = Non
         components.append(ENGINE_BUILDERS[server.engine](ctx, server))
     components.extend(private_engine_components(ctx))
     components.extend(worker_components(ctx))
-    return components
+    return with_migration(ctx, components)
 
 
 def container_components(ctx: BuildContext, warn: Callable[[str], None] | None = None) -> list[Component]:

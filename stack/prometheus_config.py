@@ -12,9 +12,11 @@ from typing import Any
 
 import yaml
 
+from contract.migration import MONOLITHIC, SPLIT, TOPOLOGY_LABEL
 from contract.prometheus_jobs import JOB_PROMETHEUS, JOB_SERVER, JOB_WORKERS
-from contract.spec import Spec
+from contract.spec import DeploymentMode, Spec
 from contract.spec_rules import private_engines
+from stack.migration import mono_worker_port
 from stack.paths import StackPaths
 from stack.secrets import ALERTMANAGER_USER, alertmanager_password_file
 from stack.topology import shared_servers
@@ -42,10 +44,19 @@ def prometheus_config(spec: Spec, rule_globs: list[str]) -> dict[str, Any]:
                      "labels": {"server": f"{spec.worker_server.name}-w{i}",
                                 "engine_kind": spec.worker_server.engine.value, "worker": str(i)}}
                     for i in range(spec.worker_pool.replicas)]
+    topology = SPLIT if spec.deployment_mode is DeploymentMode.split else MONOLITHIC
     workers = [
-        {"targets": [f"{host}:{spec.worker_pool.metrics_port + i}"], "labels": {"worker": str(i)}}
+        # topology: every worker series names its migration cohort (contract/migration.py)
+        {"targets": [f"{host}:{spec.worker_pool.metrics_port + i}"],
+         "labels": {"worker": str(i), TOPOLOGY_LABEL: topology}}
         for i in range(spec.worker_pool.replicas)
     ]
+    mono = spec.local.migration_monolithic_workers  # the migration's monolithic pool (stack/migration.py)
+    servers += [{"targets": [f"{host}:{spec.local.private_engine_port + i}"],
+                 "labels": {"server": f"{spec.worker_server.name}-w{i}", "engine_kind": spec.worker_server.engine.value,
+                            "worker": f"mono-{i}"}} for i in range(mono)]
+    workers += [{"targets": [f"{host}:{mono_worker_port(spec, i)}"],
+                 "labels": {"worker": f"mono-{i}", TOPOLOGY_LABEL: MONOLITHIC}} for i in range(mono)]
     config: dict[str, Any] = {
         "global": {
             "scrape_interval": f"{obs.scrape_interval_s}s",

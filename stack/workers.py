@@ -36,9 +36,12 @@ def _with_absolute_state_dir(spec: Spec, ctx: BuildContext) -> Spec:
     return spec.model_copy(update={"local": spec.local.model_copy(update={"state_dir": str(ctx.paths.root)})})
 
 
-def worker_component(ctx: BuildContext, i: int) -> Component:
+def worker_component(ctx: BuildContext, i: int, *, name: str | None = None, port: int | None = None,
+                     spec_file: str = "worker-spec.json", extra_env: dict[str, str] | None = None) -> Component:
+    """Worker replica ``i``; the migration's monolithic pool passes its own program name, port,
+    spec file and environment (stack/migration.py)."""
     spec = ctx.spec
-    port = spec.worker_pool.metrics_port + i
+    port = spec.worker_pool.metrics_port + i if port is None else port
     host = spec.local.host
     env = {
         spec.queue.url_env: queue_url_display(spec),  # the password comes in its own variable
@@ -49,10 +52,11 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
         # The spec exactly as the launcher resolved it (CLI overrides such as ports included):
         # the worker must not re-read a Pulumi file that says something else.
         ENV_SPEC_FILE: str(write_resolved_spec(_with_absolute_state_dir(spec, ctx),
-                                               ctx.paths.config / "worker-spec.json")),
+                                               ctx.paths.config / spec_file)),
         "OMP_NUM_THREADS": "1",  # MinerU's numpy/PIL work must not oversubscribe the cores
         "MALLOC_ARENA_MAX": "2",  # fewer glibc arenas: bounded RSS with to_thread rendering
     }
+    env.update(extra_env or {})
     engine_url = worker_engine_url(spec, i)
     if engine_url is not None:  # None: the engine runs in the worker process
         env[ENV_SERVER_URL] = engine_url
@@ -64,7 +68,7 @@ def worker_component(ctx: BuildContext, i: int) -> Component:
     argv = [ctx.python, "-m", "splitstack.cli.worker_process", "--stack", spec.stack, "--index", str(i)]
     url = f"http://{host}:{port}"
     return Component(
-        f"worker-{i}", "worker", argv, HealthCheck("http", f"{url}/readyz"), url, port,
+        name or f"worker-{i}", "worker", argv, HealthCheck("http", f"{url}/readyz"), url, port,
         env=env, autorestart=True, priority=400, cwd=ctx.project_root, secrets=secrets,
         term_leader_only=True, stop_wait_s=STOP_WAIT_S,
     )

@@ -77,6 +77,11 @@ class WorkerSettings(BaseModel):
         return f"monolithic/{self.spec.worker_pool.in_process.backend.value}"
 
     @property
+    def topology(self) -> str:
+        """The migration cohort this worker belongs to: split or monolithic (contract/migration.py)."""
+        return "split" if self.spec.deployment_mode is DeploymentMode.split else "monolithic"
+
+    @property
     def pool(self):
         return self.spec.worker_pool
 

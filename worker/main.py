@@ -12,6 +12,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from contract.migration import ENV_COHORT_STREAMS, cohort_stream
 from contract.models import parse_assignments
 from contract.spec import Target, WorkerBackend
 from contract.spec_loader import load_stack, parse_spec, set_path
@@ -87,7 +88,9 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
     redis = aioredis.Redis.from_url(settings.redis_url, decode_responses=True,
                                     socket_timeout=10, socket_connect_timeout=5)
     q = settings.spec.queue
-    queue = JobQueue(redis, q.stream, q.group, q.dead_letter_stream, settings.consumer)
+    # While migrating, each cohort reads its own stream, fed by the router (worker/router.py).
+    stream = cohort_stream(q.stream, settings.topology) if os.environ.get(ENV_COHORT_STREAMS) == "1" else q.stream
+    queue = JobQueue(redis, stream, q.group, q.dead_letter_stream, settings.consumer, records_stream=q.stream)
     try:
         store = open_store(settings.spec, settings.output_dir)
         if isinstance(store, ObjectStore):

@@ -239,7 +239,8 @@ class JobSteps:
                 "model": self.s.model_name, "server_url": self.s.server_url,
                 "requests_sent": requests_sent[0], "processing_s": round(elapsed, 3),
                 "queue_wait_s": round(max(0.0, time.time() - elapsed - job.submitted_at), 3),
-                "worker": self.s.consumer, "trace_id": trace.trace_id if trace else None,
+                "worker": self.s.consumer, "topology": self.s.topology,
+                "trace_id": trace.trace_id if trace else None,
                 "deliveries": d.deliveries, "part_of": job.part_of.model_dump() if job.part_of else None,
                 "completed_at": time.time(), **result.extra,
             }

@@ -107,23 +107,26 @@ class Delivery:
 
 class JobQueue:
     def __init__(self, client: aioredis.Redis, stream: str, group: str, dead_letter_stream: str,
-                 consumer: str) -> None:
+                 consumer: str, records_stream: str | None = None) -> None:
         self.r = client  # decode_responses=True
         self.stream = stream
+        # Job records and fan-out parts stay keyed by the jobs stream producers write to, also
+        # when this worker reads a migration cohort's stream (contract/migration.py).
+        self.records = records_stream or stream
         self.group = group
         self.dlq = dead_letter_stream
         self.consumer = consumer
 
     # -- keys ---------------------------------------------------------------------------------
     def job_key(self, job_id: str) -> str:
-        return f"{self.stream}:job:{job_id}"
+        return f"{self.records}:job:{job_id}"
 
     @property
     def index_key(self) -> str:
-        return f"{self.stream}:index"
+        return f"{self.records}:index"
 
     def parts_key(self, parent_id: str) -> str:
-        return f"{self.stream}:parts:{parent_id}"
+        return f"{self.records}:parts:{parent_id}"
 
     @property
     def workers_key(self) -> str:

@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.gating.cohorts import Criteria, judge
 from bench.gating.context import GateContext, GateResult, Status
 from bench.metrics import derive, itl_gaps_ms
 from bench.probes import breaker_cycle, time_worker_startup
@@ -411,9 +412,30 @@ class BreakerGate(Gate):
                        f"all closed {res['closed_s']:.1f} s after it ended")
 
 
+class CohortsGate(Gate):
+    """Live: the migration's split and monolithic cohorts over the same window (pass, fail, or too few documents to judge); `runbook migrate` collects the window's documents from the stack."""  # noqa: E501
+
+    kind: Literal["cohorts"]
+    criteria: Criteria = Field(default_factory=Criteria, description="The bounds both cohorts are judged by.")
+
+    def evaluate(self, ctx: GateContext) -> GateResult:
+        samples = ctx.extra.get("cohorts")
+        k = self.criteria
+        threshold = (f"split error < {k.max_error_fraction:.2%} and no worse than monolithic; "
+                     f"p95 within {k.max_p95_increase_fraction:.0%}; crashes <= {k.max_crashes}")
+        if samples is None:
+            return self._r("not_evaluable", None, threshold, "no cohort samples: run it live (`runbook migrate`)")
+        v = judge(samples, self.criteria, ctx.extra.get("crashes"))
+        status: Status = "pass" if v.judgement == "pass" else "fail" if v.judgement == "fail" else "not_evaluable"
+        reason = "; ".join(v.lines())
+        if v.judgement == "too_few":
+            reason = "too few documents to judge: " + reason
+        return self._r(status, v.judgement, threshold, reason)
+
+
 AnyGate = Annotated[
     HealthGate | LatencyGate | ErrorRateGate | ThroughputGate | LatencyVsBaselineGate | GoodputGate
     | SLOGate | MemoryGrowthGate | DeterminismGate | OutputEquivalenceGate | GpuUtilizationGate
-    | WorkerStartupGate | BreakerGate,
+    | WorkerStartupGate | BreakerGate | CohortsGate,
     Field(discriminator="kind"),
 ]

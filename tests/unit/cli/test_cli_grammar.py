@@ -95,7 +95,8 @@ def test_same_flag_same_meaning(name, cmd):
         if "--output" in flags:
             assert {e.value for e in _annotation(opt)} == {"text", "json"}, f"{name}: --output is text|json"
         if "--to" in flags:
-            assert name.endswith("runbook rollback"), f"{name}: --to names rollback's target mode; a change is --set"
+            assert name.endswith(("runbook rollback", "runbook migrate")), \
+                f"{name}: --to names a target (rollback's mode, migrate's split share); a change is --set"
         if "--set" in flags:
             assert name.endswith(("runbook tune", "runbook upgrade-server")), f"{name}: --set is an action's change"
         if "--workers" in flags:

@@ -1,0 +1,55 @@
+"""The migration's names: both topologies at once, a share of documents on the split one.
+
+While migrating, producers keep writing to the one jobs stream (``queue.stream``). A router
+(worker/router.py) consumes it with the workers' own group (``queue.group``) and forwards each
+entry to one cohort stream, ``<stream>:split`` or ``<stream>:monolithic``, where that cohort's
+workers read it. The share of documents on the split cohort lives in Redis next to the stream
+(``<stream>:migration:share``, an integer 0..100), so it changes live and every forward reads it
+in the same atomic step that moves the entry.
+
+The cohort of a document is deterministic: ``bucket(job_id) < share`` puts it on split, where
+``bucket`` is a hash of the job id onto 0..99. Raising the share only adds buckets, so a
+document on split at 10 % stays on split at 50 % and 100 %.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+SPLIT = "split"
+MONOLITHIC = "monolithic"
+TOPOLOGIES = (SPLIT, MONOLITHIC)
+SHARE_STEPS = (10, 50, 100)  # the rollout's steps (and 0: every document on monolithic)
+# The worker reads its cohort's stream when this is "1" (the launcher sets it while migrating).
+ENV_COHORT_STREAMS = "SPLITSTACK_MIGRATION_COHORTS"
+TOPOLOGY_LABEL = "topology"  # the Prometheus label and output-record field naming the cohort
+
+
+def share_key(stream: str) -> str:
+    """The Redis key holding the split cohort's share in percent (absent = 0)."""
+    return f"{stream}:migration:share"
+
+
+def cohort_stream(stream: str, topology: str) -> str:
+    """The stream one cohort's workers read while migrating."""
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"topology {topology!r} is not one of {', '.join(TOPOLOGIES)}")
+    return f"{stream}:{topology}"
+
+
+def bucket(document_id: str) -> int:
+    """The document's bucket, 0..99: the same id always gives the same bucket (any process,
+    any Python: not ``hash()``, which is salted per process)."""
+    digest = hashlib.sha256(document_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 100
+
+
+def cohort_of(document_id: str, share_percent: int) -> str:
+    """The cohort a document lands in at this share."""
+    return SPLIT if bucket(document_id) < share_percent else MONOLITHIC
+
+
+def check_share(value: int) -> int:
+    if not 0 <= value <= 100:
+        raise ValueError(f"share {value} is outside 0..100 (percent of documents on the split cohort)")
+    return value

@@ -1,0 +1,175 @@
+"""The production rollout: 10 % -> 50 % -> 100 % of documents on the split cohort, judged live.
+
+``runbook migrate --to 10|50|100`` moves the split share one step up (contract/migration.py:
+the share lives in Redis next to the jobs stream and the router reads it on every document,
+so nothing restarts). Before moving it, the `cohorts` gate (bench/gates/migration-cohorts.yaml)
+must pass on the last window: both cohorts, the same documents' window, the rollout's criteria
+with intervals; "too few documents to judge" refuses and says to wait. The first step (0 -> 10)
+has no split cohort to judge yet. ``--to 100`` waits until the monolithic cohort's stream is
+drained, then stops the monolithic pool. ``--to 0`` is the manual abort.
+
+``runbook migrate-guard`` judges the window every ``--every-s`` for ``--watch-s``: on a breach
+(a criterion failed with certainty) it sets the share to 0 at once, writes its own audit
+record, and pages. Every share change is in the audit log (the action's record names the share
+before and after).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from bench.gating.cohorts import CohortVerdict, Criteria, judge
+from bench.gating.models import CohortsGate
+from bench.gating.spec import GateFileError, load_gate_file
+from contract.migration import MONOLITHIC, SHARE_STEPS
+from runbooks.actions.runner import Step, StepFailed, run_plan
+from runbooks.cohorts import CohortControl
+from runbooks.context import ActionContext
+from runbooks.model import Refused, Report
+from runbooks.params import ActionParams
+
+GATE = "migration-cohorts"  # bench/gates/migration-cohorts.yaml
+CASE = "production rollout: split share of documents"
+
+
+class WindowParams(ActionParams):
+    gate: str = Field(default=GATE, description="Gate file (bench/gates name or path) whose `cohorts` gate "
+                      "holds the criteria; a drill with short windows may pass one with looser bounds.")
+    window_s: float = Field(default=300.0, gt=0, description="The window judged: documents submitted in the "
+                            "last this many seconds, both cohorts.")
+    stuck_after_s: float = Field(default=120.0, gt=0, description="A document unfinished this long after its "
+                                 "submission counts as failed (a hung server is a breach).")
+
+
+class MigrateParams(WindowParams):
+    to: Literal[0, 10, 50, 100] = Field(
+        description="Split share to move to, in percent of documents: the next step of 10, 50, 100 "
+        "(0: abort, every document back on the monolithic pool).", json_schema_extra={"cli_example": "10"})
+    drain_timeout_s: float = Field(default=300.0, gt=0, description="--to 100: how long to wait for the "
+                                   "monolithic cohort's stream to drain before stopping its pool.")
+
+
+class MigrateGuardParams(WindowParams):
+    watch_s: float = Field(default=0.0, ge=0, description="How long to keep judging (0: once).")
+    every_s: float = Field(default=10.0, gt=0, description="Seconds between two judgements.")
+
+
+def criteria(gate_file: str) -> Criteria:
+    try:
+        gates = load_gate_file(gate_file).gates
+    except GateFileError as exc:
+        raise Refused(f"--gate {gate_file}: {exc}") from None
+    for g in gates:
+        if isinstance(g, CohortsGate):
+            return g.criteria
+    raise Refused(f"--gate {gate_file}: the gate file has no gate of kind `cohorts`; use {GATE}")
+
+
+def control(ctx: ActionContext) -> CohortControl:
+    if ctx.migration is None:
+        if ctx.platform.kind == "kubernetes":
+            raise Refused(f"migrate acts on a local stack's queue; on {ctx.platform.target()} the Pulumi program "
+                          "renders one worker pool (no router, no cohort streams): the rollout there is "
+                          "`deployment_mode` with `runbook rollback` and `pulumi up`")
+        raise Refused(f"the queue (Redis) of stack {ctx.spec.stack!r} is not reachable: start the stack "
+                      f"(`splitstack up --engine sim --spec-override local.migration_monolithic_workers=N`) first")
+    return ctx.migration
+
+
+def judge_window(ctx: ActionContext, c: CohortControl, p: WindowParams) -> CohortVerdict:
+    return judge(c.samples(ctx.clock(), p.window_s, p.stuck_after_s), criteria(p.gate))
+
+
+def _next_step(current: int) -> int | None:
+    return next((s for s in SHARE_STEPS if s > current), None)
+
+
+def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
+    c = control(ctx)
+    current = c.share()
+    evidence = [f"split share now: {current} %"]
+    if p.to == current:
+        return Report(action="migrate", outcome="noop", summary=f"the split share is {current} % already",
+                      case=CASE, evidence=evidence)
+    if p.to != 0 and p.to != _next_step(current):
+        raise Refused(f"--to {p.to}: the share moves one step at a time (10, 50, 100) and is {current} %; "
+                      f"run `runbook migrate --to {_next_step(current)}` first")
+    steps: list[Step] = []
+    if p.to != 0 and current > 0:
+        verdict = judge_window(ctx, c, p)
+        evidence += [f"gate {p.gate} on the last {p.window_s:g} s ({verdict.counts}): {verdict.judgement}",
+                     *verdict.lines()]
+        if verdict.judgement == "fail":
+            raise Refused(f"the cohorts gate fails on the last window, the share stays {current} %: "
+                          + "; ".join(x.name for x in verdict.checks if x.judgement == "fail")
+                          + "; run `runbook migrate --to 0 --apply` (or let migrate-guard abort)")
+        if verdict.judgement == "too_few":
+            raise Refused(f"too few documents to judge in the last {p.window_s:g} s ({verdict.counts}); "
+                          "wait for more traffic (or a longer --window-s) and run again")
+
+        def check() -> str:
+            again = judge_window(ctx, c, p)
+            if again.judgement != "pass":
+                raise StepFailed(f"the cohorts gate now says {again.judgement}: " + "; ".join(again.lines()))
+            return f"{p.gate}: pass ({again.counts})"
+        steps.append(Step("check", f"gate {p.gate}", "pass on the last window, both cohorts", check))
+    elif p.to != 0:
+        evidence.append("no split cohort yet: the first step has nothing to compare")
+
+    def set_share() -> str:
+        return f"share {c.set_share(p.to)} % -> {p.to} %"
+
+    steps.append(Step("set", "split share", f"{current} % -> {p.to} % of documents (live: the router reads it "
+                      "on every document)", set_share, undo=lambda: f"share back to {c.set_share(current)} %"))
+    if p.to == 100:
+        def drain() -> str:
+            waited = 0.0
+            while (left := c.backlog(MONOLITHIC)) > 0:
+                if waited >= p.drain_timeout_s:
+                    raise StepFailed(f"the monolithic cohort still holds {left} document(s) after "
+                                     f"{p.drain_timeout_s:g} s")
+                ctx.sleep(1.0)
+                waited += 1.0
+            return "the monolithic cohort's stream is drained"
+
+        steps.append(Step("wait", "monolithic cohort", "its stream drained (documents already routed to it)",
+                          drain))
+        steps.append(Step("stop", "monolithic pool", "decommission: its workers (and engines) stop",
+                          lambda: "stopped " + (", ".join(c.decommission()) or "nothing"), compensate=False))
+    return run_plan(ctx, "migrate", steps, case=CASE, evidence=evidence,
+                    summary=f"move the split share {current} % -> {p.to} %",
+                    next_steps=["runbook migrate-guard --watch-s 600 --apply  # abort on a breach"]
+                    + ([f"runbook migrate --to {_next_step(p.to)}  # after a window that passes"]
+                       if _next_step(p.to) and p.to else []))
+
+
+def migrate_guard(ctx: ActionContext, p: MigrateGuardParams) -> Report:
+    c = control(ctx)
+    start = ctx.clock()
+    judged: list[str] = []
+    while True:
+        share = c.share()
+        verdict = judge_window(ctx, c, p)
+        t = ctx.clock() - start
+        judged.append(f"t+{t:.0f} s share {share} %: {verdict.judgement} {verdict.counts}")
+        if verdict.judgement == "fail" and share > 0:
+            breach = "; ".join(line for line, x in zip(verdict.lines(), verdict.checks) if x.judgement == "fail")
+            if not ctx.apply:
+                return Report(action="migrate-guard", outcome="planned", case=CASE, evidence=judged,
+                              summary=f"would abort: set the split share {share} % -> 0 % ({breach})")
+            old = c.set_share(0)
+            ctx.audit.append({"actor": ctx.actor, "action": "migrate-abort", "apply": True,
+                              "target": ctx.platform.target(), "outcome": "applied",
+                              "params": {"share_before": old, "share_after": 0}, "summary": breach})
+            paged = c.page(f"migration aborted on {ctx.spec.stack}: split share {old} % -> 0 %: {breach}")
+            return Report(action="migrate-guard", outcome="rolled_back", case=CASE, evidence=judged,
+                          summary=f"aborted: split share {old} % -> 0 % ({breach})",
+                          done=[f"set split share {old} % -> 0 %", paged],
+                          data={"share_before": old, "aborted_after_s": round(t, 3)},
+                          next_steps=["runbook diagnose", "runbook migrate --to 10  # once the cause is fixed"])
+        if ctx.clock() - start + p.every_s > p.watch_s:
+            return Report(action="migrate-guard", outcome="report", case=CASE, evidence=judged,
+                          summary=f"no breach in {len(judged)} judgement(s); the split share is {share} %")
+        ctx.sleep(p.every_s)

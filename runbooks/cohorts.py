@@ -1,0 +1,85 @@
+"""What the migration actions read and change on a live stack: the split share (Redis, next to
+the jobs stream), the window's documents per cohort (the job records the workers keep), the
+monolithic pool (stopped by the platform) and the page an abort sends.
+
+The window's documents come from the job records, not from Prometheus: each record names its
+cohort (the router writes it), its submission time and its end, so both cohorts are judged on
+exactly the documents submitted in the same window, and a document a worker took but has not
+finished ``stuck_after_s`` after its submission counts as failed (a hung server is a breach,
+not an absence of data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from bench.gating.cohorts import CohortSample
+from contract.migration import MONOLITHIC, SPLIT, check_share, cohort_stream, share_key
+
+ABORT_ALERT = "MigrationCohortBreach"
+
+
+@dataclass
+class CohortControl:
+    redis: Any  # a sync redis.Redis with decode_responses=True
+    stream: str  # queue.stream: the jobs stream producers write to
+    group: str
+    decommission: Callable[[], list[str]]  # stops the monolithic pool; names what it stopped
+    page: Callable[[str], str]  # sends the abort page; says where it went
+
+    def share(self) -> int:
+        raw = self.redis.get(share_key(self.stream))
+        return int(raw) if raw is not None else 0
+
+    def set_share(self, percent: int) -> int:
+        old = self.redis.set(share_key(self.stream), str(check_share(percent)), get=True)
+        return int(old) if old is not None else 0
+
+    def samples(self, now: float, window_s: float, stuck_after_s: float) -> list[CohortSample]:
+        ids = self.redis.zrangebyscore(f"{self.stream}:index", now - window_s, now)
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hmget(f"{self.stream}:job:{job_id}", "topology", "state", "submitted_at", "updated_at")
+        out = []
+        for topology, state, submitted, updated in pipe.execute() if ids else []:
+            if topology not in (SPLIT, MONOLITHIC) or submitted is None:
+                continue  # not routed (yet): no cohort
+            if state == "done":
+                out.append(CohortSample(topology=topology, ok=True,
+                                        latency_s=max(0.0, float(updated) - float(submitted))))
+            elif state == "dead_lettered":
+                out.append(CohortSample(topology=topology, ok=False))
+            elif state in ("running", "fanned_out") and now - float(submitted) > stuck_after_s:
+                # taken by a worker and unfinished: a hung or failing server is a breach. A
+                # document still queued is not counted: a busy cohort is not a failing one.
+                out.append(CohortSample(topology=topology, ok=False))
+        return out
+
+    def backlog(self, topology: str) -> int:
+        """Entries of a cohort's stream not yet delivered or not yet acked."""
+        stream = cohort_stream(self.stream, topology)
+        for g in self.redis.xinfo_groups(stream) if self.redis.exists(stream) else []:
+            if g.get("name") == self.group:
+                return int(g.get("lag") or 0) + int(g.get("pending") or 0)
+        return 0
+
+
+def alertmanager_pager(url: str, stack: str, timeout_s: float = 5.0) -> Callable[[str], str]:
+    """A page through Alertmanager's v2 API (POST /api/v2/alerts), routed like every page."""
+
+    def page(summary: str) -> str:
+        alert = {"labels": {"alertname": ABORT_ALERT, "severity": "page", "service": "pipeline", "stack": stack},
+                 "annotations": {"summary": summary,
+                                 "description": "runbook migrate-guard set the split share to 0"}}
+        try:
+            r = httpx.post(f"{url}/api/v2/alerts", json=[alert], timeout=timeout_s)
+            r.raise_for_status()
+        except httpx.HTTPError as exc:
+            return f"page NOT sent to {url} ({type(exc).__name__}: {exc}); the abort itself is done"
+        return f"paged through {url} ({ABORT_ALERT})"
+
+    return page
