@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -52,3 +53,10 @@ def local_stack(state_dir: Path, rule_globs: list[str] | None = None, **override
     }
     spec = load_stack("local", ROOT, overrides=with_presets({**base, **overrides}))
     return LocalStack(spec, ROOT, rule_globs)
+
+
+def input_roots_override(stack: LocalStack) -> list[str]:
+    """`--spec-override` flags that give a command line (``splitstack submit``) the input roots a
+    test's stack was started with: the CLI reads the checkout's spec, whose roots are its own."""
+    roots = [str(r) for r in stack.spec.worker_pool.input_roots]
+    return ["--spec-override", f"worker_pool.input_roots={json.dumps(roots)}"]

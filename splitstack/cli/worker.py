@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bench.target import mask_url
 from contract.extras import MissingExtra, require
+from contract.models import parse_assignments
 from contract.spec_loader import SpecError, load_stack, project_root
 from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, epilog
 from splitstack.cli.terminal import SafeConsole, echo, printable
@@ -30,10 +31,11 @@ StackOpt = Stack
 TERMINAL = {"done", "dead_lettered"}
 
 
-def _spec(stack: str):
+def _spec(stack: str, spec_override: list[str] | None = None):
     try:
-        return load_stack(stack)
-    except SpecError as exc:
+        overrides = parse_assignments(spec_override or [], "--spec-override", "worker_pool.input_roots=[/data]")
+        return load_stack(stack, overrides=overrides or None)
+    except (SpecError, ValueError) as exc:
         err.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from None
 
@@ -89,6 +91,7 @@ def register(app: typer.Typer) -> None:
         files: Annotated[list[Path], typer.Argument(help="PDF files inside the workers' input roots "
                                                          "(worker_pool.input_roots).")],
         stack: StackOpt = "local",
+        spec_override: SpecOverride = None,
         pages: Annotated[str | None, typer.Option(help="Only these pages, FIRST-LAST (1-based).")] = None,
         language: Annotated[str | None, typer.Option(help="Language hint recorded with the job.")] = None,
         correlation_id: Annotated[str | None, typer.Option(help="Your id, echoed in logs and metadata.")] = None,
@@ -111,7 +114,7 @@ def register(app: typer.Typer) -> None:
         if missing:
             echo(f"not a file: {', '.join(missing)}", err=True)
             raise typer.Exit(2)
-        spec = _spec(stack)
+        spec = _spec(stack, spec_override)  # the input roots the stack was started with
         try:
             check_inputs(spec, files, project_root())
         except InputRefused as exc:

@@ -3,8 +3,8 @@ with the rules of alerts/, the simulator engine and a real worker).
 
 After real PDF jobs every dashboard panel returns data. Then the inference server is killed: a
 webhook receiver on loopback, wired as the stack's page/ticket/watchdog receivers, gets exactly
-one page notification group (InferenceServerDown; the availability burn-rate page it causes is
-inhibited), and a resolve once the server is back. `slo report` reads the stack's Prometheus.
+one page notification group (InferenceServerDown; the burn-rate page it would cause waits for the
+history a minutes-old stack lacks), and a resolve once the server is back. `slo report` reads the stack's Prometheus.
 
 Timing comes from the specs, not from sleeps: the test stack's deployment spec sets 2 s
 scrapes, 1 s evaluation and 1 s Alertmanager group timings, and its rules are rendered by `slo rules`'
@@ -32,7 +32,7 @@ from slo.spec import load_spec
 from splitstack.cli.slo import app
 from stack.secrets import alertmanager_auth, queue_url
 from testsupport.rules import live_rule_globs
-from testsupport.stack import ROOT, local_stack
+from testsupport.stack import ROOT, input_roots_override, local_stack
 from testsupport.webhook import Notification, webhook_receiver
 
 pytestmark = pytest.mark.integration
@@ -86,7 +86,7 @@ def test_one_page_for_a_dead_server_and_a_resolve(tmp_path: Path, live) -> None:
             env = {**os.environ, stack.spec.queue.url_env: queue_url(stack.spec, stack.paths)}  # with AUTH
             pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(4)]
             done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs,
-                                   "--wait", "--timeout-s", "120"],
+                                   "--wait", "--timeout-s", "120", *input_roots_override(stack)],
                                   cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
             assert done.returncode == 0, done.stdout + done.stderr
 
@@ -129,20 +129,23 @@ def test_one_page_for_a_dead_server_and_a_resolve(tmp_path: Path, live) -> None:
             assert first.body["receiver"] == "page"
             print(f"InferenceServerDown fired {fired_s:.1f} s and paged {paged_s:.1f} s after SIGKILL")
 
-            # The symptoms fire meanwhile, and Alertmanager holds them back.
-            def symptoms_suppressed() -> bool:
+            # The burn-rate page needs most of its long window of history (docs/slo.md): a stack
+            # minutes old never raises it, so nothing but the cause reaches Alertmanager as a page.
+            # (On a mature stack it fires and is inhibited by the cause: alerts/tests/*.test.yml and
+            # tests/integration/slo/test_live_receivers.py.)
+            def no_burn_page() -> bool:
                 active = httpx.get(f"{am}/api/v2/alerts", timeout=5, auth=alertmanager_auth(stack.paths)).json()
                 burn = [a for a in active if a["labels"]["alertname"] == "SLOErrorBudgetBurnFast"]
-                return bool(burn) and all(a["status"]["state"] == "suppressed" for a in burn)
+                return not burn or all(a["status"]["state"] == "suppressed" for a in burn)
 
-            live.wait_until(symptoms_suppressed, SETTLE_S, "availability burn-rate page firing, inhibited")
+            time.sleep(SETTLE_S)  # the burn-rate rules are evaluated every second here: give them the time
+            assert no_burn_page()
 
             stack.supervisor.start_process(SERVER)
             restarted = time.monotonic()
             resolved = hook.wait_for(lambda n: _is_page(n) and n.body["status"] == "resolved", FOR_S + SETTLE_S)
             print(f"resolve notified {resolved.received_s - restarted:.1f} s after the restart")
-            # After recovery the burn-rate windows still hold the outage: the symptoms stay inhibited.
-            assert symptoms_suppressed()
+            assert no_burn_page()
             pages = hook.on("/page")
             assert {n.body["groupKey"] for n in pages} == {first.body["groupKey"]}, [n.body for n in pages]
             assert {name for n in pages for name in n.alertnames} == {"InferenceServerDown"}

@@ -14,7 +14,7 @@ from pdf_fixtures import make_pdf
 
 from bench.demo import wait_for_series
 from stack.secrets import queue_url
-from testsupport.stack import ROOT, local_stack
+from testsupport.stack import ROOT, input_roots_override, local_stack
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def test_stack_runs_workers_scraped_by_prometheus(tmp_path: Path) -> None:
             time.sleep(0.5)
         env = {**os.environ, stack.spec.queue.url_env: queue_url(stack.spec, stack.paths)}  # with AUTH
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(3)]
-        done = _cli("submit", *pdfs, "--wait", "--timeout-s", "120", env=env)
+        done = _cli("submit", *pdfs, "--wait", "--timeout-s", "120", *input_roots_override(stack), env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         jobs = _cli("jobs", env=env)
         assert jobs.returncode == 0 and "done=3" in jobs.stdout, jobs.stdout

@@ -22,7 +22,7 @@ from contract.spec import SecretRef
 from stack.secrets import queue_url
 from testsupport.procs import ROOT, wait_until
 from testsupport.s3server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server, s3_server
-from testsupport.stack import local_stack
+from testsupport.stack import input_roots_override, local_stack
 from worker.jobs import Job
 from worker.objectstore import ObjectStore, StoreConfigError, s3_store
 
@@ -160,7 +160,8 @@ def test_pdfs_through_workers_into_the_bucket(server: S3Server, tmp_path: Path,
         pdfs = [str(make_pdf(tmp_path / f"d{i}.pdf", 2, seed=i)) for i in range(2)]
         pdfs.append(str(make_pdf(tmp_path / "long.pdf", 6, seed=9)))  # fans out: 3 parts, merged
         done = subprocess.run([sys.executable, "-m", "splitstack.cli.main", "submit", *pdfs, "--wait",
-                               "--timeout-s", "150", "--output", "json"], cwd=ROOT, env=env, capture_output=True,
+                               "--timeout-s", "150", "--output", "json",
+                               *input_roots_override(stack)], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=200)
         assert done.returncode == 0, done.stdout + done.stderr
         rows = [json.loads(line) for line in done.stdout.splitlines()]

@@ -200,8 +200,11 @@ def test_dead_letters_list_show_redrive_from_the_command_line(make_harness, tmp_
     assert r.xlen(h.spec.queue.dead_letter_stream) == 0
     assert r.hget(f"{h.spec.queue.stream}:job:doc-a", "state") == "queued"
     assert r.hget(f"{h.spec.queue.stream}:job:doc-a", "reason") is None
-    # submit --json: one object per line, the path inside the input roots (the temp folder).
+    # submit --json: one object per line, the path inside the input roots (the harness's, given as
+    # the stack was started with: the temp folder is no default root).
     pdf = make_pdf(tmp_path / "in.pdf", 1)
-    sub = runner.invoke(app, ["submit", str(pdf), "--output", "json", *overrides], env=env)
+    roots = json.dumps([str(r) for r in h.spec.worker_pool.input_roots] + [str(tmp_path)])
+    sub = runner.invoke(app, ["submit", str(pdf), "--output", "json", *overrides,
+                              "--spec-override", f"worker_pool.input_roots={roots}"], env=env)
     assert sub.exit_code == 0, sub.output
     assert json.loads(sub.output.strip())["file"] == str(pdf)
