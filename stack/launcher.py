@@ -182,12 +182,13 @@ class LocalStack:
         return [sorted(n for n, r in roles.items() if r == role) for role in STOP_ORDER
                 if any(r == role for r in roles.values())]
 
-    def down(self) -> list[int]:
-        """Stop everything in order (see ``stop_order``); returns PIDs that had to be swept
-        up outside supervisord."""
+    def down(self, on_stopped: Callable[[str, float, str], None] | None = None) -> list[int]:
+        """Stop everything in order (see ``stop_order``), calling ``on_stopped(component,
+        seconds, state)`` as each one ends; returns PIDs that had to be swept up outside
+        supervisord."""
         if self.supervisor.running():
             for group in self.stop_order():
-                self.supervisor.stop_and_wait(group)
+                self.supervisor.stop_and_wait(group, on_stopped=on_stopped)
         self.supervisor.shutdown()
         sweep_containers(self.paths)  # left running when supervisord or `podman run` was killed
         strays = sweep_strays(self.paths.stack_id, supervisord_log=self.supervisord_log)

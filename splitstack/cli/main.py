@@ -114,10 +114,17 @@ def up(
 def down(stack: StackOpt = "local") -> None:
     """Stop everything the local stack started (also after a crash of the launcher)."""
     local = _local(stack)
-    strays = local.down()
+    started = time.monotonic()
+    if not local.supervisor.running():
+        console.print(f"stack {stack!r}: supervisord is not running; sweeping what it may have left")
+
+    def stopped(component: str, seconds: float, state: str) -> None:
+        console.print(f"stopped {component} in {seconds:.1f} s" + ("" if state == "STOPPED" else f" ({state})"))
+
+    strays = local.down(on_stopped=stopped)
     if strays:
         console.print(f"swept {len(strays)} processes outside supervisord: {strays}")
-    console.print(f"[green]stack {stack!r} is down[/green]")
+    console.print(f"[green]stack {stack!r} is down[/green] ({time.monotonic() - started:.1f} s)")
 
 
 def _print_status(local: LocalStack) -> bool:
