@@ -28,6 +28,8 @@ console = SafeConsole()
 err = SafeConsole(stderr=True)
 StackOpt = Stack
 TERMINAL = {"done", "dead_lettered"}
+WAIT_PROGRESS_EVERY_S = 10.0  # `submit --wait` says where the jobs are when they move, else this often
+WIDE_TABLE_COLUMNS = 120  # below this width `jobs` prints one block per job: ids and paths never wrap
 
 
 def _spec(stack: str):
@@ -124,9 +126,17 @@ def register(app: typer.Typer) -> None:
             echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
         if not wait:
             return
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
+        last_said, said_at = "", started
         while time.monotonic() < deadline:
             rows = list_jobs(r, spec, ids=ids)
+            counts = " ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items()))
+            if counts != last_said or time.monotonic() - said_at >= WAIT_PROGRESS_EVERY_S:
+                # on stderr: stdout keeps only the ids and the final records (scripts read it)
+                err.print(f"waiting {time.monotonic() - started:.0f} s: {counts or 'no jobs yet'}",
+                          soft_wrap=True, highlight=False)
+                last_said, said_at = counts, time.monotonic()
             if all(row.get("state") in TERMINAL for row in rows):
                 if as_json:
                     for row in rows:
@@ -236,6 +246,9 @@ def register_dead_letters(app: typer.Typer) -> None:
 
 
 def _table(rows) -> None:
+    if console.width < WIDE_TABLE_COLUMNS:
+        _blocks(rows)
+        return
     table = Table("job", "state", "pages", "parts", "seconds", "source / reason", "output")
     for column in (5, 6):  # a dead letter's whole reason and the whole output path, folded, never cut
         table.columns[column].overflow = "fold"
@@ -248,3 +261,21 @@ def _table(rows) -> None:
                                              row.get("processing_s", ""), detail, row.get("output", ""))]
         table.add_row(*shown[:5], escape(shown[5]), escape(shown[6]))
     console.print(table)
+
+
+def _blocks(rows) -> None:
+    """The narrow terminal's layout: a job's id, state and counts on one line, then its source or
+    reason and its output each on a line of their own; rich never breaks these lines (a path
+    longer than the terminal is left to the terminal, still one copyable line)."""
+    for row in rows:
+        parts = f" parts {row.get('parts_done', 0)}/{row['parts_total']}" if row.get("parts_total") else ""
+        pages = f" pages {row['pages']}" if row.get("pages") not in (None, "") else ""
+        seconds = f" {row['processing_s']} s" if row.get("processing_s") not in (None, "") else ""
+        console.print(escape(printable(f"{row['job_id']}  {row.get('state', '?')}{pages}{parts}{seconds}")),
+                      soft_wrap=True, highlight=False)
+        if row.get("reason"):
+            console.print(escape(printable(f"  reason: {row['reason']}")), soft_wrap=True, highlight=False)
+        elif row.get("source"):
+            console.print(escape(printable(f"  source: {row['source']}")), soft_wrap=True, highlight=False)
+        if row.get("output"):
+            console.print(escape(printable(f"  output: {row['output']}")), soft_wrap=True, highlight=False)
