@@ -20,7 +20,7 @@ from runbooks.gpu.export import serve, write_textfile
 from runbooks.gpu.probe import probe
 from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
 from runbooks.gpu.xid import parse_kernel_log
-from splitstack.cli.options import Output, add_version, epilog
+from splitstack.cli.options import Output, add_version, epilog, reading, writing
 from splitstack.cli.runbook_actions import register as register_actions
 from splitstack.cli.terminal import echo
 
@@ -144,8 +144,8 @@ def gpu_probe(
 ) -> None:
     """Read every GPU through NVML: memory, utilization, temperature, ECC, Xid, processes."""
 
+    past = parse_kernel_log(reading("--kernel-log", kernel_log)) if kernel_log else []  # before the probe
     result = probe(xid_watch_s=xid_watch_s)
-    past = parse_kernel_log(kernel_log.read_text(errors="replace")) if kernel_log else []
     if output is Output.json:
         data = result.to_dict()
         data["kernel_log_xids"] = [x.__dict__ for x in past]
@@ -155,7 +155,8 @@ def gpu_probe(
         for x in past:
             echo(f"  kernel log: PCI {x.pci_bus} Xid {x.xid} ({x.meaning}): {x.message}")
     if textfile is not None:
-        write_textfile(textfile, result)
+        with writing("--textfile", textfile):
+            write_textfile(textfile, result)
         echo(f"wrote {textfile}", err=True)
     if serve_port is not None:
         _serve(serve_port, serve_addr, xid_watch_s)

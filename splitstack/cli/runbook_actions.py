@@ -37,6 +37,7 @@ from splitstack.cli.options import (
     PrometheusUrl,
     SpecOverride,
     Stack,
+    check_http_url,
     epilog,
 )
 from splitstack.cli.terminal import echo
@@ -54,6 +55,8 @@ def _spec_overrides(items: list[str] | None) -> dict[str, Any]:
 def run(name: str, raw: dict[str, Any], stack: str, apply: bool, spec_override: list[str] | None,
         prometheus_url: str | None, kube_context: str | None, audit_log: Path | None, output: Output) -> None:
     """Invoke one action and print its report; exits with the report's code."""
+    if prometheus_url is not None:
+        check_http_url("--prometheus-url", prometheus_url)
     try:
         ctx = build_context(stack, apply, _spec_overrides(spec_override), prometheus_url, kube_context, audit_log)
     except (Refused, PlatformError, MissingExtra) as exc:
@@ -200,6 +203,13 @@ def register(app: typer.Typer) -> None:
                       kube_context: KubeContext = None, audit_log: AuditLog = None) -> None:
         """The last runbook runs: when, who, what, outcome (read-only)."""
         path = audit_log
+        if path is not None and not path.is_file():  # one named by hand must exist; the default may not yet
+            echo(f"error: --audit-log {path}: {'is a folder, not a file' if path.is_dir() else 'no such file'}; "
+                 "pass the JSONL file the actions write (see `runbook audit-log --help`)", err=True)
+            raise typer.Exit(2)
+        if action is not None and action not in ACTIONS:
+            echo(f"error: --action {action!r}: no such action (known: {', '.join(sorted(ACTIONS))})", err=True)
+            raise typer.Exit(2)
         if path is None:
             try:
                 path = build_context(stack, False, _spec_overrides(spec_override), None, kube_context).audit.path

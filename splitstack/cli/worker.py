@@ -22,6 +22,7 @@ from splitstack.cli.terminal import SafeConsole, echo, printable
 from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
+from worker.pagecount import page_count
 from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize, typed
 
 console = SafeConsole()
@@ -57,9 +58,25 @@ def _pages(value: str | None):
 
     first, sep, last = value.partition("-")
     try:
-        return PageRange(first=int(first), last=int(last if sep else first))
-    except ValueError as exc:
-        raise typer.BadParameter(f"--pages {value!r}: expected FIRST-LAST, e.g. 1-10 ({exc})") from None
+        a, b = int(first), int(last if sep else first)
+    except ValueError:
+        raise typer.BadParameter(f"--pages {value!r}: expected FIRST-LAST, e.g. 1-10 (1-based page "
+                                 "numbers)", param_hint="'--pages'") from None
+    if a < 1 or b < a:
+        raise typer.BadParameter(f"--pages {value!r}: pages are numbered from 1 and the last is not before "
+                                 "the first, e.g. 1-10", param_hint="'--pages'")
+    return PageRange(first=a, last=b)
+
+
+def _check_range(value: str, pages: PageRange, files: list[Path]) -> None:
+    """Refuse a range past a document's end before anything is queued (a document whose pages
+    cannot be counted here is left to the worker, which dead-letters it as bad_page_range)."""
+    for f in files:
+        count = page_count(f)
+        if count is not None and pages.last > count:
+            echo(f"--pages {value}: {f} has {count} page{'s' if count != 1 else ''}; give a range within "
+                 f"1-{count}. Nothing was submitted.", err=True)
+            raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -109,10 +126,13 @@ def register(app: typer.Typer) -> None:
         """
         as_json = output is Output.json
 
+        page_range = _pages(pages)
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
             echo(f"not a file: {', '.join(missing)}", err=True)
             raise typer.Exit(2)
+        if page_range is not None:
+            _check_range(pages or "", page_range, files)
         spec = _spec(stack)
         try:
             check_inputs(spec, files, project_root())
@@ -120,7 +140,7 @@ def register(app: typer.Typer) -> None:
             echo(f"refused, nothing was submitted: {exc}", err=True)
             raise typer.Exit(2) from None
         r = _connect(spec)
-        ids = submit(r, spec, files, _pages(pages), language, correlation_id)
+        ids = submit(r, spec, files, page_range, language, correlation_id)
         for f, job_id in zip(files, ids):
             # Plain lines, never wrapped: scripts read them (cut -f1, or --json).
             echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
