@@ -18,7 +18,6 @@ from slo.budget import Counts, exact
 from slo.report import parse_duration_s
 from slo.spec import SLO, Jobs, UptimeSLI
 
-
 ADVICE = "start the stack (`splitstack up`), or pass --prometheus-url URL"
 URL_ADVICE = "check the URL and that this host reaches it (a port-forward, a VPN)"
 

@@ -22,8 +22,8 @@ from splitstack.cli.terminal import SafeConsole, echo, printable
 from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
-from worker.pagecount import page_count
 from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize, typed
+from worker.pagecount import page_count
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
