@@ -11,6 +11,7 @@ the flag that keeps them read-only (``FORCED``)."""
 from __future__ import annotations
 
 import enum
+import os
 import random
 import re
 import socket
@@ -25,8 +26,9 @@ from typer.testing import CliRunner
 from splitstack.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[3]
-SEED = 28
-RUNS = 160  # every command once, then random ones: about 20 s on two shared cores
+# Fixed, so a run is repeatable; set SPLITSTACK_FUZZ_SEED / SPLITSTACK_FUZZ_RUNS to explore further.
+SEED = int(os.environ.get("SPLITSTACK_FUZZ_SEED", "28"))
+RUNS = int(os.environ.get("SPLITSTACK_FUZZ_RUNS", "160"))  # every command once, then random: ~20 s on 2 cores
 SKIP = {
     "up", "demo", "worker", "restart", "down",  # start or stop a stack's processes
     "sim serve",  # serves until interrupted
