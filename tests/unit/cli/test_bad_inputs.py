@@ -224,6 +224,10 @@ def cases(f: dict[str, str]) -> list[Case]:
         Case("runbook slo window without unit", ["runbook", "slo-status", "--window", "30x", "--prometheus-url",
                                                  "http://127.0.0.1:9"], "30x"),
         # -- enums, bounds, unknown names
+        Case("--audit-log empty (the current folder)", ["runbook", "slo-status", "--audit-log", ""],
+             "--audit-log '.': is a folder"),
+        Case("--audit-log under /proc", ["runbook", "slo-status", "--audit-log", "/proc/nope/a.jsonl",
+                                         "--prometheus-url", "http://127.0.0.1:9"], "--audit-log /proc/nope/a.jsonl"),
         Case("unknown audit action", ["runbook", "audit-log", "--action", "nosuch"], "--action 'nosuch'"),
         Case("--output yaml", ["spec", "show", "--output", "yaml"], "--output"),
         Case("unknown engine", ["up", "--engine", "bogus"], "--engine"),
