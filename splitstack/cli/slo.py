@@ -97,7 +97,11 @@ def rules(spec: SpecOpt = OBJECTIVES_PATH,
         raise _fail(str(e)) from None
     target = out or GENERATED_DIR
     if check:
-        stale = diff_tree(files, target)
+        try:
+            stale = diff_tree(files, target)
+        except OSError as e:
+            raise _fail(f"--out {target}: cannot read what is there ({e}); pass the folder of the generated "
+                        "files") from None
         if stale:
             raise _fail(f"generated rules are stale, run `slo rules`: {', '.join(stale)}", 1)
         console.print(f"{len(files)} generated files up to date")
@@ -207,7 +211,11 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
     files = render_dashboards(_spec(spec))
     target = out or DASHBOARD_DIR
     if check:
-        stale = diff_tree(files, target, suffix=".json")
+        try:
+            stale = diff_tree(files, target, suffix=".json")
+        except OSError as e:
+            raise _fail(f"--out {target}: cannot read what is there ({e}); pass the folder of the generated "
+                        "files") from None
         if stale:
             raise _fail(f"dashboards are stale, run `slo dashboards`: {', '.join(stale)}", 1)
         console.print(f"{len(files)} dashboards up to date")

@@ -42,6 +42,8 @@ def _files(tmp: Path) -> dict[str, str]:
     (tmp / "junk.jsonl").write_text("{not json\n")
     (tmp / "empty.jsonl").write_text("")
     (tmp / "two-pages.pdf").write_bytes(_two_page_pdf())
+    (tmp / "broken").mkdir()
+    (tmp / "broken" / "x.yml").symlink_to(tmp / "nowhere")  # a dangling link among generated files
     return {"tmp": str(tmp), "run": str(run)}
 
 
@@ -172,6 +174,8 @@ def cases(f: dict[str, str]) -> list[Case]:
              "--out /proc/nope/o.yaml: cannot write"),
         Case("sim fit: metrics file missing", ["sim", "fit", f"{t}/none.txt", "--name", "x"],
              "cannot read metrics file"),
+        Case("slo rules --check over a dangling link", ["slo", "rules", "--out", f"{t}/broken", "--check"],
+             "cannot read what is there"),
         Case("slo spec is a folder", ["slo", "show", "--spec", t], "Is a directory"),
         Case("slo spec not YAML", ["slo", "show", "--spec", f"{t}/bad.yaml"], "not valid YAML"),
         Case("slo rules: spec missing", ["slo", "rules", "--spec", f"{t}/none.yaml"], "SLO spec not found"),
