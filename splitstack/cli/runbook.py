@@ -49,7 +49,7 @@ def capacity_fit(
     gpu: Annotated[str, typer.Option(help="Catalog GPU name, e.g. nvidia-h100-80gb.")] = "",
     gpu_memory_gib: Annotated[float | None, typer.Option(
         help="CUDA-visible GiB of a GPU outside the catalog (instead of --gpu).", min=0)] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.", min=0, max=1)] = 0.9,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0.05-1.", min=0.05, max=1)] = 0.9,
     max_model_len: Annotated[int, typer.Option(help="vLLM --max-model-len, tokens.", min=1)] = 8192,
     tensor_parallel_size: Annotated[int, typer.Option(help="GPUs per replica.", min=1)] = 1,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
@@ -75,7 +75,7 @@ def capacity_fit(
 
 @capacity_app.command("matrix", epilog=epilog("runbook capacity-plan matrix --max-model-len 16384"))
 def capacity_matrix(
-    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.", min=0, max=1)] = 0.9,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0.05-1.", min=0.05, max=1)] = 0.9,
     max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.", min=1)] = 8192,
 ) -> None:
     """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
@@ -95,7 +95,7 @@ def capacity_forecast(
         help="Average pages per PDF, to convert a summary's pages_per_s.", min=0)] = None,
     avg_pdfs_per_day: Annotated[float | None, typer.Option(help="Average volume in the first quarter.", min=0)] = None,
     quarterly_growth: Annotated[float | None, typer.Option(help="0.2 = 20 %.", min=-1)] = None,
-    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour.", min=0)] = None,
+    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour (1-24).", min=1, max=24)] = None,
     per_server_pdfs_per_hour: Annotated[float | None, typer.Option(help="One inference server, PDFs/h.", min=0)] = None,
     per_worker_pdfs_per_hour: Annotated[float | None, typer.Option(help="One CPU worker, PDFs/h.", min=0)] = None,
     quarters: Annotated[int | None, typer.Option(help="Quarters to forecast.", min=1)] = None,
