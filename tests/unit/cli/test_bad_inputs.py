@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -269,7 +270,11 @@ def files(tmp_path_factory) -> dict[str, str]:
 def run(case: Case) -> tuple[int, str, BaseException | None]:
     env = {"COLUMNS": "250", "SPLITSTACK_TEST_UNSET_VAR": ""}
     os.environ.pop("SPLITSTACK_TEST_UNSET_VAR", None)
+    handlers = list(logging.root.handlers)
     result = CliRunner().invoke(app, case.argv, env={k: v for k, v in env.items() if v})
+    # A command that sets up logging (`sim serve`) binds a handler to this call's captured stderr;
+    # one process per command in real use: drop it so the next case does not log into a closed stream.
+    logging.root.handlers[:] = handlers
     exc = result.exception if not isinstance(result.exception, SystemExit) else None
     return result.exit_code, result.output, exc
 

@@ -11,6 +11,7 @@ the flag that keeps them read-only (``FORCED``)."""
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import random
 import re
@@ -136,7 +137,9 @@ def test_random_command_lines_never_raise(project) -> None:
     for i in range(RUNS):
         name, cmd = commands[i % len(commands)] if i < len(commands) else rng.choice(commands)
         argv = _argv(rng, name, cmd, project)
+        handlers = list(logging.root.handlers)
         result = CliRunner().invoke(app, argv, env=env)
+        logging.root.handlers[:] = handlers  # a handler bound to this call's captured stderr (see test_bad_inputs)
         exc = result.exception if not isinstance(result.exception, SystemExit) else None
         if exc is not None or "Traceback" in result.output or result.exit_code not in (0, 1, 2, 3):
             failures.append(f"{argv!r}: exit {result.exit_code} {exc!r}\n{result.output[-600:]}")
