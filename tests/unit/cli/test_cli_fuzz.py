@@ -4,7 +4,7 @@ code of the documented set (0 done, 1 a "no", 2 bad input, 3 no data).
 
 Seeded (deterministic) and bounded in time. Everything a command could reach goes to loopback
 ports nothing listens on: the project is a copy whose local stack's ports are unused, any URL
-value is one of those ports, KUBECONFIG names no file and HOME is a temporary folder. Commands
+value is one of those ports, KUBECONFIG names no file, HOME and the working folder are temporary. Commands
 that start long-lived processes or write into the checkout are left out (``SKIP``) or run with
 the flag that keeps them read-only (``FORCED``)."""
 
@@ -73,6 +73,7 @@ def project(tmp_path_factory) -> dict[str, str]:
     (tmp / "junk.txt").write_text("{not json\n")
     (tmp / "folder").mkdir()
     (tmp / "home").mkdir()
+    (tmp / "cwd").mkdir()
     return {"tmp": str(tmp), "project": str(proj), "port": str(ports[5])}
 
 
@@ -128,7 +129,9 @@ def _argv(rng: random.Random, name: str, cmd, f: dict[str, str]) -> list[str]:
     return argv + FORCED.get(name, [])
 
 
-def test_random_command_lines_never_raise(project) -> None:
+def test_random_command_lines_never_raise(project, monkeypatch) -> None:
+    # a relative --out (or any relative path) lands in the temporary folder, never the checkout
+    monkeypatch.chdir(Path(project["tmp"]) / "cwd")
     rng = random.Random(SEED)
     commands = [(n, c) for n, c in _leaves(typer.main.get_command(app), []) if n not in SKIP]
     env = {"SPLITSTACK_ROOT": project["project"], "KUBECONFIG": f"{project['tmp']}/no-kubeconfig",
