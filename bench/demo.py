@@ -62,6 +62,7 @@ def smoke(local: LocalStack, state: dict, say: Callable[[str], None]) -> None:
     base = state["components"][f"server-{server.name}"]["url"]
     t0 = time.monotonic()
     reply = chat_once(base, server.model.name, resolve_api_key(spec, local.paths))
+    answered_at = time.time()  # wall clock: Prometheus stamps samples with the scrape's start
     usage = reply["usage"]
     say(
         f"chat completion from {server.engine.value} in {time.monotonic() - t0:.2f} s: "
@@ -69,7 +70,7 @@ def smoke(local: LocalStack, state: dict, say: Callable[[str], None]) -> None:
         f"finish_reason={reply['choices'][0]['finish_reason']}"
     )
     prom = state["components"]["prometheus"]["url"]
-    query = f'vllm:request_success_total{{job="{JOB_SERVER}"}} > 0'
+    query = scraped_since_query(f'vllm:request_success_total{{job="{JOB_SERVER}"}}', answered_at)
     series = wait_for_series(prom, query, timeout_s=4 * spec.observability.scrape_interval_s + 5)
     if not series:
         raise RuntimeError(f"Prometheus at {prom} has no {query} after the request")
@@ -78,8 +79,18 @@ def smoke(local: LocalStack, state: dict, say: Callable[[str], None]) -> None:
         say(
             f"Prometheus scraped vllm:request_success_total{{model_name="
             f"{labels.get('model_name')!r}, finished_reason={labels.get('finished_reason')!r}}}"
-            f" = {s['value'][1]}"
+            f" = {s['value'][1]} (a sample taken after this request was answered)"
         )
+
+
+def scraped_since_query(selector: str, since_unix_s: float) -> str:
+    """PromQL for the non-zero samples of ``selector`` scraped after ``since_unix_s``.
+
+    Prometheus keeps its data in the stack's state folder, so an earlier stack's series of the
+    same name and labels are still there (within the 5 min lookback they answer an instant
+    query): only a sample taken after the request is proof that this run's request was seen.
+    ``and`` matches on the labels without the metric name, which ``timestamp()`` drops."""
+    return f"({selector} > 0) and (timestamp({selector}) > {since_unix_s:.3f})"
 
 
 def run_demo(local: LocalStack, say: Callable[[str], None] = print, gate: str | None = None,

@@ -13,7 +13,7 @@ A document's end time:
 * deployed stack: the poll that first saw the terminal state (error <= poll_interval_s plus one
   Redis round trip). Worker clocks on other hosts are not trusted: skew would move every latency.
 
-Outputs: with an output store this host can read (the local stack, or ``--output-dir``), each
+Outputs: with an output store this host can read (the local stack, or ``--outputs-at``), each
 done document's metadata and markdown are read (requests per page, output hash) and a missing
 output is flagged; without one, completion, pages and processing time come from the job record
 alone, and the summary says what could not be verified.
@@ -292,7 +292,7 @@ def outputs_summary(records: list[PipelineRecord], wl: PipelineWorkload) -> dict
         out["verified"] = 0
         out["missing"] = None
         out["not_verified"] = [
-            "output files (written, complete): no output store readable here (--output-dir)",
+            "output files (written, complete): no output store readable here (--outputs-at)",
             "output hash (output_equivalence gate)"]
     proc = [r.processing_s for r in done if r.processing_s is not None]
     out["worker_processing_s_mean"] = float(np.mean(proc)) if proc else None

@@ -160,4 +160,4 @@ def judge_canary(rec: dict[str, Any], source: str, local_folder: str, output_dir
         raise TargetError(f"output store {output_dir}: the workers finished the canary document (job "
                           f"{rec['job_id']}) but {marker} does not exist: that is not the workers' output "
                           "store (mount the store's volume there, or check output_store in the spec), or "
-                          "leave --output-dir out to measure from the job records. Nothing was measured.")
+                          "leave --outputs-at out to measure from the job records. Nothing was measured.")

@@ -55,7 +55,8 @@ class RequestRecord(BaseModel):
         "with the run's tokenizer (a server that sends no usage); or one per event with text (no usage and no "
         "tokenizer).")
     max_tokens: int | None = Field(default=None, description="Requested max_tokens.")
-    output_text: str | None = Field(default=None, description="Generated text when kept (--keep-output).")
+    output_text: str | None = Field(
+        default=None, description="Generated text when kept (the scenario's keep_output: true).")
     finish_reason: str | None = None
     response_id: str | None = Field(
         default=None, description="The server's response id (\"id\" of the first SSE event or of the body): "

@@ -203,7 +203,7 @@ def check_model(target: Target, url: str, answer: httpx.Response) -> None:
 
 def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
     """The queue's checks (bench/queue_checks.py); on a deployed stack also one canary document,
-    which proves the workers can read the bench's PDFs and, with --output-dir, that the bench
+    which proves the workers can read the bench's PDFs and, with --outputs-at, that the bench
     can read their outputs. Returns facts for the summary."""
     import asyncio
 

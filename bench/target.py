@@ -153,7 +153,10 @@ def check_target_flags(stack: str | None, url: str | None, model: str | None, ap
 
 def check_url(url: str) -> str:
     """An http(s) URL with a host, or a TargetError naming ``--url`` and the form it takes."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL" for http://[::1
+        raise TargetError(f"--url {url!r}: not a URL ({exc}); give it like http://HOST:PORT") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise TargetError(f"--url {url!r}: not an http(s) URL of a server; give it like http://HOST:PORT "
                           "(the server's base, without /v1)")
@@ -190,7 +193,7 @@ def from_stack(stack: str, root: Path | None = None, queue: QueueOptions | None 
     if spec.target.value != "local" or queue.explicit_queue:
         return from_deployed(spec, queue, url=url, model=model, api_key_env=api_key_env)
     if queue.spec_overrides() or queue.output_dir or queue.documents_at:
-        raise TargetError("--stream/--group/--dead-letter-stream/--output-dir/--documents-at describe a "
+        raise TargetError("--stream/--group/--dead-letter-stream/--outputs-at/--documents-at describe a "
                           f"queue the bench is pointed at: add --queue-url (stack {stack!r} is local and "
                           "its running queue comes from its state file)")
     local = LocalStack(spec, root)
@@ -258,8 +261,8 @@ def from_deployed(spec, queue: QueueOptions, url: str | None = None, model: str 
                           "prefix on the workers' SPLITSTACK_WORKER_URL_ALLOWLIST")
     out = queue.output_dir
     if out is not None and not Path(out).is_dir():
-        raise TargetError(f"--output-dir {out}: no such directory on this host; mount the workers' output "
-                          "store there, or leave --output-dir out to measure from the job records in Redis")
+        raise TargetError(f"--outputs-at {out}: no such directory on this host; mount the workers' output "
+                          "store there, or leave --outputs-at out to measure from the job records in Redis")
     return Target(base_url=url.rstrip("/") if url else None, model=model or server.model.name, api_key=key,
                   max_model_len=server.max_model_len,
                   prometheus_url=queue.prometheus_url.rstrip("/") if queue.prometheus_url else None,

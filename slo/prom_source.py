@@ -18,6 +18,9 @@ from slo.budget import Counts, exact
 from slo.report import parse_duration_s
 from slo.spec import SLO, Jobs, UptimeSLI
 
+ADVICE = "start the stack (`splitstack up`), or pass --prometheus-url URL"
+URL_ADVICE = "check the URL and that this host reaches it (a port-forward, a VPN)"
+
 
 class PrometheusUnreachable(RuntimeError):
     pass
@@ -29,8 +32,10 @@ class QueryFailed(RuntimeError):
 
 class PrometheusSource:
     def __init__(self, url: str, jobs: Jobs, step: str = "1m", timeout_s: float = 30.0,
-                 session: requests.Session | None = None, at_s: float | None = None):
+                 session: requests.Session | None = None, at_s: float | None = None,
+                 advice: str = ADVICE):
         self.url = url
+        self.advice = advice  # what to do when it does not answer: fits how the URL was chosen
         self.jobs = jobs
         self.step = step
         self.at_s = at_s  # evaluation time (unix s); None = now
@@ -48,7 +53,7 @@ class PrometheusSource:
             why = "no healthy answer from /-/healthy"
         if not ok:
             raise PrometheusUnreachable(
-                f"Prometheus at {self.url} is unreachable ({why}); start it (`splitstack up`) or pass --prometheus URL")
+                f"Prometheus at {self.url} is unreachable ({why}); {self.advice}")
 
     def _scalar(self, slo: SLO, expr: str) -> Fraction | None:
         params = {"time": str(self.at_s)} if self.at_s is not None else None
@@ -56,7 +61,7 @@ class PrometheusSource:
             result = self._prom.custom_query(expr, params=params)
         except requests.RequestException as e:
             raise PrometheusUnreachable(
-                f"Prometheus at {self.url} is unreachable ({e}); start it or pass --prometheus URL") from None
+                f"Prometheus at {self.url} is unreachable ({e}); {self.advice}") from None
         except PrometheusApiClientException as e:
             raise QueryFailed(f"slo {slo.name!r}: Prometheus rejected the query {expr!r}: {e}") from None
         if not result:

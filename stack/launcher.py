@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ from stack.health import probe
 from stack.paths import StackPaths
 from stack.preflight import check_ports_free, resolve_api_key
 from stack.supervisor import FAILED_STATES, Supervisor, stack_processes, sweep_strays, tail
+
+WAIT_PROGRESS_EVERY_S = 5.0  # while a component is not healthy yet, `up` says so this often
+# vLLM's "(APIServer pid=7) INFO 11-27 11:53:00 [loader.py:12] " says nothing a reader needs here
+_LOG_PREFIX = re.compile(r"^(\(\w+ pid=\d+\) )?((DEBUG|INFO|WARNING|ERROR) [\d-]+ [\d:.]+ (\[[^]]*\] )?)?")
+LOADING_LINE_CHARS = 48  # of the component's last log line: "worker-0 starting 12/600 s: ..." in 80 columns
 
 
 class StackError(Exception):
@@ -91,8 +97,12 @@ class LocalStack:
     ) -> None:
         budget = {c.name: self._budget_s(c) for c in components}
         t0 = time.monotonic()
+        next_progress = t0 + WAIT_PROGRESS_EVERY_S
         pending = {c.name: c for c in components}
         while pending:
+            said = time.monotonic() >= next_progress
+            if said:
+                next_progress = time.monotonic() + WAIT_PROGRESS_EVERY_S
             info = self.supervisor.process_info()
             if not info:
                 raise StackError(
@@ -110,8 +120,18 @@ class LocalStack:
                     raise StackError(self._failure(
                         component, f"not healthy after {budget[name]:.0f} s (last probe: {detail})"
                     ))
+                elif said:  # a server loading its model takes minutes: say what it is doing
+                    progress(name, self._loading_line(component, time.monotonic() - t0, budget[name]))
             if pending:
                 time.sleep(0.25)
+
+    def _loading_line(self, component: Component, waited_s: float, budget_s: float) -> str:
+        """``starting 12/600 s: <its log's last line>``, short enough for an 80-column terminal."""
+        last = tail(self.paths.log(component.name), 1).strip()
+        last = re.sub(r"\s+", " ", _LOG_PREFIX.sub("", last))
+        if len(last) > LOADING_LINE_CHARS:
+            last = last[:LOADING_LINE_CHARS - 3] + "..."
+        return f"starting {waited_s:.0f}/{budget_s:.0f} s" + (f": {last}" if last else "")
 
     def _budget_s(self, component: Component) -> float:
         overall = self.spec.local.startup_timeout_s
@@ -182,12 +202,13 @@ class LocalStack:
         return [sorted(n for n, r in roles.items() if r == role) for role in STOP_ORDER
                 if any(r == role for r in roles.values())]
 
-    def down(self) -> list[int]:
-        """Stop everything in order (see ``stop_order``); returns PIDs that had to be swept
-        up outside supervisord."""
+    def down(self, on_stopped: Callable[[str, float, str], None] | None = None) -> list[int]:
+        """Stop everything in order (see ``stop_order``), calling ``on_stopped(component,
+        seconds, state)`` as each one ends; returns PIDs that had to be swept up outside
+        supervisord."""
         if self.supervisor.running():
             for group in self.stop_order():
-                self.supervisor.stop_and_wait(group)
+                self.supervisor.stop_and_wait(group, on_stopped=on_stopped)
         self.supervisor.shutdown()
         sweep_containers(self.paths)  # left running when supervisord or `podman run` was killed
         strays = sweep_strays(self.paths.stack_id, supervisord_log=self.supervisord_log)

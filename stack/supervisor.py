@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import xmlrpc.client
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -171,12 +171,16 @@ class Supervisor:
         except (OSError, xmlrpc.client.Fault):
             return {}
 
-    def stop_and_wait(self, names: list[str], margin_s: float = 10.0) -> None:
+    def stop_and_wait(self, names: list[str], margin_s: float = 10.0,
+                      on_stopped: Callable[[str, float, str], None] | None = None) -> None:
         """Stop ``names`` together (each gets its own stopwaitsecs before supervisord kills its
-        group) and return when none runs any more. Best effort: a supervisord that stops
-        answering is left to ``shutdown``."""
+        group) and return when none runs any more; ``on_stopped(name, seconds, state)`` is
+        called as each one ends. Best effort: a supervisord that stops answering is left to
+        ``shutdown``."""
         if not names:
             return
+        started = time.monotonic()
+        pending = set(names)
         rpc = self.rpc()
         for name in names:
             try:
@@ -188,10 +192,15 @@ class Supervisor:
         deadline = time.monotonic() + max(_stop_wait_s(self.paths, n) for n in names) + margin_s
         while time.monotonic() < deadline:
             info = self.process_info()
-            if not any(info.get(n, {}).get("statename") in ("RUNNING", "STARTING", "STOPPING", "BACKOFF")
-                       for n in names):
+            for n in sorted(pending):
+                state = info.get(n, {}).get("statename", "GONE")
+                if state not in _ALIVE:
+                    pending.discard(n)
+                    if on_stopped is not None:
+                        on_stopped(n, time.monotonic() - started, state)
+            if not pending:
                 return
-            time.sleep(0.2)
+            time.sleep(0.1)
 
     def stop_process(self, name: str) -> None:
         self.rpc().supervisor.stopProcess(name, True)
@@ -214,6 +223,9 @@ class Supervisor:
             pass
         except psutil.TimeoutExpired:
             os.kill(pid, signal.SIGKILL)
+
+
+_ALIVE = ("RUNNING", "STARTING", "STOPPING", "BACKOFF")
 
 
 def _stop_wait_s(paths: StackPaths, program: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import logging
 import os
@@ -61,6 +62,9 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
     import mineru.backend.vlm.vlm_middle_json_mkcontent  # noqa: F401
     import mineru_vl_utils  # noqa: F401
     return backend
+
+
+STOP_GRACE_S = 3.0  # an idle stopping worker exits within ~1 s; past this it is stuck (see exit_watchdog)
 
 
 async def run(settings: WorkerSettings, t_start: float) -> int:
@@ -123,7 +127,15 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
                             f"{type(exc).__name__}: {exc}")
             worker.request_stop("engine load failed", exit_code=3)
 
+    async def exit_watchdog() -> None:
+        # Past its drain, a stopping worker must not hold `down` until supervisord's SIGKILL:
+        # the interpreter then dumps every thread's stack into the log (why it hung) and exits.
+        await worker._stopping.wait()  # noqa: SLF001
+        budget_s = STOP_GRACE_S + (settings.drain_timeout_s if worker.in_flight else 0.0)
+        faulthandler.dump_traceback_later(budget_s, exit=True)
+
     failures: list[str] = []
+    watchdog = asyncio.create_task(exit_watchdog())
     loader = asyncio.create_task(load_or_stop() if settings.in_process is not None else load())
     try:
         code = await worker.run()
@@ -132,9 +144,14 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
         return code
     finally:
         loader.cancel()
+        watchdog.cancel()  # the armed timer stays armed until the process exits
+        t_run_end = time.monotonic()
         server.shutdown()
         await inference.aclose()
         await redis.aclose()
+        stop_at = worker.stop_requested_at
+        log(logger, logging.INFO, "stopped", run_end_s=None if stop_at is None else round(t_run_end - stop_at, 3),
+            closed_s=None if stop_at is None else round(time.monotonic() - stop_at, 3))
 
 
 def load_spec(stack: str, overrides: dict[str, Any]):

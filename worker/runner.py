@@ -40,7 +40,7 @@ PROBE_INTERVAL_S = 2.0
 # server still lists its models, and an idle worker would never see the hang otherwise.
 HANG_CHECK_S = 5.0
 DEAD_CHECK_INTERVAL_S = 1.0  # how often a worker with a free slot looks for dead workers' jobs
-READ_BLOCK_MS = 2000  # an idle worker wakes twice per probe interval, not ten times a second
+READ_BLOCK_MS = 1000  # an idle worker wakes twice per probe interval, and a stop waits at most this for a read
 OPEN_PROBE_INTERVAL_S = 0.5  # probe cadence while the server or the breaker says "down"
 PRUNE_INTERVAL_S = 60.0  # how often dead consumers are looked for
 
@@ -60,6 +60,7 @@ class Worker(JobSteps):
         self.last_probe = time.monotonic()
         self.probe_detail = "not probed yet"
         self.exit_code = 0
+        self.stop_requested_at: float | None = None  # monotonic time of request_stop
         self.in_flight: dict[str, Delivery] = {}
         self._tasks: dict[str, asyncio.Task] = {}
         self._slots = asyncio.Semaphore(settings.pool.jobs_per_worker)
@@ -116,6 +117,7 @@ class Worker(JobSteps):
         if not self._stopping.is_set():
             log(logger, logging.INFO, "stopping", reason=reason, in_flight=len(self.in_flight))
             self.exit_code = exit_code
+            self.stop_requested_at = time.monotonic()
             self._stopping.set()
 
     # -- main -------------------------------------------------------------------------------------

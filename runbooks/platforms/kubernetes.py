@@ -59,8 +59,9 @@ class KubernetesPlatform:
             try:
                 config.load_incluster_config()
             except config.ConfigException:
-                raise Refused(f"no Kubernetes credentials: {exc}; set KUBECONFIG or pass "
-                              "--kube-context") from exc
+                fix = (f"check that context {context!r} is in the kubeconfig (`kubectl config get-contexts`)"
+                       if context else "set KUBECONFIG or pass --kube-context")
+                raise Refused(f"no Kubernetes credentials: {exc}; {fix}") from exc
         api = client.ApiClient()
         return cls(spec, client.CoreV1Api(api), client.AppsV1Api(api), context or "current-context")
 

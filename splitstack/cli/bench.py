@@ -105,7 +105,7 @@ def run(
         "failed (default: the scenario's load.fail_fast_s, 30; 0: never stop early)."),
     normalize: bool | None = typer.Option(
         None, "--normalize/--no-normalize", help="Open loop: rescale the measured arrivals to exactly the rate "
-        "(default: on with --count, off with --duration)."),
+        "(default: on with --count, off with --duration-s)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Run folder (default .state/bench/TIME-NAME)."),
     tokenizer: Tokenizer = None,
     queue_url: str | None = QUEUE_URL, queue_url_env: str | None = QUEUE_URL_ENV,

@@ -17,7 +17,7 @@ from contract.extras import MissingExtra, require
 from contract.spec_loader import SpecError, load_stack, project_root
 from infra.compose import HEADER, ComposeError, compose_document, validate_compose, write_compose
 from infra.policy.rules import check_all
-from splitstack.cli.options import Output, OutputOpt, Stack, epilog
+from splitstack.cli.options import Output, OutputOpt, Stack, epilog, writing
 from splitstack.cli.terminal import echo
 
 app = typer.Typer(help="Kubernetes manifests and Docker Compose from the deployment spec.",
@@ -64,7 +64,8 @@ def render(
         result = render_mod.capture(spec, project_root())
     except ValueError as exc:
         raise _refuse(stack, exc) from None
-    files = render_mod.write_manifests(result, out)
+    with writing("--out", out):
+        files = render_mod.write_manifests(result, out)
     echo(f"wrote {len(result.objects)} objects ({len(files)} files) to {out}")
     violations = [f"[{rule}] {v}" for rule, vs in check_all(result.objects).items() for v in vs]
     problems = []
@@ -118,7 +119,8 @@ def compose(
                 raise ComposeError("; ".join(problems))
             echo(HEADER.format(stack=stack) + yaml.safe_dump(document, sort_keys=False))
             return
-        files = write_compose(spec, project_root(), out)
+        with writing("--out", out):
+            files = write_compose(spec, project_root(), out)
     except (ComposeError, MissingExtra) as exc:
         raise _refuse(stack, exc) from None
     echo(f"wrote {out} and {len(files) - 1} Prometheus files beside it; run "

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from bench.demo import DEMO_WORKERS, run_demo
@@ -100,12 +101,13 @@ def up(
     local = _local(stack, engine, workers, runtime, spec_override, mode)
     t0 = time.monotonic()
     try:
-        state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {m}"))
+        # a loading line quotes the component's log: escaped, never read as rich markup
+        state = local.up(lambda c, m: console.print(f"[cyan]{c}[/cyan] {escape(m)}", soft_wrap=True))
     except (SetupError, StackError, PodmanError) as exc:
         err.print(f"[red]up failed:[/red] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"[green]stack {stack!r} healthy in {time.monotonic() - t0:.1f} s[/green] "
-                  f"(state and logs: {local.paths.root})")
+    console.print(f"[green]stack {stack!r} healthy in {time.monotonic() - t0:.1f} s[/green]")
+    console.print(f"state and logs: {local.paths.root}", soft_wrap=True, highlight=False)
     _print_status(local)
     del state
 
@@ -114,10 +116,17 @@ def up(
 def down(stack: StackOpt = "local") -> None:
     """Stop everything the local stack started (also after a crash of the launcher)."""
     local = _local(stack)
-    strays = local.down()
+    started = time.monotonic()
+    if not local.supervisor.running():
+        console.print(f"stack {stack!r}: supervisord is not running; sweeping what it may have left")
+
+    def stopped(component: str, seconds: float, state: str) -> None:
+        console.print(f"stopped {component} in {seconds:.1f} s" + ("" if state == "STOPPED" else f" ({state})"))
+
+    strays = local.down(on_stopped=stopped)
     if strays:
-        console.print(f"swept {len(strays)} processes outside supervisord: {strays}")
-    console.print(f"[green]stack {stack!r} is down[/green]")
+        console.print(f"swept {len(strays)} processes outside supervisord: {strays}", soft_wrap=True)
+    console.print(f"[green]stack {stack!r} is down[/green] ({time.monotonic() - started:.1f} s)")
 
 
 def _print_status(local: LocalStack) -> bool:
@@ -132,7 +141,8 @@ def _print_status(local: LocalStack) -> bool:
         table.add_row(r["component"], r["process"], str(r["pid"] or "-"), health, r["url"])
     console.print(table)
     console.print(f"deployment mode: {local.deployment_mode() or 'unknown'}")
-    console.print(f"logs: {local.paths.logs} (`splitstack logs COMPONENT`)")
+    console.print(f"logs: {local.paths.logs}", soft_wrap=True, highlight=False)
+    console.print("(`splitstack logs COMPONENT` shows one)", highlight=False)
     return all(r["healthy"] for r in rows)
 
 

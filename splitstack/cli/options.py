@@ -13,7 +13,8 @@ One grammar (docs/cli.md lists it):
 """
 
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
@@ -101,3 +102,48 @@ def add_version(app: typer.Typer, prog: str, help_text: str, extra: Iterable[str
 ProgressEvery = Annotated[float | None, typer.Option(
     "--progress-every-s", metavar="SECONDS", min=0, help="Without a terminal (CI, pipes): one progress line every "
     "SECONDS (default: $BENCH_PROGRESS_EVERY, else 10; 0: none). On a terminal: a live line with the ETA.")]
+
+
+@contextmanager
+def writing(flag: str, path: Path | str) -> Iterator[None]:
+    """Exit 2 with the flag, the path and the reason when what a command writes there cannot be
+    written (a folder that cannot exist such as /proc/x, no permission, a full disk)."""
+    try:
+        yield
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        typer.echo(f"error: {flag} {path}: cannot write there{where}: {exc.strerror or exc}; "
+                   f"pass a path in a folder you can write", err=True)
+        raise typer.Exit(2) from None
+
+
+def reading(flag: str, path: Path | str) -> str:
+    """The text of the file a flag names, or exit 2 saying what is wrong with it."""
+    p = Path(path)
+    try:
+        return p.read_text(errors="replace")
+    except IsADirectoryError:
+        reason = "is a folder, not a file"
+    except FileNotFoundError:
+        reason = "no such file"
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = f"cannot read it ({getattr(exc, 'strerror', None) or exc})"
+    typer.echo(f"error: {flag} {path}: {reason}", err=True)
+    raise typer.Exit(2)
+
+
+def check_http_url(flag: str, url: str) -> str:
+    """``url`` if it is an http(s) URL with a host, else exit 2 naming ``flag``."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        typer.echo(f"error: {flag} {url!r}: not a URL ({exc}); give it like http://HOST:9090", err=True)
+        raise typer.Exit(2) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        typer.echo(f"error: {flag} {url!r}: not an http(s) URL; give it like http://HOST:9090", err=True)
+        raise typer.Exit(2)
+    del port
+    return url

@@ -20,7 +20,7 @@ from runbooks.gpu.export import serve, write_textfile
 from runbooks.gpu.probe import probe
 from runbooks.gpu.wait import WaitParams, wait_for_gpu_memory
 from runbooks.gpu.xid import parse_kernel_log
-from splitstack.cli.options import Output, add_version, epilog
+from splitstack.cli.options import Output, add_version, epilog, reading, writing
 from splitstack.cli.runbook_actions import register as register_actions
 from splitstack.cli.terminal import echo
 
@@ -49,7 +49,7 @@ def capacity_fit(
     gpu: Annotated[str, typer.Option(help="Catalog GPU name, e.g. nvidia-h100-80gb.")] = "",
     gpu_memory_gib: Annotated[float | None, typer.Option(
         help="CUDA-visible GiB of a GPU outside the catalog (instead of --gpu).", min=0)] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.", min=0, max=1)] = 0.9,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0.05-1.", min=0.05, max=1)] = 0.9,
     max_model_len: Annotated[int, typer.Option(help="vLLM --max-model-len, tokens.", min=1)] = 8192,
     tensor_parallel_size: Annotated[int, typer.Option(help="GPUs per replica.", min=1)] = 1,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
@@ -75,7 +75,7 @@ def capacity_fit(
 
 @capacity_app.command("matrix", epilog=epilog("runbook capacity-plan matrix --max-model-len 16384"))
 def capacity_matrix(
-    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0-1.", min=0, max=1)] = 0.9,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM fraction, 0.05-1.", min=0.05, max=1)] = 0.9,
     max_model_len: Annotated[int, typer.Option(help="Tokens per sequence.", min=1)] = 8192,
 ) -> None:
     """Every catalog model on every catalog GPU: max concurrent full-length sequences."""
@@ -95,7 +95,7 @@ def capacity_forecast(
         help="Average pages per PDF, to convert a summary's pages_per_s.", min=0)] = None,
     avg_pdfs_per_day: Annotated[float | None, typer.Option(help="Average volume in the first quarter.", min=0)] = None,
     quarterly_growth: Annotated[float | None, typer.Option(help="0.2 = 20 %.", min=-1)] = None,
-    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour.", min=0)] = None,
+    peak_factor: Annotated[float | None, typer.Option(help="Peak hour / average hour (1-24).", min=1, max=24)] = None,
     per_server_pdfs_per_hour: Annotated[float | None, typer.Option(help="One inference server, PDFs/h.", min=0)] = None,
     per_worker_pdfs_per_hour: Annotated[float | None, typer.Option(help="One CPU worker, PDFs/h.", min=0)] = None,
     quarters: Annotated[int | None, typer.Option(help="Quarters to forecast.", min=1)] = None,
@@ -144,8 +144,8 @@ def gpu_probe(
 ) -> None:
     """Read every GPU through NVML: memory, utilization, temperature, ECC, Xid, processes."""
 
+    past = parse_kernel_log(reading("--kernel-log", kernel_log)) if kernel_log else []  # before the probe
     result = probe(xid_watch_s=xid_watch_s)
-    past = parse_kernel_log(kernel_log.read_text(errors="replace")) if kernel_log else []
     if output is Output.json:
         data = result.to_dict()
         data["kernel_log_xids"] = [x.__dict__ for x in past]
@@ -155,7 +155,8 @@ def gpu_probe(
         for x in past:
             echo(f"  kernel log: PCI {x.pci_bus} Xid {x.xid} ({x.meaning}): {x.message}")
     if textfile is not None:
-        write_textfile(textfile, result)
+        with writing("--textfile", textfile):
+            write_textfile(textfile, result)
         echo(f"wrote {textfile}", err=True)
     if serve_port is not None:
         _serve(serve_port, serve_addr, xid_watch_s)

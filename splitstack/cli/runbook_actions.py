@@ -37,6 +37,7 @@ from splitstack.cli.options import (
     PrometheusUrl,
     SpecOverride,
     Stack,
+    check_http_url,
     epilog,
 )
 from splitstack.cli.terminal import echo
@@ -54,13 +55,26 @@ def _spec_overrides(items: list[str] | None) -> dict[str, Any]:
 def run(name: str, raw: dict[str, Any], stack: str, apply: bool, spec_override: list[str] | None,
         prometheus_url: str | None, kube_context: str | None, audit_log: Path | None, output: Output) -> None:
     """Invoke one action and print its report; exits with the report's code."""
+    if prometheus_url is not None:
+        check_http_url("--prometheus-url", prometheus_url)
+    if audit_log is not None and audit_log.is_dir():  # '' is '.', a folder too
+        echo(f"error: --audit-log {str(audit_log)!r}: is a folder; pass the JSONL file to append to", err=True)
+        raise typer.Exit(2)
     try:
         ctx = build_context(stack, apply, _spec_overrides(spec_override), prometheus_url, kube_context, audit_log)
     except (Refused, PlatformError, MissingExtra) as exc:
         report = Report(action=name, outcome="refused" if isinstance(exc, Refused | MissingExtra) else "failed",
                         summary=str(exc))
     else:
-        report = invoke(ctx, name, raw)
+        try:
+            report = invoke(ctx, name, raw)
+        except OSError as exc:
+            if exc.filename is None or Path(exc.filename) not in (ctx.audit.path, *ctx.audit.path.parents):
+                raise
+            # the audit record is written before anything is done: nothing was changed
+            echo(f"error: --audit-log {ctx.audit.path}: cannot write there ({exc.strerror or exc}); pass a "
+                 "file in a folder you can write. Nothing was done.", err=True)
+            raise typer.Exit(2) from None
     echo(report.model_dump_json(indent=1) if output is Output.json else report.render())
     raise typer.Exit(EXIT[report.outcome])
 
@@ -200,6 +214,13 @@ def register(app: typer.Typer) -> None:
                       kube_context: KubeContext = None, audit_log: AuditLog = None) -> None:
         """The last runbook runs: when, who, what, outcome (read-only)."""
         path = audit_log
+        if path is not None and not path.is_file():  # one named by hand must exist; the default may not yet
+            echo(f"error: --audit-log {path}: {'is a folder, not a file' if path.is_dir() else 'no such file'}; "
+                 "pass the JSONL file the actions write (see `runbook audit-log --help`)", err=True)
+            raise typer.Exit(2)
+        if action is not None and action not in ACTIONS:
+            echo(f"error: --action {action!r}: no such action (known: {', '.join(sorted(ACTIONS))})", err=True)
+            raise typer.Exit(2)
         if path is None:
             try:
                 path = build_context(stack, False, _spec_overrides(spec_override), None, kube_context).audit.path

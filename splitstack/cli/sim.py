@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
+import httpx
 import typer
 from pydantic import ValidationError
 
@@ -17,13 +18,13 @@ from simulator.profile import ProfileError, load_profile
 from simulator.server import ServeError, setup_logging
 from simulator.server import serve as run
 from simulator.tokens import TokenizerError
-from splitstack.cli.options import epilog
+from splitstack.cli.options import epilog, writing
 
 app = typer.Typer(help="Inference-server simulator (a vLLM twin that speaks MinerU's VLM protocol).",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     sys.stderr.write(f"error: {message}\n")
     raise typer.Exit(code)
 
@@ -103,18 +104,32 @@ def fit(
 ) -> None:
     """Fit a profile's step-time coefficients from a real server's vllm:* histograms."""
     try:
+        concurrency = [int(x) for x in levels.split(",")]
+    except ValueError:
+        _fail(f"--levels {levels!r}: give whole numbers separated by commas, e.g. 1,4,8")
+    if not all(c >= 1 for c in concurrency):
+        _fail(f"--levels {levels!r}: each level is a concurrency of 1 or more")
+    for flag, url in ([("--drive", drive)] if drive else []) + [
+            ("SOURCE", s) for s in source if "://" in s or drive]:
+        if not url.startswith(("http://", "https://")):
+            _fail(f"{flag} {url!r}: not an http(s) URL" + ("; with --drive, SOURCE is the server's /metrics URL"
+                                                          if flag == "SOURCE" else "; give it like http://HOST:8000"))
+    try:
         base_profile = load_profile(base)
         if drive:
-            snapshots = drive_and_scrape(drive, source[0], [int(x) for x in levels.split(",")], requests_per_level,
+            snapshots = drive_and_scrape(drive, source[0], concurrency, requests_per_level,
                                          max_tokens, api_key, model)
         else:
             snapshots = [read_snapshot(s, api_key) for s in source]
         profile, report = fit_profile(snapshots, base_profile, name, source)
     except (FitError, ProfileError, ValueError) as exc:
         _fail(str(exc))
+    except httpx.HTTPError as exc:  # --drive: the server did not answer
+        _fail(f"--drive {drive}: {type(exc).__name__}: {exc}; check the URL and that the server is up")
     text = render_profile(profile, report)
     if out:
-        out.write_text(text)
+        with writing("--out", out):
+            out.write_text(text)
         sys.stderr.write(f"wrote {out}\n")
     else:
         sys.stdout.write(text)

@@ -19,7 +19,7 @@ from runbooks.model import Refused
 from slo import promql
 from slo.budget import Status
 from slo.openslo import OpenSLOError, export_openslo, import_openslo
-from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
+from slo.prom_source import ADVICE, URL_ADVICE, PrometheusSource, PrometheusUnreachable, QueryFailed
 from slo.records import RecordError, load_records
 from slo.report import (
     evaluate_prometheus,
@@ -32,7 +32,16 @@ from slo.report import (
 from slo.rule_tests import ScenarioError
 from slo.spec import OBJECTIVES_PATH, SLOSpec, SpecError, load_spec
 from slo.writer import GENERATED_DIR, diff_tree, render_generated, write_tree
-from splitstack.cli.options import OptionalStack, Output, OutputOpt, SpecOverride, add_version, epilog
+from splitstack.cli.options import (
+    OptionalStack,
+    Output,
+    OutputOpt,
+    SpecOverride,
+    add_version,
+    check_http_url,
+    epilog,
+    writing,
+)
 from splitstack.cli.terminal import SafeConsole, echo
 
 app = typer.Typer(no_args_is_help=True)
@@ -56,6 +65,8 @@ def _spec(path: Path):
         return load_spec(path)
     except SpecError as e:
         raise _fail(str(e)) from None
+    except OSError as e:  # a folder, no permission
+        raise _fail(f"--spec {path}: cannot read it ({e.strerror or e}); pass an SLO spec file") from None
 
 
 @app.command(epilog=epilog("slo show", "slo show --spec my-objectives.yaml"))
@@ -86,19 +97,24 @@ def rules(spec: SpecOpt = OBJECTIVES_PATH,
         raise _fail(str(e)) from None
     target = out or GENERATED_DIR
     if check:
-        stale = diff_tree(files, target)
+        try:
+            stale = diff_tree(files, target)
+        except OSError as e:
+            raise _fail(f"--out {target}: cannot read what is there ({e}); pass the folder of the generated "
+                        "files") from None
         if stale:
             raise _fail(f"generated rules are stale, run `slo rules`: {', '.join(stale)}", 1)
         console.print(f"{len(files)} generated files up to date")
         return
-    changed = write_tree(files, target)
+    with writing("--out", target):
+        changed = write_tree(files, target)
     console.print(f"{len(files)} files in {target}, {len(changed)} changed")
 
 
 def _prometheus(stack: str | None, prometheus_url: str | None, spec_override: list[str] | None) -> str:
     """--prometheus-url, else the stack's own Prometheus (--stack, default local)."""
     if prometheus_url:
-        return prometheus_url
+        return check_http_url("--prometheus-url", prometheus_url)
     try:
         return stack_prometheus_url(stack or "local", parse_assignments(spec_override or [], "--spec-override",
                                                                        "observability.prometheus_port=19090"))
@@ -107,22 +123,24 @@ def _prometheus(stack: str | None, prometheus_url: str | None, spec_override: li
 
 
 def _evaluate(spec_path: Path, prometheus: str | None, records: Path | None, window: str | None,
-              current: str, step: str):
+              current: str, step: str, explicit_url: bool = False):
 
     s = _spec(spec_path)
-    try:
-        current_s = parse_duration_s(current)
-        if window:
-            parse_duration_s(window)
-    except ValueError as e:
-        raise _fail(str(e)) from None
+    for flag, value in (("--current", current), ("--window", window), ("--step", step)):
+        try:
+            if value is not None:
+                parse_duration_s(value)
+        except ValueError:
+            raise _fail(f"{flag} {value!r}: give a positive whole number with its unit, like 30d, 6h, 5m or "
+                        "90s") from None
+    current_s = parse_duration_s(current)
     if records is not None:
         try:
             return s, evaluate_records(s, load_records(records), current_s), f"records:{records}"
         except RecordError as e:
             raise _fail(str(e)) from None
     assert prometheus is not None  # _prometheus() resolved it
-    src = PrometheusSource(prometheus, s.jobs, step=step)
+    src = PrometheusSource(prometheus, s.jobs, step=step, advice=URL_ADVICE if explicit_url else ADVICE)
     try:
         src.check()
         return s, evaluate_prometheus(s, src, window, current), f"prometheus:{src.url}"
@@ -154,13 +172,14 @@ def report(spec: SpecOpt = OBJECTIVES_PATH, stack: OptionalStack = None, prometh
     """Attainment, error budget (total / spent / remaining), burn rate and time to exhaustion per SLO."""
 
     prometheus = None if records is not None else _prometheus(stack, prometheus_url, spec_override)
-    s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
+    s, evals, source = _evaluate(spec, prometheus, records, window, current, step, prometheus_url is not None)
     if output is Output.json:
         typer.echo(report_json(evals, source), nl=False)
     else:
         render_table(s, evals, console, f"SLO report ({source})")
     if json_out:
-        write_json(evals, json_out, source)
+        with writing("--out", json_out):
+            write_json(evals, json_out, source)
 
 
 @app.command(epilog=epilog("slo status --stack local",
@@ -171,7 +190,7 @@ def status(spec: SpecOpt = OBJECTIVES_PATH, stack: OptionalStack = None, prometh
     """Like report; exits 1 when any error budget is exhausted, 3 when an SLO has no data."""
 
     prometheus = None if records is not None else _prometheus(stack, prometheus_url, spec_override)
-    s, evals, source = _evaluate(spec, prometheus, records, window, current, step)
+    s, evals, source = _evaluate(spec, prometheus, records, window, current, step, prometheus_url is not None)
     render_table(s, evals, console, f"SLO status ({source})")
     exhausted = [e.slo for e in evals if e.status is Status.exhausted]
     if exhausted:
@@ -192,12 +211,17 @@ def dashboards(spec: SpecOpt = OBJECTIVES_PATH,
     files = render_dashboards(_spec(spec))
     target = out or DASHBOARD_DIR
     if check:
-        stale = diff_tree(files, target, suffix=".json")
+        try:
+            stale = diff_tree(files, target, suffix=".json")
+        except OSError as e:
+            raise _fail(f"--out {target}: cannot read what is there ({e}); pass the folder of the generated "
+                        "files") from None
         if stale:
             raise _fail(f"dashboards are stale, run `slo dashboards`: {', '.join(stale)}", 1)
         console.print(f"{len(files)} dashboards up to date")
         return
-    changed = write_tree(files, target, suffix=".json")
+    with writing("--out", target):
+        changed = write_tree(files, target, suffix=".json")
     console.print(f"{len(files)} dashboards in {target}, {len(changed)} changed")
 
 
@@ -214,7 +238,8 @@ def schema(check: Annotated[bool, typer.Option(
             raise _fail(f"{path} is stale, run `slo schema`", 1)
         console.print(f"{path.name} up to date")
         return
-    path.write_text(text)
+    with writing("slo schema: the schema file", path):
+        path.write_text(text)
     console.print(f"wrote {path}")
 
 
@@ -225,7 +250,8 @@ def openslo_export(spec: SpecOpt = OBJECTIVES_PATH,
 
     text = export_openslo(_spec(spec))
     if out:
-        out.write_text(text)
+        with writing("--out", out):
+            out.write_text(text)
     else:
         echo(text, nl=False)
 
@@ -243,7 +269,8 @@ def openslo_import(src: Annotated[Path, typer.Argument(help="OpenSLO v1 YAML (on
     except (OpenSLOError, OSError) as e:
         raise _fail(str(e)) from None
     if out:
-        out.write_text(text)
+        with writing("--out", out):
+            out.write_text(text)
     else:
         echo(text, nl=False)
 

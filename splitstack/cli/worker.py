@@ -24,11 +24,14 @@ from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
 from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize, typed
+from worker.pagecount import page_count
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
 StackOpt = Stack
 TERMINAL = {"done", "dead_lettered"}
+WAIT_PROGRESS_EVERY_S = 10.0  # `submit --wait` says where the jobs are when they move, else this often
+WIDE_TABLE_COLUMNS = 120  # below this width `jobs` prints one block per job: ids and paths never wrap
 
 
 def _spec(stack: str, spec_override: list[str] | None = None):
@@ -57,9 +60,25 @@ def _pages(value: str | None):
 
     first, sep, last = value.partition("-")
     try:
-        return PageRange(first=int(first), last=int(last if sep else first))
-    except ValueError as exc:
-        raise typer.BadParameter(f"--pages {value!r}: expected FIRST-LAST, e.g. 1-10 ({exc})") from None
+        a, b = int(first), int(last if sep else first)
+    except ValueError:
+        raise typer.BadParameter(f"--pages {value!r}: expected FIRST-LAST, e.g. 1-10 (1-based page "
+                                 "numbers)", param_hint="'--pages'") from None
+    if a < 1 or b < a:
+        raise typer.BadParameter(f"--pages {value!r}: pages are numbered from 1 and the last is not before "
+                                 "the first, e.g. 1-10", param_hint="'--pages'")
+    return PageRange(first=a, last=b)
+
+
+def _check_range(value: str, pages: PageRange, files: list[Path]) -> None:
+    """Refuse a range past a document's end before anything is queued (a document whose pages
+    cannot be counted here is left to the worker, which dead-letters it as bad_page_range)."""
+    for f in files:
+        count = page_count(f)
+        if count is not None and pages.last > count:
+            echo(f"--pages {value}: {f} has {count} page{'s' if count != 1 else ''}; give a range within "
+                 f"1-{count}. Nothing was submitted.", err=True)
+            raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -110,10 +129,13 @@ def register(app: typer.Typer) -> None:
         """
         as_json = output is Output.json
 
+        page_range = _pages(pages)
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
             echo(f"not a file: {', '.join(missing)}", err=True)
             raise typer.Exit(2)
+        if page_range is not None:
+            _check_range(pages or "", page_range, files)
         spec = _spec(stack, spec_override)  # the input roots the stack was started with
         try:
             check_inputs(spec, files, project_root())
@@ -121,15 +143,23 @@ def register(app: typer.Typer) -> None:
             echo(f"refused, nothing was submitted: {exc}", err=True)
             raise typer.Exit(2) from None
         r = _connect(spec)
-        ids = submit(r, spec, files, _pages(pages), language, correlation_id)
+        ids = submit(r, spec, files, page_range, language, correlation_id)
         for f, job_id in zip(files, ids):
             # Plain lines, never wrapped: scripts read them (cut -f1, or --json).
             echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
         if not wait:
             return
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
+        last_said, said_at = "", started
         while time.monotonic() < deadline:
             rows = list_jobs(r, spec, ids=ids)
+            counts = " ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items()))
+            if counts != last_said or time.monotonic() - said_at >= WAIT_PROGRESS_EVERY_S:
+                # on stderr: stdout keeps only the ids and the final records (scripts read it)
+                err.print(f"waiting {time.monotonic() - started:.0f} s: {counts or 'no jobs yet'}",
+                          soft_wrap=True, highlight=False)
+                last_said, said_at = counts, time.monotonic()
             if all(row.get("state") in TERMINAL for row in rows):
                 if as_json:
                     for row in rows:
@@ -239,6 +269,9 @@ def register_dead_letters(app: typer.Typer) -> None:
 
 
 def _table(rows) -> None:
+    if console.width < WIDE_TABLE_COLUMNS:
+        _blocks(rows)
+        return
     table = Table("job", "state", "pages", "parts", "seconds", "source / reason", "output")
     for column in (5, 6):  # a dead letter's whole reason and the whole output path, folded, never cut
         table.columns[column].overflow = "fold"
@@ -251,3 +284,21 @@ def _table(rows) -> None:
                                              row.get("processing_s", ""), detail, row.get("output", ""))]
         table.add_row(*shown[:5], escape(shown[5]), escape(shown[6]))
     console.print(table)
+
+
+def _blocks(rows) -> None:
+    """The narrow terminal's layout: a job's id, state and counts on one line, then its source or
+    reason and its output each on a line of their own; rich never breaks these lines (a path
+    longer than the terminal is left to the terminal, still one copyable line)."""
+    for row in rows:
+        parts = f" parts {row.get('parts_done', 0)}/{row['parts_total']}" if row.get("parts_total") else ""
+        pages = f" pages {row['pages']}" if row.get("pages") not in (None, "") else ""
+        seconds = f" {row['processing_s']} s" if row.get("processing_s") not in (None, "") else ""
+        console.print(escape(printable(f"{row['job_id']}  {row.get('state', '?')}{pages}{parts}{seconds}")),
+                      soft_wrap=True, highlight=False)
+        if row.get("reason"):
+            console.print(escape(printable(f"  reason: {row['reason']}")), soft_wrap=True, highlight=False)
+        elif row.get("source"):
+            console.print(escape(printable(f"  source: {row['source']}")), soft_wrap=True, highlight=False)
+        if row.get("output"):
+            console.print(escape(printable(f"  output: {row['output']}")), soft_wrap=True, highlight=False)

@@ -7,6 +7,8 @@ replica. Parses flags, then hands over to :func:`worker.main.main`.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 
 from contract.spec_loader import SpecError
@@ -38,4 +40,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything is closed (queue, server client, outputs written atomically): skip the
+    # interpreter's teardown, which joins MinerU's helper threads and pools and held an idle
+    # worker's exit for seconds after its work was done.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

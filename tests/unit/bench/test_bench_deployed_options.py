@@ -75,7 +75,7 @@ def test_deployed_server_url_and_api_key_from_the_spec(dev):
 
 @pytest.mark.parametrize("opts, text", [
     (QueueOptions(queue_url="redis://h/0", output_dir=Path("/nonexistent/store")),
-     "--output-dir /nonexistent/store: no such directory on this host; mount the workers' output store"),
+     "--outputs-at /nonexistent/store: no such directory on this host; mount the workers' output store"),
     (QueueOptions(queue_url="redis://h/0", documents_at="shared/pdfs"),
      "--documents-at 'shared/pdfs': give an absolute path every worker mounts or an http(s) URL prefix"),
 ])

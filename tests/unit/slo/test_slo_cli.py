@@ -69,13 +69,13 @@ def test_unreachable_prometheus_is_a_clear_error():
     r = runner.invoke(app, ["report", "--prometheus-url", "http://127.0.0.1:9"])
     assert r.exit_code == 2
     assert "Prometheus at http://127.0.0.1:9 is unreachable" in r.output
-    assert "pass --prometheus URL" in r.output
+    assert "check the URL" in r.output and "splitstack up" not in r.output  # a URL gets URL advice
 
 
 def test_bad_window_is_named():
     r = runner.invoke(app, ["report", "--window", "30 days", "--prometheus-url", "http://127.0.0.1:9"])
     assert r.exit_code == 2
-    assert "duration '30 days' is not like 30d, 6h, 5m or 90s" in r.output
+    assert "--window '30 days': give a positive whole number with its unit, like 30d" in r.output
 
 
 def test_json_schema_is_committed_and_current():
