@@ -52,8 +52,8 @@ def evaluate_prometheus(spec: SLOSpec, source: CountSource, window: str | None, 
                      source.no_data_hint(slo))
         covered = source.coverage_s(slo, win)
         if covered is not None and covered < win_s * _COVERAGE_SLACK and e.total is not None:
-            note = (f"slo {slo.name!r}: Prometheus holds only {_span(covered)} of the {win} window (its retention, "
-                    f"or monitoring started then): attainment and budget cover that span; keep "
+            note = (f"Prometheus holds only {_span(covered)} of the {win} window (monitoring started then, or its "
+                    f"retention is shorter): attainment and budget cover that span; if it is the retention, keep "
                     f"observability.retention_h at least the SLO window plus a day")
             e = replace(e, covered_s=covered, message="; ".join(m for m in (e.message, note) if m))
         elif covered is not None:
@@ -101,7 +101,8 @@ def render_table(spec: SLOSpec, evals: list[Evaluation], console: Console, title
     table = Table(title=title)
     for col in ("SLO", "target", "window", "attainment", "events", "budget left", "burn rate", "exhausted in",
                 "status"):
-        table.add_column(col, justify="left" if col in ("SLO", "status") else "right")
+        # fold, never truncate: a narrow terminal wraps a cell instead of cutting its value
+        table.add_column(col, justify="left" if col in ("SLO", "status") else "right", overflow="fold")
     colour = {Status.ok: "green", Status.exhausted: "red", Status.insufficient_data: "yellow", Status.no_data: "yellow"}
     for e in evals:
         table.add_row(e.slo, _pct(e.target), _window(e), _pct(e.attainment),
@@ -109,9 +110,12 @@ def render_table(spec: SLOSpec, evals: list[Evaluation], console: Console, title
                       "-" if e.burn_rate is None else f"{float(e.burn_rate):.2f}x", _tte(e.time_to_exhaustion_s),
                       f"[{colour[e.status]}]{e.status.value}[/]")
     console.print(table)
+    by_message: dict[str, list[str]] = {}  # one note said once, with the SLOs it is about
     for e in evals:
-        if e.message:
-            console.print(f"[dim]{e.message}[/]")
+        for message in filter(None, (e.message or "").split("; ")):
+            by_message.setdefault(message, []).append(e.slo)
+    for message, slos in by_message.items():
+        console.print(f"[dim]{', '.join(slos)}: {message}[/]", soft_wrap=False)
 
 
 def report_json(evals: list[Evaluation], source: str) -> str:
