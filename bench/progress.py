@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from bench.engine import ProgressFn
-from bench.load import LoadSpec
+from bench.load import LoadSpec, open_schedule
 from bench.records import CHAT_FIELDS, PIPELINE_FIELDS
 
 ENV = "BENCH_PROGRESS_EVERY"
@@ -117,8 +117,10 @@ class Plan:
 def plan_for(load: LoadSpec, label: str | None = None) -> Plan:
     planned = load.warmup_s + load.duration_s + load.cooldown_s if load.duration_s else None
     total = None
-    if load.mode == "open" and load.rate_rps and planned:
-        total = int(load.rate_rps * planned)
+    if load.mode == "open":
+        # the seeded schedule itself: the total is the number of requests that will be sent, not
+        # rate x time (a Poisson draw of 2 min at 1 req/s is rarely exactly 120)
+        total = len(open_schedule(load)[0])
     elif load.count:
         total = load.count + (int(load.rate_rps * (load.warmup_s + load.cooldown_s)) if load.rate_rps else 0)
     return Plan(label or load.target_label, total, planned)
