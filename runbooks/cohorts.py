@@ -68,15 +68,17 @@ class CohortControl:
         return 0
 
 
-def alertmanager_pager(url: str, stack: str, timeout_s: float = 5.0) -> Callable[[str], str]:
-    """A page through Alertmanager's v2 API (POST /api/v2/alerts), routed like every page."""
+def alertmanager_pager(url: str, stack: str, timeout_s: float = 5.0,
+                       auth: tuple[str, str] | None = None) -> Callable[[str], str]:
+    """A page through Alertmanager's v2 API (POST /api/v2/alerts), routed like every page;
+    ``auth``: the (user, password) its API asks for (the local stack's is behind basic auth)."""
 
     def page(summary: str) -> str:
         alert = {"labels": {"alertname": ABORT_ALERT, "severity": "page", "service": "pipeline", "stack": stack},
                  "annotations": {"summary": summary,
                                  "description": "runbook migrate-guard set the split share to 0"}}
         try:
-            r = httpx.post(f"{url}/api/v2/alerts", json=[alert], timeout=timeout_s)
+            r = httpx.post(f"{url}/api/v2/alerts", json=[alert], timeout=timeout_s, auth=auth)
             r.raise_for_status()
         except httpx.HTTPError as exc:
             return f"page NOT sent to {url} ({type(exc).__name__}: {exc}); the abort itself is done"

@@ -20,7 +20,7 @@ from runbooks.platforms.kubernetes import KubernetesPlatform
 from runbooks.platforms.local import LocalPlatform
 from stack.launcher import LocalStack
 from stack.presets import with_presets
-from stack.secrets import redis_password
+from stack.secrets import alertmanager_auth, redis_password
 
 
 def default_audit_path(spec: Spec) -> Path:
@@ -99,7 +99,7 @@ def local_cohort_control(local: LocalStack) -> CohortControl | None:
 
     am = f"http://{spec.local.host}:{spec.observability.alertmanager.port}"
     return CohortControl(client, spec.queue.stream, spec.queue.group, decommission,
-                         alertmanager_pager(am, spec.stack))
+                         alertmanager_pager(am, spec.stack, auth=alertmanager_auth(local.paths)))
 
 
 def stack_prometheus_url(stack: str, spec_overrides: dict[str, Any] | None = None) -> str:

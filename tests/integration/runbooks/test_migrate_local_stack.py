@@ -15,7 +15,7 @@ from contract.migration import MONOLITHIC, SPLIT, cohort_of
 from runbooks.cohorts import ABORT_ALERT
 from runbooks.connect import local_cohort_control
 from runbooks.registry import invoke
-from stack.secrets import queue_url
+from stack.secrets import alertmanager_auth, queue_url
 from worker.jobs_view import connect, list_jobs, submit
 
 pytestmark = pytest.mark.integration
@@ -67,7 +67,8 @@ def test_migrate_on_the_local_stack(make_stack, drill, tmp_path: Path) -> None:
     assert said.startswith("paged through"), said
     am = f"http://127.0.0.1:{stack.spec.observability.alertmanager.port}/api/v2/alerts"
     alerts = drill.wait_for("the page in Alertmanager", lambda: [
-        a for a in httpx.get(am, timeout=5).json() if a["labels"]["alertname"] == ABORT_ALERT] or None)
+        a for a in httpx.get(am, timeout=5, auth=alertmanager_auth(stack.paths)).json()
+        if a["labels"]["alertname"] == ABORT_ALERT] or None)
     assert alerts[0]["labels"]["severity"] == "page"
     assert alerts[0]["annotations"]["summary"] == "drill: split share 10 % -> 0 %"
     stopped = ctx.migration.decommission()

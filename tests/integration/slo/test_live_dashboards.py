@@ -29,6 +29,8 @@ def _worker_activity(m, stop: threading.Event) -> None:
             m.pdfs_processed.labels(backend="vlm-http-client").inc()
         if i % 4 == 0:
             m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc()
+        if i % 8 == 0:  # a job that kept killing its workers (the migration row's poison panel)
+            m.pdfs_failed.labels(backend="vlm-http-client", kind="poison").inc()
         m.requests.labels(endpoint="chat").inc(10)
         m.request_duration.labels(endpoint="chat").observe(0.4)
         m.failures.labels(endpoint="chat", kind="timeout").inc()
@@ -64,7 +66,7 @@ def test_every_dashboard_panel_returns_data(stack, worker_metrics, live):
         # The 7-day throughput average is a 1-minute-step subquery: it needs one aligned minute of data.
         try:
             live.wait_until(remaining, 150, "every panel to return data", interval_s=2)
-        except AssertionError:
+        except (AssertionError, TimeoutError):
             raise AssertionError(f"panels without data: {pending}") from None
         print(f"{len(exprs)} panel queries returned data after {time.monotonic() - started:.0f} s")
     finally:
