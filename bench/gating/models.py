@@ -71,21 +71,29 @@ class HealthGate(Gate):
     def evaluate(self, ctx: GateContext) -> GateResult:
         if ctx.target is None or ctx.http is None:
             return self._r("not_evaluable", None, "all healthy", "no target to probe")
+        from stack.health import HealthCheck, probe
+
         urls = {"inference server": f"{ctx.target.base_url}/health"} if ctx.target.base_url else {}
+        checks: dict[str, HealthCheck] = {}  # a local stack's components, probed as the stack probes them
         for name, comp in ctx.target.components.items():
             h = comp.get("health") or {}
             if h.get("kind") == "http" and h.get("url") and h["url"] not in urls.values():
                 urls[name] = h["url"]
+                checks[name] = HealthCheck.from_state(h)  # with its basic auth (the local Alertmanager's API)
         if not urls:  # a deployed stack reached through its queue only
             return self._r("not_evaluable", None, "all healthy", "no HTTP endpoint of the stack is reachable "
                            "from the bench (pass the server with --url, e.g. through a port-forward)")
         bad = []
         for name, url in urls.items():
             code: int | str
-            try:
-                code = ctx.http.get(url, timeout=self.timeout_s).status_code
-            except (httpx.HTTPError, httpx.InvalidURL) as exc:  # any transport failure is 'unhealthy', named below
-                code = f"{type(exc).__name__}"
+            if name in checks:
+                healthy, detail = probe(checks[name], self.timeout_s)
+                code = 200 if healthy else detail
+            else:
+                try:
+                    code = ctx.http.get(url, timeout=self.timeout_s).status_code
+                except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a transport failure is 'unhealthy', named below
+                    code = f"{type(exc).__name__}"
             if code != 200:
                 bad.append(f"{name} ({url}): {code}")
         ok = len(urls) - len(bad)
