@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 
@@ -23,12 +25,89 @@ KILL_WAIT_S = 5.0  # after SIGKILL nothing can delay the exit; this only bounds 
 _POLL_S = 0.05
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that nothing listens on right now. Another process may take it
-    before the caller binds it, so bind it (or start the server on it) at once."""
+ENV_PORT_BLOCK = "SPLITSTACK_PORT_BLOCK"  # "k/n": pick ports from block k of n (parallel test runs)
+_EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 10000
+
+
+class _PortCursor:
+    """Hands out ports below the kernel's ephemeral range, one after another.
+
+    A port the kernel picked for ``bind(0)`` lies in the ephemeral range, which is also where every
+    outgoing connection takes its local port: a port reserved now and bound minutes later (a
+    private engine started by a rollback) can by then be held by some client's connection, and the
+    server's bind fails. Below the range only listeners take ports. Walking forward from a random
+    start never hands one process the same port twice (until the block wraps), and
+    ``SPLITSTACK_PORT_BLOCK=k/n`` keeps parallel runs (pytest-xdist workers) in disjoint blocks."""
+
+    def __init__(self) -> None:
+        self._next: int | None = None
+
+    def block(self) -> range:
+        low = _ephemeral_low()
+        if low - _LOWEST_PORT < 2000:  # no room below the range: the kernel's pick it is
+            return range(0)
+        index, count = _block_of(os.environ.get(ENV_PORT_BLOCK, ""))
+        size = (low - _LOWEST_PORT) // count
+        return range(_LOWEST_PORT + index * size, _LOWEST_PORT + (index + 1) * size)
+
+    def take(self, host: str, count: int) -> int:
+        ports = self.block()
+        if not ports:
+            return _kernel_port(host)
+        if self._next is None or self._next not in ports:
+            self._next = ports.start + random.randrange(len(ports))
+        for _ in range(len(ports)):
+            first = self._next
+            self._next = first + count if first + count < ports.stop else ports.start
+            if first + count <= ports.stop and all(_bindable(host, first + i) for i in range(count)):
+                return first
+        raise OSError(f"no run of {count} free port(s) on {host} in {ports.start}..{ports.stop - 1}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(_EPHEMERAL_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range starts here
+
+
+def _block_of(raw: str) -> tuple[int, int]:
+    try:
+        index, count = (int(x) for x in raw.split("/"))
+    except ValueError:
+        return 0, 1
+    return (index, count) if 0 <= index < count <= 64 else (0, 1)
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+_CURSOR = _PortCursor()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now, below the ephemeral range (see
+    _PortCursor). Another process may take it before the caller binds it, so bind it (or start
+    the server on it) soon."""
+    return _CURSOR.take(host, 1)
+
+
+def free_port_run(count: int, host: str = "127.0.0.1") -> int:
+    """A port P with P .. P+count-1 all free right now (worker i listens on metrics_port + i)."""
+    return _CURSOR.take(host, count)
 
 
 def stop_group(proc_or_pid: subprocess.Popen | int, timeout_s: float, *, term_leader_only: bool = False) -> None:

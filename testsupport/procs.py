@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import httpx
 
 from contract.spec_loader import project_root
-from stack.procs import KILL_WAIT_S, free_port, stop_group
+from stack.procs import KILL_WAIT_S, free_port, free_port_run, stop_group
 
-__all__ = ["NotReady", "Service", "free_port", "http_ok", "running", "start", "wait_until"]
+__all__ = ["NotReady", "Service", "free_port", "free_port_run", "http_ok", "running", "start", "wait_until"]
 
 ROOT = project_root(Path(__file__))
 # One budget for a local server to answer its health check (simulator, worker, Redis, Prometheus

@@ -10,18 +10,9 @@ from typing import Any
 from contract.spec_loader import load_stack, project_root
 from stack.launcher import LocalStack
 from stack.presets import with_presets
-from testsupport.procs import free_port
+from testsupport.procs import free_port, free_port_run
 
 ROOT = project_root(Path(__file__))
-
-
-def free_port_run(count: int) -> int:
-    """A port P with P .. P+count-1 all free right now (worker i listens on metrics_port + i)."""
-    for _ in range(50):
-        first = free_port()
-        if first + count < 65535 and all(port_free(first + i) for i in range(1, count)):
-            return first
-    raise RuntimeError(f"no run of {count} free ports found")
 
 
 def port_free(port: int) -> bool:

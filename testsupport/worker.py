@@ -17,8 +17,7 @@ import redis
 
 from contract.spec_loader import load_stack, project_root
 from stack.workers import write_resolved_spec
-from testsupport.procs import Service, free_port, start, wait_until
-from testsupport.stack import free_port_run
+from testsupport.procs import Service, free_port, free_port_run, start, wait_until
 
 ROOT = project_root(Path(__file__))
 API_KEY = "test-key-not-secret"

@@ -64,7 +64,11 @@ def build_backend(settings: WorkerSettings, inference: InferenceClient) -> Backe
     return backend
 
 
-STOP_GRACE_S = 3.0  # an idle stopping worker exits within ~1 s; past this it is stuck (see exit_watchdog)
+# A stopping worker past these is stuck (see exit_watchdog). Idle, it exits within ~1 s on a quiet
+# machine; its interpreter's exit (threads, the page-render pool) took over 3 s on a loaded CI host.
+# With documents in flight: the drain, then at most STOP_GRACE_S, inside supervisord's stopwaitsecs.
+IDLE_STOP_S = 10.0
+STOP_GRACE_S = 4.0
 
 
 async def run(settings: WorkerSettings, t_start: float) -> int:
@@ -131,7 +135,10 @@ async def run(settings: WorkerSettings, t_start: float) -> int:
         # Past its drain, a stopping worker must not hold `down` until supervisord's SIGKILL:
         # the interpreter then dumps every thread's stack into the log (why it hung) and exits.
         await worker._stopping.wait()  # noqa: SLF001
-        budget_s = STOP_GRACE_S + (settings.drain_timeout_s if worker.in_flight else 0.0)
+        # in flight when the stop came (a recycle stops from inside a document's task, which
+        # leaves in_flight before this wakes)
+        busy = worker.in_flight_at_stop > 0
+        budget_s = max(IDLE_STOP_S, settings.drain_timeout_s + STOP_GRACE_S) if busy else IDLE_STOP_S
         faulthandler.dump_traceback_later(budget_s, exit=True)
 
     failures: list[str] = []

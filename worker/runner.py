@@ -61,6 +61,7 @@ class Worker(JobSteps):
         self.probe_detail = "not probed yet"
         self.exit_code = 0
         self.stop_requested_at: float | None = None  # monotonic time of request_stop
+        self.in_flight_at_stop = 0  # documents in flight when the stop was requested
         self.in_flight: dict[str, Delivery] = {}
         self._tasks: dict[str, asyncio.Task] = {}
         self._slots = asyncio.Semaphore(settings.pool.jobs_per_worker)
@@ -118,6 +119,7 @@ class Worker(JobSteps):
             log(logger, logging.INFO, "stopping", reason=reason, in_flight=len(self.in_flight))
             self.exit_code = exit_code
             self.stop_requested_at = time.monotonic()
+            self.in_flight_at_stop = len(self.in_flight)
             self._stopping.set()
 
     # -- main -------------------------------------------------------------------------------------

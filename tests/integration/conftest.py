@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,13 @@ from typing import Any
 import pytest
 
 from stack.launcher import LocalStack
+from stack.procs import ENV_PORT_BLOCK
 from testsupport.stack import local_stack
+
+# pytest-xdist workers pick ports from disjoint blocks (stack/procs.py): a port one test reserved
+# for a process it starts later is never handed to the test running beside it.
+if (_xdist := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
+    os.environ.setdefault(ENV_PORT_BLOCK, f"{_xdist[2:]}/{os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')}")
 
 # Tests whose verdict depends on the client keeping its schedule (the bench marks a run invalid when
 # its own event loop lags; accuracy and schedule-lag bounds): `make test` runs them alone, after the

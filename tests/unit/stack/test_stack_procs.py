@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from stack.procs import free_port, stop_group
+from stack.procs import ENV_PORT_BLOCK, _ephemeral_low, free_port, free_port_run, stop_group
 
 # A leader that spawns a child into its own group, then both sleep; the child's pid goes to stdout.
 LEADER_AND_CHILD = [sys.executable, "-c", "import subprocess, sys, time; "
@@ -35,6 +35,23 @@ def test_free_port_can_be_bound():
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_never_repeat():
+    # an outgoing connection takes its local port from the ephemeral range: a reserved port
+    # there can be held by a client when its server binds it minutes later
+    ports = [free_port() for _ in range(200)] + [free_port_run(3)]
+    assert all(p < _ephemeral_low() for p in ports)
+    assert len(set(ports)) == len(ports)
+
+
+def test_parallel_runs_take_disjoint_port_blocks(monkeypatch):
+    seen = []
+    for k in range(2):
+        monkeypatch.setenv(ENV_PORT_BLOCK, f"{k}/2")
+        seen.append({free_port() for _ in range(50)})
+    assert seen[0] and seen[1] and not seen[0] & seen[1]
+    assert max(seen[0]) < min(seen[1])
 
 
 def test_stop_group_stops_the_leader_and_its_children():
