@@ -94,6 +94,10 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     if isinstance(scn, ChatScenario):
         summary["tokens"]["prompt_source"] = prompt_source
         summary["tokens"]["output_source"] = output_sources(cast(list[RequestRecord], result.records))
+        summary["tokens"]["continuous_usage_stats"] = scn.continuous_usage_stats
+        if not scn.continuous_usage_stats:
+            summary["tokens"]["merged_event_requests"] = merged_event_requests(
+                cast(list[RequestRecord], result.records))
     if tok is not None and prompts is not None:  # outputs counted after the run, from the records
         summary["tokenizer_crosscheck"] = tokcheck.crosscheck(tok[0], prompts, result.records, tok[1])
     return RunOutput(result.records, summary, result)
@@ -110,6 +114,13 @@ def count_outputs_without_usage(tok: tokcheck.ClientTokenizer, records: list[Req
         if not keep_text:
             r.output_text = None
     return len(todo)
+
+
+def merged_event_requests(records: list[RequestRecord]) -> int:
+    """Answers whose final usage counted more tokens than their events with text (usage on the last
+    event only): the server put several tokens into some event, and without per-event usage the
+    bench credits the difference to the last event, so those answers' ITL is approximate."""
+    return sum(1 for r in records if r.event_tokens and r.event_tokens[-1] > 1)
 
 
 def output_sources(records: list[RequestRecord]) -> dict[str, int]:

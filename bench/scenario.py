@@ -88,11 +88,12 @@ class ChatScenario(Strict):
     description: str = ""
     stream: bool = Field(default=True, description="Stream the answers (SSE).")
     continuous_usage_stats: bool = Field(
-        default=True,
+        default=False,
         description="Ask for usage on every streamed event (vLLM's stream_options.continuous_usage_stats): exact "
-        "tokens per event, so ITL is per token even when the server merges tokens into one event. Off: usage at the "
-        "end only (what other tools ask for, and what servers without the extension accept); ITL then counts one "
-        "token per event with text.")
+        "tokens per event, so ITL is per token even when the server merges tokens into one event, at a cost to "
+        "the server on every event (docs/bench-metrics.md, 'What the bench costs the server'). Off (default): "
+        "usage at the end only, as other tools ask and every server accepts; ITL counts one token per event "
+        "with text, and the summary says how many answers had tokens merged into events.")
     prompt_tokens: Dist | None = Field(
         default=None, description="Prompt length (text part), tokens, made exact with the server's /tokenize or, "
         "on a server without one, the run's tokenizer. Not with a dataset (its records are the prompts).")

@@ -70,19 +70,41 @@ class ChatStreamResult:
     output_source: str | None = None  # "usage" (the server's count) or "events" (one per event with text)
 
 
-_CT = re.compile(rb'"completion_tokens":(\d+)')
-_PT = re.compile(rb'"prompt_tokens":(\d+)')
-_FINISH = re.compile(rb'"finish_reason":"(\w+)"')
-_EMPTY = b'"content":""'
-_DELTA = b'"delta":{"content":"'
+_CT = re.compile(rb'"completion_tokens": ?(\d+)')
+_PT = re.compile(rb'"prompt_tokens": ?(\d+)')
+_FINISH = re.compile(rb'"finish_reason": ?"(\w+)"')
+
+
+@dataclass(frozen=True)
+class _Style:
+    """The bytes the fast path looks for, in one JSON writer's spacing: vLLM (and orjson) write
+    compact JSON; Python's ``json.dumps``, what many hand-written servers use, puts a space after
+    every ``:`` and ``,``."""
+
+    empty: bytes  # an empty content string: the role event's
+    delta: bytes  # what precedes a token event's text
+    role: bytes  # the role event's delta
+    no_choices: bytes  # the usage-only event
+    count: bytes  # the running completion count's key, up to its number
+
+
+_COMPACT = _Style(b'"content":""', b'"delta":{"content":"', b'"delta":{"role":', b'"choices":[]',
+                  b'"completion_tokens":')
+_SPACED = _Style(b'"content": ""', b'"delta": {"content": "', b'"delta": {"role":', b'"choices": []',
+                 b'"completion_tokens": ')
 
 
 def response_id(payload: bytes) -> str | None:
     """The ``"id"`` of an OpenAI chunk/body (vLLM puts it first): joins a record with the server's
     per-request timings and logs. A find, not a JSON parse: it runs once per request."""
-    i = payload.find(b'"id":"')
-    j = payload.find(b'"', i + 6) if i >= 0 else -1
-    return payload[i + 6:j].decode("utf-8", "replace") if j >= 0 else None
+    i = payload.find(b'"id":')
+    if i < 0:
+        return None
+    i += 6 if payload[i + 5:i + 6] == b" " else 5  # json.dumps writes '"id": "...'
+    if payload[i:i + 1] != b'"':
+        return None
+    j = payload.find(b'"', i + 1)
+    return payload[i + 1:j].decode("utf-8", "replace") if j >= 0 else None
 
 
 def read_stream(parts: list[bytes], times: list[int], keep_text: bool = False) -> ChatStreamResult:
@@ -101,14 +123,14 @@ def read_stream(parts: list[bytes], times: list[int], keep_text: bool = False) -
 _TAILS: dict[bytes, list[bytes]] = {}  # what follows '"completion_tokens":' on the k-th token event, per server
 
 
-def _count_tails(after: bytes, n: int) -> list[bytes]:
+def _count_tails(key: bytes, after: bytes, n: int) -> list[bytes]:
     """``b'"completion_tokens":1<after>'``, ``...:2<after>``, ...: a server writes the same bytes
     after the number on every event, so running counts 1..n are checked with ``endswith``."""
-    tails = _TAILS.get(after)
+    tails = _TAILS.get(key + after)
     if tails is None or len(tails) < n:
         if len(_TAILS) > 16:
             _TAILS.clear()
-        tails = _TAILS[after] = [b'"completion_tokens":%d%s' % (k, after) for k in range(1, max(n, 256) + 1)]
+        tails = _TAILS[key + after] = [b"%s%d%s" % (key, k, after) for k in range(1, max(n, 256) + 1)]
     return tails
 
 
@@ -143,36 +165,37 @@ def fast_chat_stream(parts: list[bytes], times: list[int]) -> ChatStreamResult |
     blocks.pop()  # [DONE]
     first = 0
     head = blocks[0]
+    style = _SPACED if b'"choices": [' in head else _COMPACT
     if b'"role":' in head:  # the role event: no token, empty content
-        if not head.startswith(b"data: {") or _EMPTY not in head or b'"delta":{"role":' not in head:
+        if not head.startswith(b"data: {") or style.empty not in head or style.role not in head:
             return None
         first = 1
     last = len(blocks)
     usage_event = None
-    if last > first and b'"choices":[]' in blocks[-1]:
+    if last > first and style.no_choices in blocks[-1]:
         usage_event = blocks[-1]
         last -= 1
     tok = blocks[first:last]
     if not tok:
         return None
-    k = tok[0].find(_DELTA)
+    k = tok[0].find(style.delta)
     if k < 0:
         return None
-    plen = k + len(_DELTA)
+    plen = k + len(style.delta)
     prefix = tok[0][:plen]
     if not prefix.startswith(b"data: {") or list(map(getitem, tok, repeat(slice(0, plen)))).count(prefix) != len(tok):
         return None  # tool calls, reasoning text, several choices, an error event, a changing id
     tok_ns = ns[first:last]
     last_tok = tok[-1]  # the finish reason's event (it may carry no text)
     n = len(tok)
-    i = tok[0].rfind(b'"completion_tokens":')
+    i = tok[0].rfind(style.count)
     if i >= 0:  # continuous usage: the k-th token event says k
-        j = i + 20
+        j = at = i + len(style.count)
         while j < len(tok[0]) and 48 <= tok[0][j] <= 57:
             j += 1
-        if j == i + 20:
+        if j == at:
             return None
-        tails = _count_tails(tok[0][j:], n)[:n]
+        tails = _count_tails(style.count, tok[0][j:], n)[:n]
         if list(map(getitem, tok, map(slice, map(neg, map(len, tails)), repeat(None)))) != tails:
             return None
         output = n

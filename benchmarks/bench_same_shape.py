@@ -126,9 +126,20 @@ def cstub() -> Iterator[tuple[str, int]]:
 
 
 @contextlib.contextmanager
+def aiohttp_stub() -> Iterator[tuple[str, int]]:
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "benchmarks" / "aiohttp_stream_server.py"), "--port", str(port)]
+    with running("aiohttp", argv, port=port, ready="/v1/models", ready_timeout_s=30) as server:
+        yield server.url, server.pid
+
+
+@contextlib.contextmanager
 def server(kind: str) -> Iterator[tuple[str, int]]:
     if kind == "stub":
         with stub() as s:
+            yield s
+    elif kind == "aiohttp":
+        with aiohttp_stub() as s:
             yield s
     elif kind == "cstub":
         with cstub() as s:
@@ -138,10 +149,13 @@ def server(kind: str) -> Iterator[tuple[str, int]]:
             yield s
 
 
+STUBS = ("stub", "cstub", "aiohttp")  # servers without /tokenize and /metrics; /stub/stats counts
+
+
 def served(kind: str, url: str) -> float:
     import httpx
 
-    if kind in ("stub", "cstub"):
+    if kind in STUBS:
         return float(httpx.get(f"{url}/stub/stats", timeout=10).json()["requests"])
     from bench.server_metrics import parse
 
@@ -159,7 +173,7 @@ def ours(url, shape, rate, n, work, kind):
                    f"server_gauge_interval_s: 0\nload: {loop}\n")
     argv = [sys.executable, "-m", "splitstack.cli.bench", "run", str(scn), "--url", url, "--model", "tiny",
             "--out", str(work / f"ours-{n}")]
-    if kind in ("stub", "cstub"):  # no /tokenize: this bench counts prompts with the model's tokenizer
+    if kind in STUBS:  # no /tokenize: this bench counts prompts with the model's tokenizer
         argv += ["--tokenizer", str(MODEL_DIR)]
     return argv, {}
 

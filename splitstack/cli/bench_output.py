@@ -44,6 +44,12 @@ def print_summary(s: dict[str, Any]) -> None:
                             for k, v in tokens.get("output_source", {}).items())
         out.print(f"prompt lengths: {tokens['prompt_source']}; output tokens: {sources or 'none'}",
                   markup=False, highlight=False, soft_wrap=True)
+    if tokens.get("merged_event_requests"):
+        out.print(f"[yellow]note:[/] {tokens['merged_event_requests']} answer(s) had more tokens than streamed "
+                  "events with text: the server merged tokens into some events, and with usage at the end "
+                  "only their ITL counts the difference on the last event. For exact per-token ITL set "
+                  "`continuous_usage_stats: true` in the scenario (it costs the server time per event: "
+                  "docs/bench-metrics.md).", soft_wrap=True, highlight=False)
     for c in s.get("count_agreement") or []:
         how = "agree" if c["agrees"] else "[red]DIFFER[/red]"
         extra = f" (the client's own count: {c['client_counted']})" if "client_counted" in c else ""

@@ -154,3 +154,31 @@ def test_response_id_is_the_first_events_id():
     assert fast_chat_stream(parts, times).response_id == decode_chat_events(s.events).response_id
     assert response_id(b'{"object":"x"}') is None and response_id(b'{"id":"cut') is None
     assert decode_chat_events([]).response_id is None
+
+
+def _spaced(data: bytes) -> bytes:
+    """The stream as Python's ``json.dumps`` writes it (a space after every ``:`` and ``,``): what
+    a hand-written server sends (benchmarks/aiohttp_stream_server.py)."""
+    import json
+
+    out = []
+    for block in (b for b in data.split(b"\n\n") if b):
+        payload = block[len(b"data: "):]
+        out.append(block if payload == b"[DONE]" else b"data: " + json.dumps(json.loads(payload)).encode())
+    return b"\n\n".join(out) + b"\n\n"
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_fast_path_reads_json_dumps_spacing(continuous):
+    # the slow path costs ~9x the fast one per stream: a server writing json.dumps' spacing must not
+    # fall back to it (it doubled this bench's CPU per request against such a server)
+    from bench.sse import fast_chat_stream
+
+    data = _capture() if continuous else _without_continuous_usage(_capture(), True)
+    parts, times = _events_as_reads(_spaced(data), 1)
+    assert b'"delta": {"content": "' in parts[1]
+    fast, full = fast_chat_stream(parts, times), _full(parts, times)
+    assert fast is not None
+    for field in FIELDS:
+        assert getattr(fast, field) == getattr(full, field), field
+    assert fast.response_id and fast.response_id.startswith("chatcmpl-")
