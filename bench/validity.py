@@ -25,6 +25,11 @@ class ValidityLimits(BaseModel):
         description="CPU-seconds per wall-second of a client process (one event loop uses at most "
         "one core): above it the loop had no idle time and timestamps were taken late.",
     )
+    client_cpu_warn: float = Field(
+        default=0.75, gt=0, le=1.0,
+        description="CPU-seconds per wall-second of a client process above which the run warns that the "
+        "client nears its core's capacity (still valid): a little more load and its sends run late.",
+    )
     achieved_rate_min_ratio: float = Field(
         default=0.95, gt=0, le=1.0, description="Open loop: measured sends / target must reach this."
     )
@@ -49,8 +54,13 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
         p99 is not None and p99 <= limits.lag_p99_ms_max,
         "requests were sent on time" if p99 is not None and p99 <= limits.lag_p99_ms_max
         else "requests left later than scheduled: the client could not keep up")
+    warnings: list[str] = []
     for st in run.processes:
         util = st.cpu_s / st.wall_s if st.wall_s > 0 else 0.0
+        if limits.client_cpu_warn < util <= limits.client_cpu_max:
+            warnings.append(f"client process {st.process} used {util:.0%} of a core (warning above "
+                            f"{limits.client_cpu_warn:.0%}, invalid above {limits.client_cpu_max:.0%}): it nears "
+                            "its capacity; for more load add client processes (load.processes, --processes)")
         add(f"client CPU (process {st.process})", round(util, 3), f"<= {limits.client_cpu_max}",
             util <= limits.client_cpu_max,
             f"{st.cpu_s:.2f} CPU-s over {st.wall_s:.2f} s" + (
@@ -82,7 +92,7 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
             "see the first failures below for the fix (load.fail_fast_s or --fail-fast-s 0 lets a run ride "
             "through on purpose)")
     if stopped:  # the open loop's schedule was cut short: its achieved rate says nothing
-        return {"valid": False, "checks": checks, "limits": limits.model_dump()}
+        return {"valid": False, "checks": checks, "warnings": warnings, "limits": limits.model_dump()}
     if run.load.mode == "open" and run.load.arrival != "trace" and run.load.ramp_from_rps is None:
         target = run.load.rate_rps or 0.0
         tput = summary["throughput"]
@@ -101,7 +111,7 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
             f"{achieved:.2f} of {target:g} req/s actually sent in the measured window "
             f"(scheduled: {tput['sent_rps']:.2f} req/s{', normalised to the rate' if run.load.normalized else ''})")
     valid = all(c["passed"] for c in checks)
-    return {"valid": valid, "checks": checks, "limits": limits.model_dump()}
+    return {"valid": valid, "checks": checks, "warnings": warnings, "limits": limits.model_dump()}
 
 
 def _reasons(summary: dict[str, Any], top: int = 3) -> str:

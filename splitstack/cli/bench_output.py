@@ -74,6 +74,8 @@ def print_summary(s: dict[str, Any]) -> None:
     for c in v["checks"]:
         if not c["passed"]:
             out.print(f"  [red]x[/red] {c['check']}: {c['measured']} (need {c['threshold']}): {c['why']}")
+    for w in v.get("warnings") or []:
+        out.print(f"  [yellow]warning:[/] {w}", soft_wrap=True, highlight=False)
 
 
 def print_gates(g: dict[str, Any]) -> None:

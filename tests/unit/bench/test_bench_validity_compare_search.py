@@ -23,6 +23,14 @@ def test_validity_flags_late_sends_and_a_saturated_client(run_factory):
     _, hot = run_factory(n=100, cpu_util=0.97)
     bad = [c for c in hot["validity"]["checks"] if not c["passed"]]
     assert [c["check"] for c in bad] == ["client CPU (process 0)"] and "add client processes" in bad[0]["why"]
+    assert not ok["validity"]["warnings"]
+
+
+def test_a_client_near_its_core_capacity_warns_and_stays_valid(run_factory):
+    _, warm = run_factory(n=100, cpu_util=0.8)
+    assert warm["validity"]["valid"]
+    [warning] = warm["validity"]["warnings"]
+    assert "80% of a core" in warning and "--processes" in warning
 
 
 def test_compare_calls_worse_better_and_refuses_thin_tails(run_factory):
