@@ -1,7 +1,7 @@
 """The bench against its peers in the same load shapes, and the rest of its proof, in one run.
 
     flock .state/measure.lock python benchmarks/bench_same_shape.py \
-        [--tools ours,vllm,guidellm,aiperf,inference-perf] [--servers stub,sim] [--shapes closed,open] \
+        [--tools ours,vllm,guidellm,aiperf,inference-perf] [--servers stub,aiohttp,cstub,sim] [--shapes closed,open] \
         [--requests 8000] [--repeats 2] [--rate 200] [--parts table,wakeup,maxrate,rates,...] \
         [--client-cpu 0] [--server-cpu 1] [--skip-install]
 
@@ -12,8 +12,13 @@ Parts (all by default; each prints its own table):
   streamed output tokens (``ignore_eos``), usage at the end only (what every tool asks for; this
   bench's scenario sets ``continuous_usage_stats: false`` and samples no server gauges, as the
   others do not). Servers: ``stub`` (benchmarks/stub_openai_server.py: not the project's
-  simulator, no /tokenize, so this bench counts prompts with the tiny model's tokenizer) and
-  ``sim`` (the simulator's instant profile with the tiny model's tokenizer). The server is
+  simulator, uvloop and pre-built bytes, no /tokenize, so this bench counts prompts with the tiny
+  model's tokenizer), ``aiohttp`` (benchmarks/aiohttp_stream_server.py: aiohttp's web server
+  written as a user writes one, ``json.dumps`` per event and one write each), ``cstub``
+  (benchmarks/stub_sse_server.c) and ``sim`` (the simulator's instant profile with the tiny
+  model's tokenizer). A client's cost per request depends on the server: a slower server leaves
+  the client idle between events, so it wakes (epoll, a read, a callback) once per event where a
+  fast server's events pile up and one read takes several. The server is
   pinned to ``--server-cpu``, each tool to ``--client-cpu``. Each tool runs twice, with N/4 and
   N requests; differencing cancels start-up (imports, tokenizers): client CPU ms per request =
   (CPU(N) - CPU(N/4)) / (served(N) - served(N/4)), CPU of the tool and its waited-for children
@@ -95,14 +100,6 @@ def proc_cpu_s(pid: int) -> float:
 
 
 # -- servers ---------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def stub() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    argv = [sys.executable, str(ROOT / "benchmarks" / "stub_openai_server.py"), "--port", str(port)]
-    with running("stub", argv, port=port, ready="/v1/models", ready_timeout_s=30) as server:
-        yield server.url, server.pid
-
-
 def cstub_binary() -> Path:
     """benchmarks/stub_sse_server.c compiled (``cc -O2``) into .cache/bin when missing or older than its source."""
     src = ROOT / "benchmarks" / "stub_sse_server.c"
@@ -117,39 +114,27 @@ def cstub_binary() -> Path:
     return exe
 
 
-@contextlib.contextmanager
-def cstub() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    with running("cstub", [str(cstub_binary()), "--port", str(port)], port=port, ready="/v1/models",
-                 ready_timeout_s=30) as server:
-        yield server.url, server.pid
-
-
-@contextlib.contextmanager
-def aiohttp_stub() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    argv = [sys.executable, str(ROOT / "benchmarks" / "aiohttp_stream_server.py"), "--port", str(port)]
-    with running("aiohttp", argv, port=port, ready="/v1/models", ready_timeout_s=30) as server:
-        yield server.url, server.pid
+# The stub servers (no /tokenize, no /metrics): the argv that starts each, after its --port.
+STUB_ARGV = {
+    "stub": lambda: [sys.executable, str(ROOT / "benchmarks" / "stub_openai_server.py")],  # uvloop + httptools
+    "aiohttp": lambda: [sys.executable, str(ROOT / "benchmarks" / "aiohttp_stream_server.py")],  # as users write
+    "cstub": lambda: [str(cstub_binary())],  # C, epoll: the cheapest server
+}
 
 
 @contextlib.contextmanager
 def server(kind: str) -> Iterator[tuple[str, int]]:
-    if kind == "stub":
-        with stub() as s:
-            yield s
-    elif kind == "aiohttp":
-        with aiohttp_stub() as s:
-            yield s
-    elif kind == "cstub":
-        with cstub() as s:
-            yield s
+    if kind in STUB_ARGV:
+        port = free_port()
+        with running(kind, [*STUB_ARGV[kind](), "--port", str(port)], port=port, ready="/v1/models",
+                     ready_timeout_s=30) as stub:
+            yield stub.url, stub.pid
     else:
         with sim_process("instant", "--tokenizer", str(MODEL_DIR), "--timings-max-entries", "0", api_key=None) as s:
             yield s
 
 
-STUBS = ("stub", "cstub", "aiohttp")  # servers without /tokenize and /metrics; /stub/stats counts
+STUBS = tuple(STUB_ARGV)  # servers without /tokenize and /metrics; /stub/stats counts
 
 
 def served(kind: str, url: str) -> float:
@@ -541,7 +526,7 @@ def part_rates(a: argparse.Namespace) -> None:
 
 
 def part_no_tokenize(a: argparse.Namespace) -> None:
-    with stub() as (url, _), tempfile.TemporaryDirectory() as tmp:
+    with server("stub") as (url, _), tempfile.TemporaryDirectory() as tmp:
         argv = [sys.executable, "-m", "splitstack.cli.bench", "run", "chat-smoke", "--url", url, "--model", "tiny",
                 "--count", "200", "--rate", "100", "--out", tmp]
         r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -735,7 +720,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="table,wakeup,maxrate,rates,no-tokenize,counts,peers,vllm-lag")
     ap.add_argument("--tools", default="ours,vllm,guidellm,aiperf,inference-perf")
-    ap.add_argument("--servers", default="stub,sim")
+    ap.add_argument("--servers", default="stub,aiohttp,cstub,sim")
     ap.add_argument("--shapes", default="closed,open")
     ap.add_argument("--requests", type=int, default=8000)
     ap.add_argument("--repeats", type=int, default=2)
