@@ -25,7 +25,7 @@ import yaml
 from contract import metrics as catalog
 from contract.metrics import MetricType
 from slo import promql
-from slo.exprcheck import PARSE_ERRORS
+from slo.exprcheck import ExprError, selectors
 from slo.report import fmt_duration_s, parse_duration_s
 from slo.rules import burn_alerts
 from slo.spec import SLO, EventRatioSLI, Jobs, LatencySLI, SLOSpec, SpecError, ThresholdSLI, UptimeSLI, dec, parse_spec
@@ -169,24 +169,9 @@ def export_openslo(spec: SLOSpec, windows: BurnWindows | None = None) -> str:
 # --- import ------------------------------------------------------------------------------------
 def _selectors(query: str, where: str) -> list[promql_parser.VectorSelector]:
     try:
-        root = promql_parser.parse(query)
-    except PARSE_ERRORS as e:
-        raise OpenSLOError(f"{where}: query {query!r} does not parse: {e}") from None
-    out: list[promql_parser.VectorSelector] = []
-    stack: list[promql_parser.Expr] = [root]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, promql_parser.VectorSelector):
-            out.append(n)
-            continue
-        if isinstance(n, promql_parser.MatrixSelector):
-            stack.append(n.vector_selector)
-            continue
-        for a in ("expr", "lhs", "rhs"):
-            if getattr(n, a, None) is not None:
-                stack.append(getattr(n, a))
-        stack.extend(getattr(n, "args", None) or [])
-    return out
+        return selectors(query)  # slo/exprcheck.py: the one walk over a PromQL tree
+    except ExprError as e:
+        raise OpenSLOError(f"{where}: query {query!r} {e}") from None
 
 
 def _metric_name(sel: promql_parser.VectorSelector, where: str) -> str:
