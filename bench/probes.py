@@ -11,7 +11,7 @@ import httpx
 
 from bench.target import Target
 from contract.metrics import BreakerState  # the gauge's values, defined once with the metric
-from stack.procs import free_port
+from stack.procs import free_port, stop_group
 
 
 def time_worker_startup(target: Target, timeout_s: float) -> float | None:
@@ -53,13 +53,8 @@ def time_worker_startup(target: Target, timeout_s: float) -> float | None:
                 pass
             time.sleep(0.05)
         return None
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    finally:  # SIGTERM to the worker alone (it stops its render pool itself), then the group
+        stop_group(proc, 20.0, term_leader_only=True)
 
 
 def _breaker_states(target: Target, http: httpx.Client, metric: str) -> dict[str, float]:
