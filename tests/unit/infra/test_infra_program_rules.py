@@ -119,7 +119,8 @@ def test_gpu_requests_only_on_servers(cloud, mode, mocks, after_build):
         assert gpu == ({"mineru-vlm": tp} if mode == "split" else {"worker-gpu": 1})
         cpu_only = [o for o in mocks.kubernetes_objects
                     if rules.pod_template(o) and o["metadata"]["name"] in ("worker", "redis")]
-        assert cpu_only if mode == "split" else True
+        # split: the CPU worker pool and Redis; monolithic: only Redis (the workers hold the GPU)
+        assert {o["metadata"]["name"] for o in cpu_only} == ({"worker", "redis"} if mode == "split" else {"redis"})
         assert all(rules.gpu_count(rules.pod_template(o)[1]) == 0 for o in cpu_only)
 
     return after_build(deployment, check)
