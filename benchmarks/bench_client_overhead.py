@@ -41,58 +41,18 @@ import argparse
 import contextlib
 import json
 import os
-import resource
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._bench_servers import ROOT, pinned, sim_process  # noqa: E402
+from benchmarks._tools import TOOL_CWD, TOOLS, Shape, bindir_of, run_child  # noqa: E402
 from benchmarks._ttft_accuracy import fetch_timings, join, summary, timings_mark  # noqa: E402
 
-VENVS = ROOT / ".cache" / "venvs"
-MODEL_DIR = ROOT / ".cache" / "models" / "tiny"  # tokenizer for tools that need one (localvllm/tinymodel.py)
-# Third-party tools run in MODEL_DIR's parent: they resolve the tokenizer id "tiny" (or "./tiny")
-# to that folder there, as no Hugging Face hub is reachable from here.
-TOOL_CWD = MODEL_DIR.parent
 IN_TOK, OUT_TOK = 32, 64
-VLLM_BENCH = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-              "from vllm.benchmarks.serve import add_cli_args, main\n"
-              "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
-
-
-def _python_312() -> str | None:
-    for cand in ("python3.13", "python3.12"):
-        p = shutil.which(cand)
-        if p and subprocess.run([p, "-V"], capture_output=True).returncode == 0:
-            return p
-    for base in sorted(Path("/root/.pyenv/versions").glob("3.1[23]*"), reverse=True):
-        if (base / "bin" / "python3").is_file():
-            return str(base / "bin" / "python3")
-    return None
-
-
-def ensure_venv(name: str, package: str, python: str = sys.executable) -> Path | str:
-    """The tool's own virtualenv (created once). Returns its bin dir, or why it is unavailable."""
-    venv = VENVS / name
-    marker = venv / ".installed"
-    if marker.is_file():
-        return venv / "bin"
-    VENVS.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(venv, ignore_errors=True)
-    r = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
-    if r.returncode != 0:
-        return f"venv failed: {r.stderr[-300:]}"
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", package], capture_output=True, text=True)
-    if r.returncode != 0:
-        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode
-        return f"pip install {package} failed: {last}"
-    marker.write_text(package)
-    return venv / "bin"
 
 
 def served(url: str) -> float:
@@ -104,101 +64,18 @@ def served(url: str) -> float:
     return snap.get("vllm:e2e_request_latency_seconds", {}).get("count", 0.0)
 
 
-def run_child(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, str]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    r = subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=cwd or ROOT, capture_output=True, text=True,
-                       timeout=1200)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode not in (0, 2):  # bench exits 2 for an invalid run: still measured
-        raise RuntimeError(f"{argv[0]} {' '.join(argv[1:4])} failed ({r.returncode}):\n"
-                           f"{r.stdout[-1500:]}\n{r.stderr[-2500:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall, r.stdout + r.stderr
-
-
-# -- tools: argv for (url, rate, n, workdir) -------------------------------------------------------
-def ours(url, rate, n, work):
-    scn = work / "scn.yaml"
-    scn.write_text(f"kind: chat\nname: overhead\nprompt_tokens: {{mean: {IN_TOK}}}\n"
-                   f"output_tokens: {{mean: {OUT_TOK}}}\nprompt_pool: 64\n"
-                   f"load: {{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}\n")
-    return [sys.executable, "-m", "splitstack.cli.bench", "run", str(scn), "--url", url, "--model", "tiny",
-            "--out", str(work / f"ours-{n}")], {}
-
-
-def vllm_bench(url, rate, n, work):
-    return [sys.executable, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", url,
-            "--endpoint", "/v1/chat/completions", "--model", "tiny", "--tokenizer", str(MODEL_DIR),
-            "--dataset-name", "random", "--random-input-len", str(IN_TOK), "--random-output-len", str(OUT_TOK),
-            "--num-prompts", str(n), "--request-rate", str(rate), "--ignore-eos", "--seed", "0",
-            "--disable-tqdm"], {"OPENAI_API_KEY": "none"}
-
-
-def guidellm(url, rate, n, work, bindir):
-    scenario = work / f"guidellm-{n}-scenario.json"
-    scenario.write_text(json.dumps({"metadata": {"name": "overhead", "description": "client overhead"}, "spec": {
-        "backend": {"kind": "openai_http", "target": url, "model": "tiny", "request_format": "/v1/chat/completions"},
-        "profile": {"kind": "poisson", "rate": [rate]},
-        "data": [{"kind": "synthetic_text", "prompt_tokens": IN_TOK, "output_tokens": OUT_TOK}],
-        "tokenizer": {"kind": "huggingface_auto"},
-        "constraints": [{"kind": "max_requests", "count": n}]}}))
-    return [str(bindir / "guidellm"), "run", "--scenario", str(scenario), "--disable-console-interactive",
-            "--output", f"kind=json,path={work / f'guidellm-{n}.json'}"], {"HF_HUB_OFFLINE": "1"}
-
-
-def aiperf(url, rate, n, work, bindir):
-    return [str(bindir / "aiperf"), "profile", "--model", "tiny", "--url", url, "--endpoint-type", "chat",
-            "--streaming", "--request-rate", str(rate), "--request-count", str(n), "--tokenizer", "./tiny",
-            "--synthetic-input-tokens-mean", str(IN_TOK), "--output-tokens-mean", str(OUT_TOK),
-            "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(work / f"aiperf-{n}"), "--ui-type", "none"], {}
-
-
-def inference_perf(url, rate, n, work, bindir):
-    cfg = work / f"ip-{n}.yaml"
-    cfg.write_text(
-        "load:\n  type: poisson\n  stages:\n"
-        f"    - rate: {rate}\n      duration: {max(1, round(n / rate))}\n"
-        f"api:\n  type: completion\n  streaming: true\nserver:\n  type: vllm\n  model_name: tiny\n  base_url: {url}\n"
-        "  ignore_eos: true\n"
-        "tokenizer:\n  pretrained_model_name_or_path: ./tiny\n"
-        f"data:\n  type: random\n  input_distribution: {{min: {IN_TOK}, max: {IN_TOK}, mean: {IN_TOK}}}\n"
-        f"  output_distribution: {{min: {OUT_TOK}, max: {OUT_TOK}, mean: {OUT_TOK}}}\n"
-        f"report:\n  request_lifecycle:\n    summary: true\nstorage:\n  local_storage:\n    path: {work / f'ip-{n}'}\n")
-    return [str(bindir / "inference-perf"), "--config_file", str(cfg)], {}
-
-
-TOOLS = {
-    "ours": (None, ours),
-    "vllm": (None, vllm_bench),
-    "guidellm": (("guidellm", "guidellm", None), guidellm),
-    "aiperf": (("aiperf", "aiperf", None), aiperf),
-    "inference-perf": (("inference-perf", "inference-perf", "py312"), inference_perf),
-}
-
-
 def measure(tool: str, url: str, rate: float, n: int, skip_install: bool) -> dict:
-    venv_spec, build = TOOLS[tool]
-    extra = ()
-    if venv_spec:
-        name, package, py = venv_spec
-        python = sys.executable
-        if py == "py312":
-            python = _python_312()
-            if python is None:
-                return {"tool": tool, "error": "needs Python >= 3.12 (none found)"}
-        bindir = (VENVS / name / "bin") if skip_install else ensure_venv(name, package, python)
-        if isinstance(bindir, str) or not (bindir / name).exists():
-            return {"tool": tool, "error": bindir if isinstance(bindir, str) else f"not installed in {bindir}"}
-        extra = (bindir,)
+    bindir = bindir_of(tool, skip_install)
+    if isinstance(bindir, str):
+        return {"tool": tool, "error": bindir}
+    shape = Shape("open", rate, 0, IN_TOK, OUT_TOK)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in (n // 4, n):
-            argv, env = build(url, rate, size, Path(tmp), *extra)
+            argv, env = TOOLS[tool][1](url, shape, size, Path(tmp), bindir)
             s0 = served(url)
             try:
-                cpu, wall, out = run_child(argv, env, TOOL_CWD if venv_spec else ROOT)
+                cpu, wall, out = run_child(argv, env, TOOL_CWD if bindir else ROOT)
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 return {"tool": tool, "error": str(exc)[-600:]}
             results[size] = (cpu, wall, served(url) - s0)

@@ -47,7 +47,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._bench_servers import API_KEY, ROOT, vllm_process  # noqa: E402
-from benchmarks.bench_client_overhead import MODEL_DIR, VLLM_BENCH  # noqa: E402
+from benchmarks._tools import Shape, vllm_bench  # noqa: E402
 
 IN_TOK, OUT_TOK = 16, 64
 SHAPES = {"c4": ("closed", 4), "c64": ("closed", 64), "rate": ("open", None)}
@@ -115,13 +115,8 @@ def ours_argv(url: str, shape: str, rate: float, n: int, work: Path, options: di
 
 def vllm_argv(url: str, shape: str, rate: float, n: int, work: Path) -> list[str]:
     mode, users = SHAPES[shape]
-    load_args = ["--request-rate", "inf", "--max-concurrency", str(users)] if mode == "closed" else [
-        "--request-rate", str(rate)]
-    return [sys.executable, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", url,
-            "--endpoint", "/v1/chat/completions", "--model", "tiny", "--tokenizer", str(MODEL_DIR),
-            "--dataset-name", "random", "--random-input-len", str(IN_TOK), "--random-output-len", str(OUT_TOK),
-            "--num-prompts", str(n), *load_args, "--ignore-eos", "--seed", "0", "--disable-tqdm",
-            "--save-result", "--result-dir", str(work), "--result-filename", "vllm.json"]
+    argv, _ = vllm_bench(url, Shape(mode, rate, users or 0, IN_TOK, OUT_TOK), n, work)
+    return argv + ["--save-result", "--result-dir", str(work), "--result-filename", "vllm.json"]
 
 
 def tool_rps(config: str, work: Path) -> float | None:

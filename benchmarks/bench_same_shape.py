@@ -74,15 +74,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._bench_servers import ROOT, pinned, set_affinity, sim_process  # noqa: E402
-from benchmarks.bench_client_overhead import (  # noqa: E402
-    MODEL_DIR,
-    TOOL_CWD,
-    VENVS,
-    VLLM_BENCH,
-    _python_312,
-    ensure_venv,
-    run_child,
-)
+from benchmarks._tools import MODEL_DIR, TOOL_CWD, TOOLS, Shape, bindir_of, run_child  # noqa: E402
 from testsupport.procs import free_port, running  # noqa: E402
 
 IN_TOK, OUT_TOK, USERS = 16, 64, 64
@@ -148,93 +140,16 @@ def served(kind: str, url: str) -> float:
     return snap.get("vllm:e2e_request_latency_seconds", {}).get("count", 0.0)
 
 
-# -- tools: argv for (url, shape, rate, n, workdir, server kind[, bindir]) ---------------------------------------
-def ours(url, shape, rate, n, work, kind):
-    loop = (f"{{mode: closed, concurrency: {USERS}, count: {n}}}" if shape == "closed"
-            else f"{{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}")
-    scn = work / f"ours-{n}.yaml"
-    scn.write_text(f"kind: chat\nname: same-shape\nprompt_tokens: {{mean: {IN_TOK}}}\n"
-                   f"output_tokens: {{mean: {OUT_TOK}}}\nprompt_pool: 64\ncontinuous_usage_stats: false\n"
-                   f"server_gauge_interval_s: 0\nload: {loop}\n")
-    argv = [sys.executable, "-m", "splitstack.cli.bench", "run", str(scn), "--url", url, "--model", "tiny",
-            "--out", str(work / f"ours-{n}")]
-    if kind in STUBS:  # no /tokenize: this bench counts prompts with the model's tokenizer
-        argv += ["--tokenizer", str(MODEL_DIR)]
-    return argv, {}
+# -- tools (benchmarks/_tools.py) ----------------------------------------------------------------
+def tool_argv(tool: str, url: str, shape: str, rate: float, n: int, work: Path, kind: str,
+              bindir: Path | None) -> tuple[list[str], dict[str, str]]:
+    """The tool's command line for this script's shapes (``closed``: USERS users; ``open``:
+    Poisson at ``rate``); NotImplementedError when the tool has no such shape."""
+    s = Shape(shape, rate, USERS, IN_TOK, OUT_TOK, client_tokenizer=kind in STUBS)
+    return TOOLS[tool][1](url, s, n, work, bindir)
 
 
-def vllm_bench(url, shape, rate, n, work, kind):
-    load_args = ["--request-rate", "inf", "--max-concurrency", str(USERS)] if shape == "closed" else [
-        "--request-rate", str(rate)]
-    return [sys.executable, "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", url,
-            "--endpoint", "/v1/chat/completions", "--model", "tiny", "--tokenizer", str(MODEL_DIR),
-            "--dataset-name", "random", "--random-input-len", str(IN_TOK), "--random-output-len", str(OUT_TOK),
-            "--num-prompts", str(n), *load_args, "--ignore-eos", "--seed", "0", "--disable-tqdm"], \
-        {"OPENAI_API_KEY": "none"}
 
-
-def guidellm(url, shape, rate, n, work, kind, bindir):
-    profile = {"kind": "concurrent", "streams": [USERS]} if shape == "closed" else {"kind": "poisson", "rate": [rate]}
-    scenario = work / f"guidellm-{n}-scenario.json"
-    scenario.write_text(json.dumps({"metadata": {"name": "same-shape", "description": "client cost"}, "spec": {
-        "backend": {"kind": "openai_http", "target": url, "model": "tiny", "request_format": "/v1/chat/completions"},
-        "profile": profile,
-        "data": [{"kind": "synthetic_text", "prompt_tokens": IN_TOK, "output_tokens": OUT_TOK}],
-        "tokenizer": {"kind": "huggingface_auto"},
-        "constraints": [{"kind": "max_requests", "count": n}]}}))
-    return [str(bindir / "guidellm"), "run", "--scenario", str(scenario), "--disable-console-interactive",
-            "--output", f"kind=json,path={work / f'guidellm-{n}.json'}"], {"HF_HUB_OFFLINE": "1"}
-
-
-def aiperf(url, shape, rate, n, work, kind, bindir):
-    load_args = ["--concurrency", str(USERS)] if shape == "closed" else ["--request-rate", str(rate)]
-    return [str(bindir / "aiperf"), "profile", "--model", "tiny", "--url", url, "--endpoint-type", "chat",
-            "--streaming", *load_args, "--request-count", str(n), "--tokenizer", "./tiny",
-            "--synthetic-input-tokens-mean", str(IN_TOK), "--output-tokens-mean", str(OUT_TOK),
-            "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(work / f"aiperf-{n}"), "--ui-type", "none"], {}
-
-
-def inference_perf(url, shape, rate, n, work, kind, bindir):
-    if shape == "closed":
-        raise NotImplementedError("inference-perf generates load at a rate (load.type constant or poisson): "
-                                  "it has no closed loop of N users")
-    cfg = work / f"ip-{n}.yaml"
-    cfg.write_text(
-        "load:\n  type: poisson\n  stages:\n"
-        f"    - rate: {rate}\n      duration: {max(1, round(n / rate))}\n"
-        f"api:\n  type: completion\n  streaming: true\nserver:\n  type: vllm\n  model_name: tiny\n  base_url: {url}\n"
-        "  ignore_eos: true\n"
-        "tokenizer:\n  pretrained_model_name_or_path: ./tiny\n"
-        f"data:\n  type: random\n  input_distribution: {{min: {IN_TOK}, max: {IN_TOK}, mean: {IN_TOK}}}\n"
-        f"  output_distribution: {{min: {OUT_TOK}, max: {OUT_TOK}, mean: {OUT_TOK}}}\n"
-        f"report:\n  request_lifecycle:\n    summary: true\nstorage:\n  local_storage:\n    path: {work / f'ip-{n}'}\n")
-    return [str(bindir / "inference-perf"), "--config_file", str(cfg)], {}
-
-
-TOOLS = {
-    "ours": (None, ours),
-    "vllm": (None, vllm_bench),
-    "guidellm": (("guidellm", "guidellm", None), guidellm),
-    "aiperf": (("aiperf", "aiperf", None), aiperf),
-    "inference-perf": (("inference-perf", "inference-perf", "py312"), inference_perf),
-}
-
-
-def _bindir(tool: str, skip_install: bool) -> Path | str | None:
-    venv_spec, _ = TOOLS[tool]
-    if not venv_spec:
-        return None
-    name, package, py = venv_spec
-    python = sys.executable
-    if py == "py312":
-        found = _python_312()
-        if found is None:
-            return "needs Python >= 3.12 (none found)"
-        python = found
-    bindir = (VENVS / name / "bin") if skip_install else ensure_venv(name, package, python)
-    if isinstance(bindir, str) or not (bindir / name).exists():
-        return bindir if isinstance(bindir, str) else f"not installed in {bindir}"
-    return bindir
 
 
 class Poller:
@@ -271,13 +186,12 @@ class Poller:
 
 def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: float, n: int,
             bindir: Path | None, client_cpu: int | None) -> dict:
-    _, build = TOOLS[tool]
     row = {"tool": tool, "server": kind, "shape": shape}
     points = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in (n // 4, n):
             try:
-                argv, env = build(url, shape, rate, size, Path(tmp), kind, *((bindir,) if bindir else ()))
+                argv, env = tool_argv(tool, url, shape, rate, size, Path(tmp), kind, bindir)
             except NotImplementedError as exc:
                 return row | {"error": str(exc)}
             if client_cpu is not None:
@@ -301,7 +215,7 @@ def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: f
 
 def part_table(a: argparse.Namespace) -> None:
     tools = [t for t in a.tools.split(",") if t]
-    bindirs = {t: _bindir(t, a.skip_install) for t in tools}
+    bindirs = {t: bindir_of(t, a.skip_install) for t in tools}
     rows = []
     for kind in a.servers.split(","):
         with server(kind) as (url, pid):
@@ -652,14 +566,14 @@ def part_peers(a: argparse.Namespace) -> None:
           f"requests, {IN_TOK} in / {OUT_TOK} out; {load()}")
     with server("sim") as (url, _), tempfile.TemporaryDirectory() as tmp:
         for tool in [t for t in a.tools.split(",") if t and t != "ours"]:
-            bindir = _bindir(tool, a.skip_install)
+            bindir = bindir_of(tool, a.skip_install)
             if isinstance(bindir, str):
                 print(f"{tool}: skipped ({bindir})")
                 continue
             work = Path(tmp) / tool
             work.mkdir()
             try:
-                argv, env = TOOLS[tool][1](url, "open", rate, n, work, "sim", *((bindir,) if bindir else ()))
+                argv, env = tool_argv(tool, url, "open", rate, n, work, "sim", bindir)
             except NotImplementedError as exc:
                 print(f"{tool}: skipped ({exc})")
                 continue

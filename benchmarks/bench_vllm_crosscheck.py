@@ -23,13 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._bench_servers import API_KEY, ROOT, vllm  # noqa: E402
-
-VLLM_BENCH = """
-import sys
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-from vllm.benchmarks.serve import add_cli_args, main
-p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))
-"""
+from benchmarks._tools import VLLM_BENCH  # noqa: E402
 
 
 def run_vllm_bench(url: str, model_dir: Path, a, out: Path) -> dict:
