@@ -192,7 +192,7 @@ def gpu_pool(spec: Spec) -> Pool | None:
     zones = pool_zones(spec)
     inst = clusters.instance(pool.cloud.value, pool.instance_type)
     per_zone = None
-    if pool.cloud is Cloud.gke and zones:
+    if clusters.profile(pool.cloud.value).node_count_per_zone and zones:
         per_zone = pool.node_count // len(zones)
     out = Pool("gpu", pool.instance_type, inst, zones, per_zone, pool.node_count,
                pods=gpu_pods(spec))
@@ -224,7 +224,7 @@ def cpu_pool(spec: Spec) -> Pool | None:
     needed = sum(1 for n in probe if n.pods) + SPARE_CPU_NODES
     zones = pool_zones(spec)
     per_zone = None
-    if cloud == "gke" and zones:
+    if clusters.profile(cloud).node_count_per_zone and zones:
         per_zone = math.ceil(needed / len(zones))
         needed = per_zone * len(zones)
     out = Pool("cpu", inst.name, inst, zones, per_zone, needed, reserved=clusters.reserved(inst),

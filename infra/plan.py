@@ -74,11 +74,10 @@ def build_plan(spec: Spec, root: Path) -> Plan:
             f"one {'ReadWriteMany' if sizing.worker_cache_shared(spec) else 'ReadWriteOnce'} claim "
             "that outlives the pods (a restart neither downloads nor compiles again); a "
             "PodDisruptionBudget lets a drain take one worker at a time")
-    if pool is not None and pool.cloud.value == "eks" and not pool.zones:
-        plan.notes.append(
-            "eks without gpu_node_pool.zones: a replacement GPU node may start in another zone "
-            "than a model cache's EBS volume, which then cannot attach; list one zone with "
-            f"{pool.instance_type} capacity to pin the GPU nodes")
+    note = clusters.profile(pool.cloud.value).zones_unset_note if pool is not None else None
+    if pool is not None and note and not pool.zones:
+        plan.notes.append(f"{pool.cloud.value} without gpu_node_pool.zones ({pool.instance_type}): "
+                          f"{note}")
     if spec.observability.install_kube_prometheus_stack:
         plan.notes.append(crd_upgrade_note())
     if managed(spec):
@@ -106,7 +105,8 @@ def _res(r: clusters.Resources) -> str:
 
 def _zones_line(spec: Spec, pool: Pool) -> str:
     cloud = cloud_of(spec)
-    if cloud == "gke" and not pool.zones and not gke_zonal(spec):
+    per_zone = clusters.profile(cloud).node_count_per_zone
+    if per_zone and not pool.zones and not gke_zonal(spec):
         return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
                 f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
     if not pool.zones:
@@ -114,7 +114,7 @@ def _zones_line(spec: Spec, pool: Pool) -> str:
         return f"{pool.node_count} node(s) in {where}"
     if pool.per_zone is not None:
         return (f"{pool.per_zone} node(s) in EACH of {', '.join(pool.zones)} = {pool.node_count} "
-                "(GKE counts node_count per zone of a regional pool)")
+                f"({cloud} counts node_count per zone of a regional pool)")
     return f"{pool.node_count} node(s) spread over {', '.join(pool.zones)}"
 
 

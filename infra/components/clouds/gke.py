@@ -65,6 +65,11 @@ def check_auth_plugin(which: Callable[[str], str | None] = shutil.which) -> None
             "`apt-get install google-cloud-cli-gke-gcloud-auth-plugin`) and run `pulumi up` again")
 
 
+def preflight() -> None:
+    """What `pulumi up` on GKE needs on this machine (infra/entry.py runs it first)."""
+    check_auth_plugin()
+
+
 def per_zone(total: int, zones: list[str]) -> int:
     """GKE's node_count is per zone of the pool's locations (spec rules make it divide)."""
     return total // len(zones) if zones else total

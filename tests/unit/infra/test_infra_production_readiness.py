@@ -13,6 +13,7 @@ from contract import clusters, naming
 from contract.cluster_fit import check_cluster_fit, storage_needs
 from contract.sizing import prometheus_storage
 from infra.components.clouds.gke import check_auth_plugin, required_apis
+from infra.entry import preflight
 from infra.plan import build_plan, render_plan, unselected_monitors
 from infra.render import capture
 from splitstack.cli.infra import app as infra_app
@@ -167,6 +168,19 @@ def test_gke_enables_its_apis_and_checks_the_auth_plugin():
     with pytest.raises(RuntimeError, match="gcloud components install gke-gcloud-auth-plugin"):
         check_auth_plugin(lambda _: None)
     check_auth_plugin(lambda name: f"/usr/bin/{name}")
+
+
+def test_the_program_runs_its_clouds_own_preflight(tmp_path, monkeypatch):
+    """infra/entry.py asks the cloud's program module (GKE: the auth plugin on PATH), not a
+    branch of its own; clouds without a preflight pass."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="gke-gcloud-auth-plugin is not on PATH"):
+        preflight(derive("prod"))
+    preflight(derive("dev"))
+    plugin = tmp_path / "gke-gcloud-auth-plugin"
+    plugin.write_text("#!/bin/sh\n")
+    plugin.chmod(0o755)
+    preflight(derive("prod"))
 
 
 @pytest.mark.parametrize("cloud", ["eks", "gke", "aks", "existing"])
