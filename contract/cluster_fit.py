@@ -337,7 +337,8 @@ def installed_charts(spec: Spec) -> list[str]:
     if keda_installed(spec):
         out.append("keda")
     if spec.observability.install_kube_prometheus_stack:
-        out.append("kube-prometheus-stack")
+        stack = clusters.chart("kube-prometheus-stack")
+        out += [stack.name, *([stack.crds_chart] if stack.crds_chart else [])]
     return out
 
 

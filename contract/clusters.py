@@ -51,6 +51,10 @@ class Chart(Strict):
     repo: str = Field(description="Helm repository URL.")
     kubernetes: tuple[str, str | None] = Field(
         description="Oldest and newest Kubernetes minor the release supports (None: no ceiling).")
+    operator: str | None = Field(
+        default=None, description="The Prometheus operator release the chart ships (appVersion).")
+    crds_chart: str | None = Field(
+        default=None, description="The chart that installs this chart's CRDs instead of it.")
     source: str = Field(description="Where the supported range comes from.")
 
 

@@ -31,6 +31,7 @@ from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_
 from contract.outputs import store_root
 from contract.spec import Spec
 from infra import reachability
+from infra.components.prometheus_crds import PATCH_FORCE, crds_chart
 from infra.render import Capture, capture
 
 
@@ -89,14 +90,15 @@ def build_plan(spec: Spec, root: Path) -> Plan:
 
 
 def crd_upgrade_note() -> str:
-    """Helm installs a chart's CRDs once and never upgrades them; kube-prometheus-stack keeps them
-    in its crds subchart (charts/crds/crds/). The commands that apply the pinned release's CRDs."""
-    chart = clusters.chart("kube-prometheus-stack")
-    return (f"kube-prometheus-stack {chart.version}: Helm does not upgrade a chart's CRDs, so after a "
-            "change of its pin in contract/clusters.yaml apply the new release's CRDs before `pulumi up`: "
-            f"`helm pull kube-prometheus-stack --repo {chart.repo} --version {chart.version} --untar "
-            "--untardir /tmp/kps && kubectl apply --server-side --force-conflicts -f "
-            "/tmp/kps/kube-prometheus-stack/charts/crds/crds/`")
+    """How the Prometheus operator's CRDs are installed and upgraded (infra/components/prometheus_crds.py)."""
+    stack = clusters.chart("kube-prometheus-stack")
+    crds = crds_chart()
+    return (f"Prometheus operator CRDs: {crds.name} {crds.version} (operator {crds.operator}, the "
+            f"operator of {stack.name} {stack.version}) rendered by Pulumi, each CRD applied "
+            f"server-side with {PATCH_FORCE} (takes over fields another manager applied) and "
+            f"retained on delete; {stack.name} installs none (skip_crds, crds.enabled false), "
+            "since Helm never upgrades a chart's CRDs. A bump of both pins in "
+            "contract/clusters.yaml upgrades the CRDs in the same `pulumi up`, before the release")
 
 
 def _res(r: clusters.Resources) -> str:
