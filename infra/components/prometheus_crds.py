@@ -10,14 +10,16 @@ operator they share live in contract/clusters.yaml.
 
 Each CRD carries ``pulumi.com/patchForce: "true"`` (through the chart's own ``crds.annotations``
 value): on a cluster where Helm or someone else applied these CRDs first, their fields belong to
-that field manager and the apply takes them over (as `kubectl apply --server-side
---force-conflicts` does) instead of failing on conflicts. Each is retained on delete: removing the
+that field manager, and a conflict with it is overridden (as `kubectl apply --server-side
+--force-conflicts` does) instead of failing the update. Each is retained on delete: removing the
 chart from the program (or `pulumi destroy`) must not delete the CRDs, which would delete every
 ServiceMonitor and PrometheusRule in the cluster, other teams' included; Helm leaves CRDs in place
 for the same reason.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -63,10 +65,15 @@ def retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformR
         opts=pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True)))
 
 
-def operator_crds(name: str, opts: pulumi.ResourceOptions) -> k8s.helm.v4.Chart:
-    """The CRDs of the pinned Prometheus operator (cluster-scoped: no namespace)."""
+def operator_crds(name: str, opts: pulumi.ResourceOptions,
+                  local_chart: Path | None = None) -> k8s.helm.v4.Chart:
+    """The CRDs of the pinned Prometheus operator (cluster-scoped: no namespace).
+    ``local_chart``: an unpacked chart directory in place of the pinned repository's chart (a
+    mirror where the repository cannot be reached; the upgrade test's generated charts)."""
+    merged = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[retain_crds]))
+    if local_chart is not None:
+        return k8s.helm.v4.Chart(name, chart=str(local_chart), values=crds_values(), opts=merged)
     chart = crds_chart()
     return k8s.helm.v4.Chart(
         name, chart=chart.name, version=chart.version, repository_opts={"repo": chart.repo},
-        values=crds_values(),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[retain_crds])))
+        values=crds_values(), opts=merged)
