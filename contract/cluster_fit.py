@@ -23,11 +23,11 @@ from contract.cluster_placement import (
     Pool,
     cloud_of,
     cpu_pool,
-    gke_zonal,
     gpu_operator_installed,
     gpu_pool,
     keda_installed,
     managed,
+    zonal_location,
 )
 from contract.enums import Cloud, DeploymentMode, Engine, Target
 from contract.image_refs import missing_digests
@@ -239,7 +239,7 @@ def _zones(spec: Spec) -> list[FitProblem]:
             "remove it"))] if zones else []
     if len(set(zones)) != len(zones):
         return [FitProblem("gpu_node_pool.zones", f"{zones} names a zone twice; list each once")]
-    if pool.cloud is Cloud.gke and gke_zonal(spec):  # a GKE location may itself be a zone
+    if zonal_location(spec):  # a location that is itself a zone (GKE's zonal clusters)
         if zones and zones != [pool.region]:
             return [FitProblem("gpu_node_pool.zones", (
                 f"{zones} with the zonal location {pool.region!r}: a zonal cluster's pools "

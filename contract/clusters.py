@@ -157,6 +157,9 @@ class CloudProfile(Strict):
         description="Regular expression a zone name of the cloud matches ({region}: the pool's "
         "region); None: the program creates no nodes, so zones must not be set.")
     zone_example: str | None = Field(description="A zone name the messages suggest ({region}).")
+    zonal_location_pattern: str | None = Field(
+        description="Regular expression of a location (gpu_node_pool.region) that is itself one "
+        "zone, where the cluster and its pools live (GKE's zonal clusters); None: none is.")
     zones_unset_note: str | None = Field(
         description="What `infra plan` warns of when gpu_node_pool.zones is empty (None: nothing).")
     node_count_per_zone: bool = Field(
@@ -168,6 +171,10 @@ class CloudProfile(Strict):
         if self.zone_pattern is None:
             return False
         return re.fullmatch(self.zone_pattern.replace("{region}", re.escape(region)), zone) is not None
+
+    def zonal_location(self, region: str) -> bool:
+        return (self.zonal_location_pattern is not None
+                and re.fullmatch(self.zonal_location_pattern, region) is not None)
 
     def example_zone(self, region: str) -> str:
         return (self.zone_example or "").replace("{region}", region)

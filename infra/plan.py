@@ -27,7 +27,7 @@ from contract.cluster_fit import (
     today,
     version_table,
 )
-from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
+from contract.cluster_placement import Pool, cloud_of, cpu_pool, gpu_pool, managed, zonal_location
 from contract.outputs import store_root
 from contract.spec import Spec
 from infra import reachability
@@ -108,7 +108,7 @@ def _res(r: clusters.Resources) -> str:
 def _zones_line(spec: Spec, pool: Pool) -> str:
     cloud = cloud_of(spec)
     per_zone = clusters.profile(cloud).node_count_per_zone
-    if per_zone and not pool.zones and not gke_zonal(spec):
+    if per_zone and not pool.zones and not zonal_location(spec):
         return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
                 f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
     if not pool.zones:

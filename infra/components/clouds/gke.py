@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pulumi
 
 from contract.cluster_fit import storage_class, storage_needs
-from contract.cluster_placement import cpu_pool, gke_zonal, pool_zones
+from contract.cluster_placement import cpu_pool, pool_zones, zonal_location
 from contract.naming import GPU_POOL_LABEL, GPU_RESOURCE
 from contract.spec import Spec
 from infra.components.clouds import (
@@ -86,7 +86,7 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     # A zone (us-central1-a) makes a zonal cluster; a region needs gpu_node_pool.zones, or
     # every pool would get node_count nodes in each of the region's zones.
     zones = pool_zones(spec)
-    node_locations = zones if not gke_zonal(spec) else None
+    node_locations = zones if not zonal_location(spec) else None
     opts = pulumi.ResourceOptions(parent=parent)
     filestore = bool(storage_needs(spec)["shared"]) and \
         storage_class(spec, "shared").name == FILESTORE_CLASS

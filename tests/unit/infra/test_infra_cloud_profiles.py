@@ -80,3 +80,12 @@ def test_zone_names_checked_by_the_profile(cloud, region, good, bad):
 
 def test_managed_clouds_are_the_profiles_with_a_cpu_machine():
     assert set(clusters.MANAGED_CLOUDS) == {c.value for c in Cloud} - {"existing"}
+
+
+@pytest.mark.parametrize(("cloud", "location", "zonal"), [
+    ("gke", "us-central1-a", True), ("gke", "us-central1", False),
+    ("eks", "us-east-1", False), ("aks", "eastus", False), ("existing", "", False),
+])
+def test_a_zonal_location_is_the_profiles_rule(cloud, location, zonal):
+    """GKE's zonal clusters (a location that is one zone) come from its profile, not a branch."""
+    assert clusters.profile(cloud).zonal_location(location) is zonal
