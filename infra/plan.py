@@ -95,7 +95,8 @@ def crd_upgrade_note() -> str:
     crds = crds_chart()
     return (f"Prometheus operator CRDs: {crds.name} {crds.version} (operator {crds.operator}, the "
             f"operator of {stack.name} {stack.version}) rendered by Pulumi, each CRD applied "
-            f"server-side with {PATCH_FORCE} (takes over fields another manager applied) and "
+            f"server-side with {PATCH_FORCE} (a conflict with another field manager, such as an "
+            "earlier Helm install, is overridden) and "
             f"retained on delete; {stack.name} installs none (skip_crds, crds.enabled false), "
             "since Helm never upgrades a chart's CRDs. A bump of both pins in "
             "contract/clusters.yaml upgrades the CRDs in the same `pulumi up`, before the release")

@@ -119,6 +119,12 @@ def test_a_bump_of_one_pin_alone_is_refused_naming_the_fix(monkeypatch):
             r"prometheus-operator-crds 15.0.0 has the CRDs of v0.77.1; pin the "
             r"prometheus-operator-crds version whose appVersion is v0.78.1")):
         crds_chart()
+    # The program and `infra plan` refuse it the same way (a ValueError: `pulumi up` and the
+    # CLI print the message, no traceback).
+    with pytest.raises(CrdPinError, match="pin the prometheus-operator-crds version"):
+        capture(derive("dev"), ROOT)
+    with pytest.raises(CrdPinError, match="pin the prometheus-operator-crds version"):
+        build_plan(derive("dev"), ROOT)
 
 
 def test_crds_are_retained_when_pulumi_deletes_them():
