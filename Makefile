@@ -95,8 +95,10 @@ $(S3SERVER)/bin/moto_server:
 tools:
 	bash tools/build-go-tools.sh
 
-# The worker, simulator and inference-server images (images/*/Containerfile), tagged as the
-# `local` spec names them; the base image and the wheels are cached (.cache/images).
+# The worker, simulator, inference-server and worker-gpu images (images/*/Containerfile), tagged
+# as the `local` spec names them; the base image and the wheels are cached (.cache/images). An
+# image whose base must come from a registry this machine cannot reach (inference-server on
+# vllm/vllm-openai, worker-gpu on inference-server) is reported skipped, with why.
 images: apt containers python
 	$(VENV)/bin/splitstack images build --base $(IMAGE_BASE)
 

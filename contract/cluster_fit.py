@@ -23,11 +23,11 @@ from contract.cluster_placement import (
     Pool,
     cloud_of,
     cpu_pool,
-    gke_zonal,
     gpu_operator_installed,
     gpu_pool,
     keda_installed,
     managed,
+    zonal_location,
 )
 from contract.enums import Cloud, DeploymentMode, Engine, Target
 from contract.image_refs import missing_digests
@@ -226,50 +226,43 @@ def _nodes_fit(spec: Spec) -> list[FitProblem]:
 # ---- zones ---------------------------------------------------------------------------------
 
 def _zones(spec: Spec) -> list[FitProblem]:
+    """gpu_node_pool.zones against the cloud's profile: the zone names it has, and whether
+    node_count counts nodes per zone (GKE's regional pools)."""
     pool = spec.gpu_node_pool
     if pool is None:
         return []
     zones = pool.zones
-    if pool.cloud is Cloud.existing:
+    prof = clusters.profile(pool.cloud.value)
+    if prof.zone_pattern is None:
         return [FitProblem("gpu_node_pool.zones", (
-            "set for cloud 'existing', whose nodes the program does not create; remove it"))] \
-            if zones else []
+            f"set for cloud {pool.cloud.value!r}, whose nodes the program does not create; "
+            "remove it"))] if zones else []
     if len(set(zones)) != len(zones):
         return [FitProblem("gpu_node_pool.zones", f"{zones} names a zone twice; list each once")]
-    if pool.cloud is Cloud.gke:
-        if gke_zonal(spec):
-            if zones and zones != [pool.region]:
-                return [FitProblem("gpu_node_pool.zones", (
-                    f"{zones} with the zonal location {pool.region!r}: a zonal cluster's pools "
-                    f"live in its zone; remove zones or set region to the region"))]
-            return []
-        if not zones:
+    if zonal_location(spec):  # a location that is itself a zone (GKE's zonal clusters)
+        if zones and zones != [pool.region]:
             return [FitProblem("gpu_node_pool.zones", (
-                f"empty with the regional location {pool.region!r}: GKE creates node_count "
-                f"({pool.node_count}) nodes in EVERY zone of a regional cluster (3 zones: "
-                f"{3 * pool.node_count} GPU nodes, {3 * pool.node_count * pool.gpus_per_node} "
-                f"GPUs); list the zones that have {pool.accelerator} capacity, e.g. "
-                f"[{pool.region}-a, {pool.region}-c], or set region to one zone"))]
-        bad = [z for z in zones if not z.startswith(pool.region + "-")]
-        if bad:
-            return [FitProblem("gpu_node_pool.zones", (
-                f"{bad} are not zones of {pool.region!r}; use zones such as {pool.region}-a"))]
-        if pool.node_count % len(zones):
-            return [FitProblem("gpu_node_pool.node_count", (
-                f"{pool.node_count} over {len(zones)} zones: GKE counts nodes per zone, so the "
-                f"total must be a multiple of {len(zones)}; set node_count to "
-                f"{math.ceil(pool.node_count / len(zones)) * len(zones)} or change zones"))]
+                f"{zones} with the zonal location {pool.region!r}: a zonal cluster's pools "
+                f"live in its zone; remove zones or set region to the region"))]
         return []
-    if pool.cloud is Cloud.eks:
-        bad = [z for z in zones if not (z.startswith(pool.region) and len(z) > len(pool.region))]
-        if bad:
-            return [FitProblem("gpu_node_pool.zones", (
-                f"{bad} are not availability zones of {pool.region!r}; use e.g. {pool.region}a"))]
-    if pool.cloud is Cloud.aks:
-        bad = [z for z in zones if z not in ("1", "2", "3")]
-        if bad:
-            return [FitProblem("gpu_node_pool.zones", (
-                f"{bad}: AKS availability zones are '1', '2' and '3'"))]
+    example = prof.example_zone(pool.region)
+    if prof.node_count_per_zone and not zones:
+        return [FitProblem("gpu_node_pool.zones", (
+            f"empty with the regional location {pool.region!r}: {pool.cloud.value} creates "
+            f"node_count ({pool.node_count}) nodes in EVERY zone of a regional cluster (3 zones: "
+            f"{3 * pool.node_count} GPU nodes, {3 * pool.node_count * pool.gpus_per_node} "
+            f"GPUs); list the zones that have {pool.accelerator} capacity, e.g. "
+            f"[{example}], or set region to one zone"))]
+    bad = [z for z in zones if not prof.zone_matches(z, pool.region)]
+    if bad:
+        return [FitProblem("gpu_node_pool.zones", (
+            f"{bad} are not {pool.cloud.value} availability zones of {pool.region!r}; use zones "
+            f"such as {example!r}"))]
+    if prof.node_count_per_zone and pool.node_count % len(zones):
+        return [FitProblem("gpu_node_pool.node_count", (
+            f"{pool.node_count} over {len(zones)} zones: {pool.cloud.value} counts nodes per "
+            f"zone, so the total must be a multiple of {len(zones)}; set node_count to "
+            f"{math.ceil(pool.node_count / len(zones)) * len(zones)} or change zones"))]
     return []
 
 
@@ -344,7 +337,8 @@ def installed_charts(spec: Spec) -> list[str]:
     if keda_installed(spec):
         out.append("keda")
     if spec.observability.install_kube_prometheus_stack:
-        out.append("kube-prometheus-stack")
+        stack = clusters.chart("kube-prometheus-stack")
+        out += [stack.name, *([stack.crds_chart] if stack.crds_chart else [])]
     return out
 
 

@@ -9,7 +9,6 @@ plan` all use them, so the plan a person reads is the arithmetic the program run
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,6 @@ SPARE_CPU_NODES = 1  # CoreDNS, KEDA, kube-prometheus-stack and a drain's worth 
 # KEDA's three Deployments request 100m / 100Mi each (https://keda.sh/docs/2.19/operate/cluster/).
 KEDA_PODS = 3
 KEDA_POD = Resources(100, 100, 0)
-GKE_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 
 
 @dataclass(frozen=True)
@@ -96,9 +94,10 @@ def keda_installed(spec: Spec) -> bool:
     return managed(spec)
 
 
-def gke_zonal(spec: Spec) -> bool:
+def zonal_location(spec: Spec) -> bool:
+    """The pool's location is itself one zone (the cloud's profile: GKE's zonal clusters)."""
     pool = spec.gpu_node_pool
-    return pool is not None and bool(GKE_ZONE.match(pool.region))
+    return pool is not None and clusters.profile(pool.cloud.value).zonal_location(pool.region)
 
 
 def pool_zones(spec: Spec) -> list[str]:
@@ -108,7 +107,7 @@ def pool_zones(spec: Spec) -> list[str]:
         return []
     if pool.zones:
         return list(pool.zones)
-    if pool.cloud is Cloud.gke and gke_zonal(spec):
+    if zonal_location(spec):
         return [pool.region]
     return []
 
@@ -192,7 +191,7 @@ def gpu_pool(spec: Spec) -> Pool | None:
     zones = pool_zones(spec)
     inst = clusters.instance(pool.cloud.value, pool.instance_type)
     per_zone = None
-    if pool.cloud is Cloud.gke and zones:
+    if clusters.profile(pool.cloud.value).node_count_per_zone and zones:
         per_zone = pool.node_count // len(zones)
     out = Pool("gpu", pool.instance_type, inst, zones, per_zone, pool.node_count,
                pods=gpu_pods(spec))
@@ -224,7 +223,7 @@ def cpu_pool(spec: Spec) -> Pool | None:
     needed = sum(1 for n in probe if n.pods) + SPARE_CPU_NODES
     zones = pool_zones(spec)
     per_zone = None
-    if cloud == "gke" and zones:
+    if clusters.profile(cloud).node_count_per_zone and zones:
         per_zone = math.ceil(needed / len(zones))
         needed = per_zone * len(zones)
     out = Pool("cpu", inst.name, inst, zones, per_zone, needed, reserved=clusters.reserved(inst),

@@ -8,6 +8,7 @@ computes, so a reviewer checks a constant in one place and the arithmetic in ano
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import date
 from functools import cache, lru_cache
@@ -20,7 +21,6 @@ from pydantic import Field
 from contract.models import Strict
 
 DATA_FILE = Path(__file__).with_name("clusters.yaml")
-MANAGED_CLOUDS = ("eks", "gke", "aks")
 
 
 class Instance(Strict):
@@ -51,6 +51,10 @@ class Chart(Strict):
     repo: str = Field(description="Helm repository URL.")
     kubernetes: tuple[str, str | None] = Field(
         description="Oldest and newest Kubernetes minor the release supports (None: no ceiling).")
+    operator: str | None = Field(
+        default=None, description="The Prometheus operator release the chart ships (appVersion).")
+    crds_chart: str | None = Field(
+        default=None, description="The chart that installs this chart's CRDs instead of it.")
     source: str = Field(description="Where the supported range comes from.")
 
 
@@ -130,6 +134,12 @@ class Prerequisite(Strict):
         default=None, description="Listed only when the stack needs a ReadWriteMany class.")
 
 
+class ExcludedZones(Strict):
+    zone_ids: dict[str, list[str]] = Field(
+        description="Region -> zone IDs where the cloud refuses control-plane subnets ({}: none).")
+    source: str = Field(description="Where this comes from, or why the cloud has none.")
+
+
 class CloudProfile(Strict):
     """What the code knows about one cloud (contract/clusters.yaml `profiles`)."""
 
@@ -143,6 +153,35 @@ class CloudProfile(Strict):
     driver_on_node_image: bool = Field(description="The GPU node image has the driver and toolkit.")
     taints_gpu_nodes_itself: bool = Field(description="The cloud taints GPU nodes nvidia.com/gpu.")
     zones_when_unset: str = Field(description="Where nodes go without gpu_node_pool.zones (plan).")
+    zone_pattern: str | None = Field(
+        description="Regular expression a zone name of the cloud matches ({region}: the pool's "
+        "region); None: the program creates no nodes, so zones must not be set.")
+    zone_example: str | None = Field(description="A zone name the messages suggest ({region}).")
+    zonal_location_pattern: str | None = Field(
+        description="Regular expression of a location (gpu_node_pool.region) that is itself one "
+        "zone, where the cluster and its pools live (GKE's zonal clusters); None: none is.")
+    zones_unset_note: str | None = Field(
+        description="What `infra plan` warns of when gpu_node_pool.zones is empty (None: nothing).")
+    node_count_per_zone: bool = Field(
+        description="gpu_node_pool.node_count counts nodes in each listed zone (GKE regional pools).")
+    control_plane_excluded_zones: ExcludedZones = Field(
+        description="Zones the cloud will not put a control plane in (stated for every cloud).")
+
+    def zone_matches(self, zone: str, region: str) -> bool:
+        if self.zone_pattern is None:
+            return False
+        return re.fullmatch(self.zone_pattern.replace("{region}", re.escape(region)), zone) is not None
+
+    def zonal_location(self, region: str) -> bool:
+        return (self.zonal_location_pattern is not None
+                and re.fullmatch(self.zonal_location_pattern, region) is not None)
+
+    def example_zone(self, region: str) -> str:
+        return (self.zone_example or "").replace("{region}", region)
+
+
+# The clouds whose clusters the program creates: those whose profile names a CPU machine.
+MANAGED_CLOUDS = tuple(c for c, row in _data()["profiles"].items() if row.get("cpu_instance"))
 
 
 def profile(cloud: str) -> CloudProfile:
@@ -166,9 +205,9 @@ def versions_source(cloud: str) -> str:
 
 
 def excluded_zone_ids(cloud: str, region: str) -> list[str]:
-    """Zone IDs of ``region`` where ``cloud`` refuses control-plane subnets (none if unlisted)."""
-    rows = _data()["control_plane_excluded_zone_ids"].get(cloud, {})
-    return [str(z) for z in rows.get(region, [])]
+    """Zone IDs of ``region`` where ``cloud`` refuses control-plane subnets, from the cloud's
+    profile (none where the region is not listed; a cloud without a profile is an error)."""
+    return list(profile(cloud).control_plane_excluded_zones.zone_ids.get(region, []))
 
 
 def prerequisites(cloud: str) -> list[Prerequisite]:

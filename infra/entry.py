@@ -5,15 +5,30 @@ Automation API driver (infra/automation.py, an inline program) both call :func:`
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pulumi
 
+from contract import clusters
 from contract.cluster_fit import ClusterFitError
+from contract.spec import Spec
 from contract.spec_loader import SpecError
 from infra.components.config import spec_from_pulumi_config
 from infra.components.program import build
 from infra.components.secrets import SecretsConfigError
+
+
+def preflight(spec: Spec) -> None:
+    """The cloud's own checks of this machine before any resource (its program module's
+    ``preflight``, where it has one: GKE's auth plugin); RuntimeError names what is missing."""
+    pool = spec.gpu_node_pool
+    if pool is None or pool.cloud.value not in clusters.MANAGED_CLOUDS:
+        return
+    module = importlib.import_module(f"infra.components.clouds.{pool.cloud.value}")
+    check = getattr(module, "preflight", None)
+    if check is not None:
+        check()
 
 
 def run_program(root: Path) -> None:
@@ -22,12 +37,10 @@ def run_program(root: Path) -> None:
         spec = spec_from_pulumi_config(root)
     except SpecError as exc:
         raise pulumi.RunError(str(exc)) from None
-    if spec.gpu_node_pool is not None and spec.gpu_node_pool.cloud.value == "gke":
-        from infra.components.clouds.gke import check_auth_plugin
-        try:
-            check_auth_plugin()
-        except RuntimeError as exc:
-            raise pulumi.RunError(str(exc)) from None
+    try:
+        preflight(spec)
+    except RuntimeError as exc:
+        raise pulumi.RunError(str(exc)) from None
     try:
         deployment = build(spec, root)
     except (SecretsConfigError, ClusterFitError, ValueError) as exc:  # each names the field and fix

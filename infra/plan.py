@@ -27,10 +27,11 @@ from contract.cluster_fit import (
     today,
     version_table,
 )
-from contract.cluster_placement import Pool, cloud_of, cpu_pool, gke_zonal, gpu_pool, managed
+from contract.cluster_placement import Pool, cloud_of, cpu_pool, gpu_pool, managed, zonal_location
 from contract.outputs import store_root
 from contract.spec import Spec
 from infra import reachability
+from infra.components.prometheus_crds import PATCH_FORCE, crds_chart
 from infra.render import Capture, capture
 
 
@@ -74,11 +75,10 @@ def build_plan(spec: Spec, root: Path) -> Plan:
             f"one {'ReadWriteMany' if sizing.worker_cache_shared(spec) else 'ReadWriteOnce'} claim "
             "that outlives the pods (a restart neither downloads nor compiles again); a "
             "PodDisruptionBudget lets a drain take one worker at a time")
-    if pool is not None and pool.cloud.value == "eks" and not pool.zones:
-        plan.notes.append(
-            "eks without gpu_node_pool.zones: a replacement GPU node may start in another zone "
-            "than a model cache's EBS volume, which then cannot attach; list one zone with "
-            f"{pool.instance_type} capacity to pin the GPU nodes")
+    note = clusters.profile(pool.cloud.value).zones_unset_note if pool is not None else None
+    if pool is not None and note and not pool.zones:
+        plan.notes.append(f"{pool.cloud.value} without gpu_node_pool.zones ({pool.instance_type}): "
+                          f"{note}")
     if spec.observability.install_kube_prometheus_stack:
         plan.notes.append(crd_upgrade_note())
     if managed(spec):
@@ -90,14 +90,16 @@ def build_plan(spec: Spec, root: Path) -> Plan:
 
 
 def crd_upgrade_note() -> str:
-    """Helm installs a chart's CRDs once and never upgrades them; kube-prometheus-stack keeps them
-    in its crds subchart (charts/crds/crds/). The commands that apply the pinned release's CRDs."""
-    chart = clusters.chart("kube-prometheus-stack")
-    return (f"kube-prometheus-stack {chart.version}: Helm does not upgrade a chart's CRDs, so after a "
-            "change of its pin in contract/clusters.yaml apply the new release's CRDs before `pulumi up`: "
-            f"`helm pull kube-prometheus-stack --repo {chart.repo} --version {chart.version} --untar "
-            "--untardir /tmp/kps && kubectl apply --server-side --force-conflicts -f "
-            "/tmp/kps/kube-prometheus-stack/charts/crds/crds/`")
+    """How the Prometheus operator's CRDs are installed and upgraded (infra/components/prometheus_crds.py)."""
+    stack = clusters.chart("kube-prometheus-stack")
+    crds = crds_chart()
+    return (f"Prometheus operator CRDs: {crds.name} {crds.version} (operator {crds.operator}, the "
+            f"operator of {stack.name} {stack.version}) rendered by Pulumi, each CRD applied "
+            f"server-side with {PATCH_FORCE} (a conflict with another field manager, such as an "
+            "earlier Helm install, is overridden) and "
+            f"retained on delete; {stack.name} installs none (skip_crds, crds.enabled false), "
+            "since Helm never upgrades a chart's CRDs. A bump of both pins in "
+            "contract/clusters.yaml upgrades the CRDs in the same `pulumi up`, before the release")
 
 
 def _res(r: clusters.Resources) -> str:
@@ -106,7 +108,8 @@ def _res(r: clusters.Resources) -> str:
 
 def _zones_line(spec: Spec, pool: Pool) -> str:
     cloud = cloud_of(spec)
-    if cloud == "gke" and not pool.zones and not gke_zonal(spec):
+    per_zone = clusters.profile(cloud).node_count_per_zone
+    if per_zone and not pool.zones and not zonal_location(spec):
         return (f"{pool.node_count} node(s) in EACH zone the regional cluster picks (3 in most "
                 f"regions): {3 * pool.node_count} nodes, not {pool.node_count}")
     if not pool.zones:
@@ -114,7 +117,7 @@ def _zones_line(spec: Spec, pool: Pool) -> str:
         return f"{pool.node_count} node(s) in {where}"
     if pool.per_zone is not None:
         return (f"{pool.per_zone} node(s) in EACH of {', '.join(pool.zones)} = {pool.node_count} "
-                "(GKE counts node_count per zone of a regional pool)")
+                f"({cloud} counts node_count per zone of a regional pool)")
     return f"{pool.node_count} node(s) spread over {', '.join(pool.zones)}"
 
 

@@ -135,6 +135,11 @@ class CaptureMocks(pulumi.runtime.Mocks):
     def helm_releases(self) -> list[dict[str, Any]]:
         return [r.inputs for r in self.resources if r.type == "kubernetes:helm.sh/v3:Release"]
 
+    @property
+    def helm_charts(self) -> list[dict[str, Any]]:
+        """Charts rendered by Pulumi (helm.v4.Chart: each object a Pulumi resource)."""
+        return [r.inputs for r in self.resources if r.type == "kubernetes:helm.sh/v4:Chart"]
+
     def of_type(self, type_token: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_token]
 

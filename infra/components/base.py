@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -41,3 +42,21 @@ def replicas_ignored(scaled: bool) -> list[str]:
     never fights the autoscaler; turning autoscaling off applies the spec's count again.
     """
     return ["spec.replicas"] if scaled else []
+
+
+def custom_resources_wait_for(
+        by_group: dict[str, list[pulumi.Resource]],
+) -> Callable[[pulumi.ResourceTransformationArgs], pulumi.ResourceTransformationResult | None]:
+    """A transformation for a component: its custom resources (ServiceMonitors, ScaledObjects)
+    depend on what installs their API group's CRDs. Children do not inherit a component's
+    depends_on, so without it they race the operator's chart and fail with 'no matches for kind'."""
+
+    def transform(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
+        group = args.type_.split(":")[1].split("/")[0] if args.type_.startswith("kubernetes:") else ""
+        wanted = by_group.get(group)
+        if not wanted:
+            return None
+        return pulumi.ResourceTransformationResult(
+            args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(depends_on=wanted)))
+
+    return transform

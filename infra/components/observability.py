@@ -18,11 +18,11 @@ from contract.cluster_fit import block_min_gib, prometheus_storage, scaled_serve
 from contract.spec import Spec
 from infra.artifacts import Dashboard, RuleFile, scope_rule_files
 from infra.components.base import child, metadata
+from infra.components.prometheus_crds import KUBE_PROMETHEUS_STACK_CHART, operator_crds
 from slo.alertmanager import alertmanager_config, secret_refs
 from slo.rules import generate_rules
 from slo.spec import SLOSpec, load_spec
 
-KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
 # Helm's 300 s default is short for the chart's CRDs, admission webhook jobs and Prometheus.
 KUBE_PROMETHEUS_STACK_TIMEOUT_S = 600
 
@@ -84,6 +84,10 @@ def kube_prometheus_stack_values(spec: Spec, slo_spec: SLOSpec | None = None) ->
         prometheus["remoteWrite"] = [{"url": o.long_term_store_url}]
     slo_spec = (slo_spec or load_spec()).scoped(spec.namespace)
     return {
+        # The CRDs come from prometheus-operator-crds (infra/components/prometheus_crds.py), which
+        # Pulumi upgrades on a bump; the release's own crds subchart (installed once by Helm, never
+        # upgraded) is off, and the Release skips CRDs as well.
+        "crds": {"enabled": False},
         "prometheus": {"prometheusSpec": prometheus},
         # The chart renders this into the Alertmanager's config Secret, replacing its default
         # (which routes everything to a "null" receiver).
@@ -127,18 +131,23 @@ class ObservabilityComponent(pulumi.ComponentResource):
         spec = args.spec
         ns = spec.namespace
         self.release: k8s.helm.v3.Release | None = None
+        self.crds: k8s.helm.v4.Chart | None = None
         if spec.observability.install_kube_prometheus_stack:
             chart = clusters.chart(KUBE_PROMETHEUS_STACK_CHART)
+            self.crds = operator_crds(f"{name}-prometheus-operator-crds", child(self))
             self.release = k8s.helm.v3.Release(
                 f"{name}-kube-prometheus-stack",
                 name=naming.PROMETHEUS_RELEASE,
                 chart=KUBE_PROMETHEUS_STACK_CHART, version=chart.version,
                 repository_opts={"repo": chart.repo}, timeout=KUBE_PROMETHEUS_STACK_TIMEOUT_S,
                 namespace=naming.prometheus_namespace(spec), create_namespace=True,
+                skip_crds=True,
                 values=kube_prometheus_stack_values(spec, args.slo_spec),
-                opts=child(self),
+                opts=child(self, depends_on=[self.crds]),
             )
-        after = [self.release] if self.release else []
+        # The monitors and rules need the CRDs (ServiceMonitors of the workloads wait for this
+        # whole component, infra/components/program.py).
+        after = [r for r in (self.crds, self.release) if r is not None]
         self.prometheus_policy = None
         if self.release is not None:
             self.prometheus_policy = k8s.networking.v1.NetworkPolicy(

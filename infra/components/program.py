@@ -17,6 +17,7 @@ from contract.cluster_fit import require_cluster_fit, storage_class
 from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
+from infra.components.base import custom_resources_wait_for
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
 from infra.components.inference_server import (
     InferenceServerArgs,
@@ -131,9 +132,12 @@ def build(spec: Spec, root: Path) -> Deployment:
     queue_refs = [r for r in [queue_ref(spec)] if r is not None]
     queue = QueueComponent("queue", QueueArgs(spec, storage.block),
                            opts=secret_opts(queue_refs, storage_opts))
-    # ServiceMonitors need the operator's CRDs: wait for kube-prometheus-stack when we install it.
+    # ServiceMonitors need the operator's CRDs (kube-prometheus-stack's component installs them
+    # when the program does), ScaledObjects KEDA's (the add-ons): each waits for its own.
     workload_opts = pulumi.ResourceOptions.merge(
-        storage_opts, pulumi.ResourceOptions(depends_on=[observability]))
+        storage_opts, pulumi.ResourceOptions(depends_on=[observability], transformations=[
+            custom_resources_wait_for({"monitoring.coreos.com": [observability],
+                                       "keda.sh": [addons]})]))
     if spec.deployment_mode is DeploymentMode.split:
         for i, server in enumerate(spec.inference_servers):
             kind = "shared" if sizing.cache_shared(spec, server) else "block"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pulumi
 
 from contract.cluster_fit import storage_class, storage_needs
-from contract.cluster_placement import cpu_pool, gke_zonal, pool_zones
+from contract.cluster_placement import cpu_pool, pool_zones, zonal_location
 from contract.naming import GPU_POOL_LABEL, GPU_RESOURCE
 from contract.spec import Spec
 from infra.components.clouds import (
@@ -65,6 +65,11 @@ def check_auth_plugin(which: Callable[[str], str | None] = shutil.which) -> None
             "`apt-get install google-cloud-cli-gke-gcloud-auth-plugin`) and run `pulumi up` again")
 
 
+def preflight() -> None:
+    """What `pulumi up` on GKE needs on this machine (infra/entry.py runs it first)."""
+    check_auth_plugin()
+
+
 def per_zone(total: int, zones: list[str]) -> int:
     """GKE's node_count is per zone of the pool's locations (spec rules make it divide)."""
     return total // len(zones) if zones else total
@@ -81,7 +86,7 @@ def create(parent: pulumi.Resource, name: str, spec: Spec) -> ClusterOut:
     # A zone (us-central1-a) makes a zonal cluster; a region needs gpu_node_pool.zones, or
     # every pool would get node_count nodes in each of the region's zones.
     zones = pool_zones(spec)
-    node_locations = zones if not gke_zonal(spec) else None
+    node_locations = zones if not zonal_location(spec) else None
     opts = pulumi.ResourceOptions(parent=parent)
     filestore = bool(storage_needs(spec)["shared"]) and \
         storage_class(spec, "shared").name == FILESTORE_CLASS

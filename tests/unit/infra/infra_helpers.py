@@ -15,10 +15,11 @@ from typing import Any
 
 import pulumi
 import pytest
+from google.protobuf import json_format
 
 from contract.spec import Spec
 from contract.spec_loader import parse_spec
-from infra.render import CaptureMocks, install_mocks
+from infra.render import CaptureMocks, PlainMockMonitor, install_mocks
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -116,3 +117,21 @@ def after_build() -> Callable[..., pulumi.Output]:
         return pulumi.Output.all(*urns).apply(lambda _: check())
 
     return run
+
+
+class RecordingMonitor(PlainMockMonitor):
+    """Keeps each resource's wire inputs (secrets still wrapped) and, by (type, name), its
+    dependencies (a component and its Deployment share a name)."""
+
+    def __init__(self, mocks: CaptureMocks) -> None:
+        super().__init__(mocks)
+        self.wire: dict[str, dict[str, Any]] = {}
+        self.dependencies: dict[tuple[str, str], list[str]] = {}
+        self.urns: dict[str, str] = {}
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802  (overrides the gRPC method of that name)
+        self.wire[request.name] = json_format.MessageToDict(request.object)
+        self.dependencies[(request.type, request.name)] = list(request.dependencies)
+        response = super().RegisterResource(request)
+        self.urns[request.name] = response.urn
+        return response

@@ -13,6 +13,7 @@ from contract import clusters, naming
 from contract.cluster_fit import check_cluster_fit, storage_needs
 from contract.sizing import prometheus_storage
 from infra.components.clouds.gke import check_auth_plugin, required_apis
+from infra.entry import preflight
 from infra.plan import build_plan, render_plan, unselected_monitors
 from infra.render import capture
 from splitstack.cli.infra import app as infra_app
@@ -169,6 +170,19 @@ def test_gke_enables_its_apis_and_checks_the_auth_plugin():
     check_auth_plugin(lambda name: f"/usr/bin/{name}")
 
 
+def test_the_program_runs_its_clouds_own_preflight(tmp_path, monkeypatch):
+    """infra/entry.py asks the cloud's program module (GKE: the auth plugin on PATH), not a
+    branch of its own; clouds without a preflight pass."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="gke-gcloud-auth-plugin is not on PATH"):
+        preflight(derive("prod"))
+    preflight(derive("dev"))
+    plugin = tmp_path / "gke-gcloud-auth-plugin"
+    plugin.write_text("#!/bin/sh\n")
+    plugin.chmod(0o755)
+    preflight(derive("prod"))
+
+
 @pytest.mark.parametrize("cloud", ["eks", "gke", "aks", "existing"])
 def test_every_cloud_lists_its_prerequisites(cloud):
     items = clusters.prerequisites(cloud)
@@ -269,8 +283,9 @@ def test_every_listed_version_is_checked_against_every_pinned_chart(cloud):
     spec = make_spec(cloud, "split")
     table = version_table(spec)
     assert [v for v, _, _ in table] == sorted(clusters.standard_support_ends(cloud), key=clusters.minor)
-    installed = ["gpu-operator", "keda", "kube-prometheus-stack"] if cloud != "gke" else [
-        "keda", "kube-prometheus-stack"]  # GKE brings its own device plugin
+    installed = ["gpu-operator", "keda", "kube-prometheus-stack", "prometheus-operator-crds"]
+    if cloud == "gke":
+        installed.remove("gpu-operator")  # GKE brings its own device plugin
     for version, _end, refusing in table:
         expected = [name for name in installed
                     if not clusters.in_range(version, *clusters.chart(name).kubernetes)]
@@ -364,11 +379,3 @@ def test_a_registry_without_recorded_digests_is_refused_before_pulumi_up():
 def test_image_settings_refuse_bad_values(field, value, message):
     with pytest.raises(Exception, match=message):
         derive("dev", {field: value})
-
-
-def test_plan_gives_the_crd_upgrade_commands_of_the_pinned_chart():
-    text = render_plan(build_plan(derive("prod"), ROOT))
-    chart = clusters.chart("kube-prometheus-stack")
-    assert (f"helm pull kube-prometheus-stack --repo {chart.repo} --version {chart.version} --untar"
-            in text)
-    assert "kubectl apply --server-side --force-conflicts -f /tmp/kps/kube-prometheus-stack/charts/crds/crds/" in text

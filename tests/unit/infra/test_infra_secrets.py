@@ -15,15 +15,14 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from google.protobuf import json_format
 from pulumi.runtime import rpc
 
 from contract.spec_loader import parse_spec
 from infra.components.program import build
 from infra.components.secrets import SecretsConfigError, config_key
-from infra.render import REDACTED, CaptureMocks, PlainMockMonitor, capture, write_manifests
+from infra.render import REDACTED, CaptureMocks, capture, write_manifests
 
-from .infra_helpers import ROOT, make_raw, make_spec
+from .infra_helpers import ROOT, RecordingMonitor, make_raw, make_spec
 
 API_KEY = "sk-test-3f9a-never-in-plaintext"
 HF_TOKEN = "hf_test_token_never_in_plaintext"
@@ -31,24 +30,6 @@ API_KEY_KEY = config_key("splitstack-api-key", "api-key")
 HF_TOKEN_KEY = config_key("splitstack-hf-token", "token")
 SECRET_TYPE = "kubernetes:core/v1:Secret"
 DEPLOYMENT_TYPE = "kubernetes:apps/v1:Deployment"
-
-
-class RecordingMonitor(PlainMockMonitor):
-    """Keeps each resource's wire inputs (secrets still wrapped) and, by (type, name), its
-    dependencies (a component and its Deployment share a name)."""
-
-    def __init__(self, mocks: CaptureMocks) -> None:
-        super().__init__(mocks)
-        self.wire: dict[str, dict[str, Any]] = {}
-        self.dependencies: dict[tuple[str, str], list[str]] = {}
-        self.urns: dict[str, str] = {}
-
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802  (overrides the gRPC method of that name)
-        self.wire[request.name] = json_format.MessageToDict(request.object)
-        self.dependencies[(request.type, request.name)] = list(request.dependencies)
-        response = super().RegisterResource(request)
-        self.urns[request.name] = response.urn
-        return response
 
 
 def is_secret(value: Any) -> bool:
