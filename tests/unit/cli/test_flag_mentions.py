@@ -33,6 +33,8 @@ OTHER_TOOLS = {
     "--policy-pack": "`pulumi preview --policy-pack` (infra/policy/)",
     "--secret": "`pulumi config set --secret` (infra/components/secrets.py)",
     "--repo": "`helm pull --repo` (infra/plan.py)",
+    "--server-side": "`kubectl apply --server-side` (infra/components/prometheus_crds.py)",
+    "--force-conflicts": "`kubectl apply --force-conflicts` (infra/components/prometheus_crds.py)",
     "--digestfile": "`podman push --digestfile` (stack/registry.py)",
     "--network": "`podman build --network` (stack/images.py, stack/wheelhouse.py)",
     "--rm": "`podman run --rm` (stack/containers.py)",
