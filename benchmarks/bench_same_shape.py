@@ -185,11 +185,12 @@ class Poller:
 
 
 def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: float, n: int,
-            bindir: Path | None, client_cpu: int | None) -> dict:
+            bindir: Path | None, client_cpu: int | None, n_small: int | None = None) -> dict:
     row = {"tool": tool, "server": kind, "shape": shape}
     points = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for size in (n // 4, n):
+        small = n_small or n // 4
+        for size in (small, n):
             try:
                 argv, env = tool_argv(tool, url, shape, rate, size, Path(tmp), kind, bindir)
             except NotImplementedError as exc:
@@ -205,7 +206,7 @@ def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: f
             finally:
                 rate_seen = poll.stop() if poll else None
             points[size] = (cpu, wall, served(kind, url) - s0, proc_cpu_s(server_pid) - c0)
-    (c1, _, s1, sc1), (c2, w2, s2, sc2) = points[n // 4], points[n]
+    (c1, _, s1, sc1), (c2, w2, s2, sc2) = points[small], points[n]
     if s2 < 0.8 * n:
         return row | {"error": f"the server saw only {s2:.0f} of {n} requests"}
     per = max(1.0, s2 - s1)
@@ -227,12 +228,14 @@ def part_table(a: argparse.Namespace) -> None:
                         if isinstance(b, str):
                             row = {"tool": tool, "server": kind, "shape": shape, "error": b}
                         else:
-                            row = measure(tool, kind, url, pid, shape, a.rate, a.requests, b, a.client_cpu)
+                            n = a.open_requests if shape == "open" and a.open_requests else a.requests
+                            row = measure(tool, kind, url, pid, shape, a.rate, n, b, a.client_cpu, a.requests_small)
                         row |= {"repeat": rep + 1, "load": load()}
                         print(json.dumps(row), flush=True)
                         rows.append(row)
     print(f"\nSame-shape table: {IN_TOK}-token prompts, {OUT_TOK} streamed tokens; closed = {USERS} users, "
-          f"open = Poisson {a.rate:g} req/s; N = {a.requests} (marginal over N/4..N); server on CPU "
+          f"open = Poisson {a.rate:g} req/s; N = {a.requests} closed, {a.open_requests or a.requests} open "
+          f"(marginal over {a.requests_small or 'N/4'}..N); server on CPU "
           f"{a.server_cpu}, client on CPU {a.client_cpu}")
     print("| server | shape | tool | repeat | client CPU ms/req | server CPU ms/req | req/s | load average |")
     print("|---|---|---|---:|---:|---:|---:|---|")
@@ -637,6 +640,8 @@ def main() -> None:
     ap.add_argument("--servers", default="stub,aiohttp,cstub,sim")
     ap.add_argument("--shapes", default="closed,open")
     ap.add_argument("--requests", type=int, default=8000)
+    ap.add_argument("--requests-small", type=int, help="the shorter of the two runs (default: N/4)")
+    ap.add_argument("--open-requests", type=int, help="N of the open shape (default: --requests)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--rate", type=float, default=200.0, help="open shape's rate, req/s")
     ap.add_argument("--maxrate-start", type=float, default=250.0)
