@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -113,3 +114,26 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:
     for row in rows:
         out[row.get("state", "unknown")] = out.get(row.get("state", "unknown"), 0) + 1
     return out
+
+
+TERMINAL = frozenset({"done", "dead_lettered"})
+
+
+def wait_terminal(r: redis.Redis, spec: Spec, ids: list[str], timeout_s: float,
+                  progress: Callable[[float, str], None], progress_every_s: float = 10.0,
+                  poll_s: float = 0.5) -> list[dict[str, Any]] | None:
+    """Poll the jobs ``ids`` until every one is done or dead-lettered: their final records, or None
+    after ``timeout_s``. ``progress(seconds_waited, "state=count ...")`` is called when the counts
+    move, and at least every ``progress_every_s``."""
+    started = time.monotonic()
+    last_said, said_at = "", started
+    while time.monotonic() - started < timeout_s:
+        rows = list_jobs(r, spec, ids=ids)
+        counts = " ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items()))
+        if counts != last_said or time.monotonic() - said_at >= progress_every_s:
+            progress(time.monotonic() - started, counts)
+            last_said, said_at = counts, time.monotonic()
+        if all(row.get("state") in TERMINAL for row in rows):
+            return rows
+        time.sleep(poll_s)
+    return None

@@ -23,13 +23,22 @@ from splitstack.cli.terminal import SafeConsole, echo, printable
 from stack.secrets import client_queue_url
 from worker.deadletters import DeadLetterError, find, list_dead, redrive
 from worker.jobs import PageRange
-from worker.jobs_view import InputRefused, check_inputs, connect, list_jobs, redis_url, submit, summarize, typed
+from worker.jobs_view import (
+    InputRefused,
+    check_inputs,
+    connect,
+    list_jobs,
+    redis_url,
+    submit,
+    summarize,
+    typed,
+    wait_terminal,
+)
 from worker.pagecount import page_count
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
 StackOpt = Stack
-TERMINAL = {"done", "dead_lettered"}
 WAIT_PROGRESS_EVERY_S = 10.0  # `submit --wait` says where the jobs are when they move, else this often
 WIDE_TABLE_COLUMNS = 120  # below this width `jobs` prints one block per job: ids and paths never wrap
 
@@ -149,28 +158,21 @@ def register(app: typer.Typer) -> None:
             echo(json.dumps({"job_id": job_id, "file": str(f)}) if as_json else f"{job_id}\t{f}")
         if not wait:
             return
-        started = time.monotonic()
-        deadline = started + timeout_s
-        last_said, said_at = "", started
-        while time.monotonic() < deadline:
-            rows = list_jobs(r, spec, ids=ids)
-            counts = " ".join(f"{k}={v}" for k, v in sorted(summarize(rows).items()))
-            if counts != last_said or time.monotonic() - said_at >= WAIT_PROGRESS_EVERY_S:
-                # on stderr: stdout keeps only the ids and the final records (scripts read it)
-                err.print(f"waiting {time.monotonic() - started:.0f} s: {counts or 'no jobs yet'}",
-                          soft_wrap=True, highlight=False)
-                last_said, said_at = counts, time.monotonic()
-            if all(row.get("state") in TERMINAL for row in rows):
-                if as_json:
-                    for row in rows:
-                        echo(json.dumps(row))
-                else:
-                    _table(rows)
-                failed = sum(row.get("state") == "dead_lettered" for row in rows)
-                raise typer.Exit(1 if failed else 0)
-            time.sleep(0.5)
-        err.print(f"[red]not finished after {timeout_s:.0f} s; `splitstack jobs` shows progress[/red]")
-        raise typer.Exit(1)
+
+        def said(waited_s: float, counts: str) -> None:
+            # on stderr: stdout keeps only the ids and the final records (scripts read it)
+            err.print(f"waiting {waited_s:.0f} s: {counts or 'no jobs yet'}", soft_wrap=True, highlight=False)
+
+        rows = wait_terminal(r, spec, ids, timeout_s, said, WAIT_PROGRESS_EVERY_S)
+        if rows is None:
+            err.print(f"[red]not finished after {timeout_s:.0f} s; `splitstack jobs` shows progress[/red]")
+            raise typer.Exit(1)
+        if as_json:
+            for row in rows:
+                echo(json.dumps(row))
+        else:
+            _table(rows)
+        raise typer.Exit(1 if any(row.get("state") == "dead_lettered" for row in rows) else 0)
 
     @app.command("jobs", epilog=epilog("splitstack jobs --limit 10", "splitstack jobs --output json",
                                            exits="0 listed; 1 the queue is unreachable; 2 bad input"))

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from splitstack.cli import worker as worker_cli
 from splitstack.cli.main import app
+from worker import jobs_view
 from worker.pagecount import page_count
 
 PDF = (b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n"
@@ -25,9 +26,10 @@ def test_wait_reports_progress_on_stderr_and_records_on_stdout(tmp_path: Path, m
     monkeypatch.setattr(worker_cli, "check_inputs", lambda spec, files, root: None)
     monkeypatch.setattr(worker_cli, "_connect", lambda spec: object())
     monkeypatch.setattr(worker_cli, "submit", lambda r, spec, files, *a: ["job-1"])
-    monkeypatch.setattr(worker_cli, "list_jobs", lambda r, spec, ids: [
+    # the wait polls the queue in worker/jobs_view.py
+    monkeypatch.setattr(jobs_view, "list_jobs", lambda r, spec, ids: [
         {"job_id": "job-1", "state": s, "output": "/out/job-1"} for s in next(states)])
-    monkeypatch.setattr(worker_cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(jobs_view.time, "sleep", lambda s: None)
     result = CliRunner().invoke(app, ["submit", str(pdf), "--wait"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     said = [line for line in result.stderr.splitlines() if line.startswith("waiting ")]
