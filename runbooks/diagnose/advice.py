@@ -3,7 +3,8 @@ than none at 3 a.m.
 
 Each suggested ``runbook ...`` command is checked against what the platform and the spec allow:
 the local stack cannot scale, move the server to another node or store Kubernetes secrets
-(runbooks/platforms/local.py refuses those); a knob must be one the component has (a GPU memory
+(runbooks/platforms/local.py declares what it refuses; that table keeps those actions out of the
+advice); a knob must be one the component has (a GPU memory
 fraction means nothing to the simulator or to vLLM's CPU build); a Hugging Face token only
 matters to a server that downloads with one.
 """
@@ -13,15 +14,8 @@ from __future__ import annotations
 import shlex
 
 from contract.spec import Engine, InferenceServer, Spec
+from runbooks.platforms.local import REFUSES as LOCAL_REFUSES
 from runbooks.platforms.specpatch import SERVER_SETTINGS, WORKER_SETTINGS
-
-LOCAL_REFUSES = {
-    "scale": "the local stack gives each replica its own port from the spec: set the replicas in "
-             "the spec and restart the stack",
-    "drain-gpu-node": "the local stack runs on one machine: there is no other node",
-    "gpu-node-failure": "the local stack runs on one machine: there is no other node",
-    "update-hf-token": "the local stack loads models from local folders (no Hugging Face token)",
-}
 
 
 def memory_knob(spec: Spec, server: InferenceServer, platform_kind: str) -> str | None:

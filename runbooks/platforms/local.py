@@ -54,6 +54,20 @@ _STATES = {"RUNNING": "running", "STARTING": "starting", "BACKOFF": "crashloop",
            "STOPPING": "stopping", "UNKNOWN": "missing"}
 
 
+# What the local platform cannot do, by the runbook action that would need it: the platform
+# refuses with these words (and the fix for the stack at hand), and `runbook diagnose` suggests
+# none of these actions on a local stack (runbooks/diagnose/advice.py).
+_NO_OTHER_NODE = "the local stack runs on one machine: there is no other node to move the server to"
+REFUSES = {
+    "scale": "the local stack gives each replica its own port from the spec: set the replicas in the spec "
+             "and restart the stack",
+    "drain-gpu-node": _NO_OTHER_NODE,
+    "gpu-node-failure": _NO_OTHER_NODE,
+    "update-hf-token": "the local stack keeps no Kubernetes secrets and loads models from local folders "
+                       "(no Hugging Face download, no HF token)",
+}
+
+
 class LocalPlatform:
     kind = "local"
 
@@ -314,16 +328,14 @@ class LocalPlatform:
         return HttpResult(r.status_code, r.text)
 
     def scale(self, component: str, replicas: int) -> None:
-        raise Refused(f"the local platform cannot scale {component}: each local replica has its "
-                      f"own port from the spec; set the replicas in Pulumi.{self.base_spec.stack}"
-                      ".yaml and run `splitstack down && splitstack up`")
+        raise Refused(f"cannot scale {component}: {REFUSES['scale']} (replicas in "
+                      f"Pulumi.{self.base_spec.stack}.yaml, then `splitstack down && splitstack up`)")
 
     def nodes(self) -> list[NodeState]:
         return [NodeState(socket.gethostname(), ready=True, schedulable=True, gpu_allocatable=0)]
 
     def cordon(self, node: str, on: bool = True) -> None:
-        raise Refused("the local platform runs on one machine: there is no other node to move "
-                      "the server to; on a GPU fault, stop the stack and check the driver "
+        raise Refused(f"{REFUSES['drain-gpu-node']}; on a GPU fault, stop the stack and check the driver "
                       "(`runbook gpu-probe`)")
 
     def evict_component_pods(self, component: str, node: str, force: bool = False) -> list[str]:
@@ -331,12 +343,10 @@ class LocalPlatform:
         return []
 
     def secret_value(self, name: str, key: str) -> str | None:
-        raise Refused("the local stack keeps no Kubernetes secrets and loads models from local "
-                      "folders (no Hugging Face download, no HF token); check model.source in "
-                      f"Pulumi.{self.base_spec.stack}.yaml")
+        raise Refused(f"{REFUSES['update-hf-token']}; check model.source in Pulumi.{self.base_spec.stack}.yaml")
 
     def set_secret_value(self, name: str, key: str, value: str) -> None:
         self.secret_value(name, key)
 
 
-__all__ = ["LocalPlatform", "effective_spec"]
+__all__ = ["REFUSES", "LocalPlatform", "effective_spec"]
