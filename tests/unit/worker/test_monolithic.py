@@ -65,12 +65,15 @@ def test_preflight_names_what_the_backend_lacks(monkeypatch) -> None:
     assert missing_requirements(InProcessBackend.vllm_engine) == ["vllm does not import (not installed)"]
 
 
-def test_preflight_passes_when_everything_is_there(monkeypatch) -> None:
-    import worker.inprocess as ip
-
-    monkeypatch.setattr(ip, "_version", lambda dist: "4.57.3")
-    monkeypatch.setattr(ip, "_importable", lambda module: None)
+def test_preflight_checks_this_machine_for_real() -> None:
+    # the dev environment has transformers and torch (the vllm extra) and no GPU: the real checks,
+    # nothing mocked, pass the transformers engine and name the missing GPU for vLLM's
+    assert missing_requirements(InProcessBackend.transformers) == []
     preflight(InProcessBackend.transformers)
+    [gpu] = missing_requirements(InProcessBackend.vllm_engine)
+    assert "no CUDA GPU is visible" in gpu
+    with pytest.raises(EngineUnavailable, match="no CUDA GPU"):
+        preflight(InProcessBackend.vllm_engine)
 
 
 def test_config_error_wraps_a_bad_model_folder(tmp_path) -> None:
