@@ -24,7 +24,7 @@ from worker.backends import Backend, BackendResult
 from worker.breaker import CircuitBreaker
 from worker.client import request_counter
 from worker.config import WorkerSettings
-from worker.errors import PermanentError, RenderCrash, ServerAnswerError, TransientError
+from worker.errors import PermanentError, RenderCrash, TransientError
 from worker.jobs import Job, PartOf
 from worker.logs import log
 from worker.memory import malloc_trim
@@ -97,9 +97,8 @@ class JobSteps:
             except InputStalled as exc:
                 await self._give_back_stalled(d, job, str(exc))
                 return
-            except (PermanentError, ServerAnswerError) as exc:
-                kind = exc.kind if isinstance(exc, PermanentError) else "server_rejected"
-                await self._dead_letter(d, kind, str(exc))
+            except PermanentError as exc:  # ServerAnswerError included (kind server_rejected)
+                await self._dead_letter(d, exc.kind, str(exc))
                 return
             except RenderCrash as exc:
                 crashes += 1
@@ -273,7 +272,7 @@ class JobSteps:
         assert self.backend is not None
         try:
             return await self.backend.process(data, staging, first)
-        except (PermanentError, TransientError, ServerAnswerError, RenderCrash):
+        except (PermanentError, TransientError, RenderCrash):
             raise  # ours, already classified (the client's errors pass through MinerU unchanged)
         except BrokenProcessPool as exc:
             raise RenderCrash(f"{job.source}: a page-render process died ({exc})") from exc
