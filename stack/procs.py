@@ -28,6 +28,7 @@ _POLL_S = 0.05
 ENV_PORT_BLOCK = "SPLITSTACK_PORT_BLOCK"  # "k/n": pick ports from block k of n (parallel test runs)
 _EPHEMERAL_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST_PORT = 10000
+_PORT_GAP = 64  # ports left free after each pick (see _PortCursor.take)
 
 
 class _PortCursor:
@@ -59,7 +60,10 @@ class _PortCursor:
             self._next = ports.start + random.randrange(len(ports))
         for _ in range(len(ports)):
             first = self._next
-            self._next = first + count if first + count < ports.stop else ports.start
+            # the next pick starts past a gap: a stack derives more ports from the ones it was
+            # given (monolithic workers listen on metrics_port + replicas + i during a migration)
+            after = first + count + _PORT_GAP
+            self._next = after if after < ports.stop else ports.start
             if first + count <= ports.stop and all(_bindable(host, first + i) for i in range(count)):
                 return first
         raise OSError(f"no run of {count} free port(s) on {host} in {ports.start}..{ports.stop - 1}")

@@ -43,6 +43,10 @@ def test_free_ports_lie_below_the_ephemeral_range_and_never_repeat():
     ports = [free_port() for _ in range(200)] + [free_port_run(3)]
     assert all(p < _ephemeral_low() for p in ports)
     assert len(set(ports)) == len(ports)
+    # a stack derives ports from those it was given (metrics_port + replicas + i): the next pick
+    # leaves room for them
+    first = free_port_run(2)
+    assert free_port() >= first + 2 + 64
 
 
 def test_parallel_runs_take_disjoint_port_blocks(monkeypatch):
