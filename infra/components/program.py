@@ -18,11 +18,13 @@ from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
+from contract.migration import MONOLITHIC, SPLIT
 from infra.components.inference_server import (
     InferenceServerArgs,
     InferenceServerComponent,
     storage_min_gib,
 )
+from infra.components.migration import RouterArgs, RouterComponent, monolithic_pool_spec
 from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
 from infra.components.observability import ObservabilityArgs, ObservabilityComponent
 from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
@@ -50,6 +52,9 @@ class Deployment:
     spec: Spec
     servers: list[InferenceServerComponent] = field(default_factory=list)
     workers: WorkerPoolComponent | None = None
+    # While migrating (migration.monolithic_workers): the monolithic pool and the router.
+    monolithic_workers: WorkerPoolComponent | None = None
+    router: RouterComponent | None = None
     secrets: SecretsComponent | None = None
     outputs: dict[str, object] = field(default_factory=dict)
     roots: list[pulumi.Resource] = field(default_factory=list)
@@ -143,16 +148,30 @@ def build(spec: Spec, root: Path) -> Deployment:
                 InferenceServerArgs(spec, server, f"inference_servers[{i}]", cache_class,
                                     storage_min_gib(cloud, cache_class)),
                 opts=secret_opts(server_refs(server), workload_opts)))
+    migrating = sizing.migrating(spec)
     worker_cache = storage.shared if sizing.worker_cache_shared(spec) else storage.block
     out.workers = WorkerPoolComponent(
         "workers", WorkerPoolArgs(spec, output_claim=store.claim_name, cache_class=worker_cache,
-                                  cache_min_gib=storage_min_gib(cloud, worker_cache)),
+                                  cache_min_gib=storage_min_gib(cloud, worker_cache),
+                                  cohort=SPLIT if migrating else None),
         opts=secret_opts(worker_refs(spec), workload_opts))
+    if migrating:
+        # Both topologies at once: the monolithic pool as deployment_mode monolithic renders it,
+        # and the router that feeds both cohorts by the split share (infra/components/migration.py).
+        mono = monolithic_pool_spec(spec)
+        mono_cache = storage.shared if sizing.worker_cache_shared(mono) else storage.block
+        out.monolithic_workers = WorkerPoolComponent(
+            "workers-monolithic", WorkerPoolArgs(mono, output_claim=store.claim_name, cache_class=mono_cache,
+                                                 cache_min_gib=storage_min_gib(cloud, mono_cache),
+                                                 cohort=MONOLITHIC),
+            opts=secret_opts(worker_refs(mono), workload_opts))
+        out.router = RouterComponent("router", RouterArgs(spec), opts=secret_opts(queue_refs, storage_opts))
     out.secrets = secrets
     out.outputs = stack_outputs(spec, observability.prometheus_url,
                                 managed={name for name, _ in values})
     out.roots = [pool, addons, namespace, storage, observability, policies, queue, store,
-                 *([secrets] if secrets else []), *out.servers, out.workers]
+                 *([secrets] if secrets else []), *out.servers, out.workers,
+                 *([out.monolithic_workers, out.router] if out.monolithic_workers and out.router else [])]
     return out
 
 
