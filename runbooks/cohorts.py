@@ -18,9 +18,16 @@ from typing import Any
 import httpx
 
 from bench.gating.cohorts import CohortSample
+from contract import naming, sizing
 from contract.migration import MONOLITHIC, SPLIT, check_share, cohort_stream, share_key
+from contract.spec import Spec
+from contract.worker_env import with_password
+from runbooks.model import PlatformError, Refused
 
 ABORT_ALERT = "MigrationCohortBreach"
+ROUTER_DEPLOYMENT = "router"  # infra/components/migration.py
+ALERTMANAGER_SERVICE = "alertmanager-operated"  # the Prometheus operator's, for any Alertmanager
+ALERTMANAGER_PORT = 9093
 
 
 @dataclass
@@ -30,6 +37,9 @@ class CohortControl:
     group: str
     decommission: Callable[[], list[str]]  # stops the monolithic pool; names what it stopped
     page: Callable[[str], str]  # sends the abort page; says where it went
+    # Where only the deployment's program can decommission the monolithic pool (Kubernetes):
+    # the exact change and command, printed instead of a stop step.
+    decommission_change: str | None = None
 
     def share(self) -> int:
         raw = self.redis.get(share_key(self.stream))
@@ -68,15 +78,19 @@ class CohortControl:
         return 0
 
 
+def abort_alert(stack: str, summary: str) -> dict[str, Any]:
+    """The abort page, in Alertmanager's v2 API form, routed like every page."""
+    return {"labels": {"alertname": ABORT_ALERT, "severity": "page", "service": "pipeline", "stack": stack},
+            "annotations": {"summary": summary, "description": "runbook migrate-guard set the split share to 0"}}
+
+
 def alertmanager_pager(url: str, stack: str, timeout_s: float = 5.0,
                        auth: tuple[str, str] | None = None) -> Callable[[str], str]:
     """A page through Alertmanager's v2 API (POST /api/v2/alerts), routed like every page;
     ``auth``: the (user, password) its API asks for (the local stack's is behind basic auth)."""
 
     def page(summary: str) -> str:
-        alert = {"labels": {"alertname": ABORT_ALERT, "severity": "page", "service": "pipeline", "stack": stack},
-                 "annotations": {"summary": summary,
-                                 "description": "runbook migrate-guard set the split share to 0"}}
+        alert = abort_alert(stack, summary)
         try:
             r = httpx.post(f"{url}/api/v2/alerts", json=[alert], timeout=timeout_s, auth=auth)
             r.raise_for_status()
@@ -85,3 +99,75 @@ def alertmanager_pager(url: str, stack: str, timeout_s: float = 5.0,
         return f"paged through {url} ({ABORT_ALERT})"
 
     return page
+
+
+def spec_change(spec: Spec, monolithic_workers: int) -> str:
+    """The stack-file change that starts (N > 0) or ends (0) the migration on a cluster, exactly."""
+    s = spec.stack
+    return (f"set `splitstack:migration: {{monolithic_workers: {monolithic_workers}}}` in Pulumi.{s}.yaml, "
+            f"check it with `splitstack infra plan --stack {s}`, then `pulumi up --stack {s}`")
+
+
+def kubernetes_cohort_control(spec: Spec, platform: Any, redis_url: str | None,
+                              timeout_s: float = 5.0) -> CohortControl:
+    """The migration control of a stack on Kubernetes. The share lives in the cluster's Redis,
+    reached at ``redis_url`` (a port-forward of its Service; its password, when the URL has
+    none, read from the Secret queue.password names, with the kube client's own credentials);
+    the page goes to the Alertmanager through the API server's service proxy. Refused, naming
+    the change, when the cluster does not run both pools: only `pulumi up` starts them."""
+    workers = spec.migration.monolithic_workers
+    if not sizing.migrating(spec):
+        free = sizing.gpu_slots(spec) - sizing.gpu_slots_used(spec)
+        raise Refused(
+            f"stack {spec.stack!r} is not migrating: its Pulumi program renders one worker pool and no router "
+            "(migration.monolithic_workers is 0), so there is no share to move. Only the program starts both "
+            f"pools: {spec_change(spec, max(free, 1))} (the monolithic pool takes one GPU per worker; "
+            f"{max(free, 0)} of the pool's GPUs are free now" + ("" if free > 0 else ", so raise "
+                                                                 "gpu_node_pool.node_count with it")
+            + "), then run this again")
+    missing = [d for d in (ROUTER_DEPLOYMENT, naming.MONOLITHIC_NAME) if not platform.rendered(d)]
+    if missing:
+        raise Refused(
+            f"the spec sets migration.monolithic_workers: {workers} but {platform.target()} has no Deployment "
+            f"{' or '.join(missing)}: run `pulumi up --stack {spec.stack}` first (`splitstack infra plan --stack "
+            f"{spec.stack}` shows what it creates)")
+    if redis_url is None:
+        raise Refused(
+            f"the split share lives in the cluster's Redis: port-forward it (`kubectl -n {spec.namespace} "
+            f"port-forward svc/{naming.REDIS_NAME} {spec.queue.port}`) and pass --redis-url "
+            f"redis://127.0.0.1:{spec.queue.port}" if spec.queue.kind == "in-cluster" else
+            "the split share lives in the stack's external Redis: pass --redis-url with its URL (reachable "
+            "from here)")
+    import redis
+
+    password = None
+    ref = spec.queue.password
+    if ref is not None and spec.queue.kind == "in-cluster":
+        password = platform.secret_value(ref.name, ref.key)
+    client = redis.Redis.from_url(with_password(redis_url, password), decode_responses=True,
+                                  socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise PlatformError(f"--redis-url {redis_url}: Redis does not answer ({type(exc).__name__}: {exc}); "
+                            "is the port-forward running?") from exc
+
+    def decommission() -> list[str]:
+        raise Refused(f"the monolithic pool is the Pulumi program's: {spec_change(spec, 0)}")
+
+    am_ns = naming.prometheus_namespace(spec)
+
+    def page(summary: str) -> str:
+        alert = abort_alert(spec.stack, summary)
+        try:
+            result = platform.service_http(am_ns, ALERTMANAGER_SERVICE, ALERTMANAGER_PORT, "POST",
+                                           "/api/v2/alerts", [alert], timeout_s)
+        except (PlatformError, Refused) as exc:
+            return f"page NOT sent ({exc}); the abort itself is done"
+        if result.status >= 300:
+            return (f"page NOT sent: {am_ns}/{ALERTMANAGER_SERVICE} answered HTTP {result.status} "
+                    f"({result.text[:200]}); the abort itself is done")
+        return f"paged through {am_ns}/{ALERTMANAGER_SERVICE} ({ABORT_ALERT})"
+
+    return CohortControl(client, spec.queue.stream, spec.queue.group, decommission, page,
+                         decommission_change=spec_change(spec, 0))
