@@ -25,6 +25,15 @@ from contract.worker_env import with_password
 from runbooks.model import PlatformError, Refused
 
 ABORT_ALERT = "MigrationCohortBreach"
+# KEYS: cohort stream, jobs stream; ARGV: group, message id, field/value pairs. Moves one entry
+# back, atomically; an entry already moved (a retry) is gone from the cohort stream: 0.
+_RETURN_LUA = """
+if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then return 0 end
+redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return 1
+"""
 ROUTER_DEPLOYMENT = "router"  # infra/components/migration.py
 ALERTMANAGER_SERVICE = "alertmanager-operated"  # the Prometheus operator's, for any Alertmanager
 ALERTMANAGER_PORT = 9093
@@ -40,6 +49,9 @@ class CohortControl:
     # Where only the deployment's program can decommission the monolithic pool (Kubernetes):
     # the exact change and command, printed instead of a stop step.
     decommission_change: str | None = None
+    # The cluster's migration ended (`pulumi up` removed the router and the monolithic pool)
+    # while Redis still holds its share: what is left is returning the cohort streams' entries.
+    finished: bool = False
 
     def share(self) -> int:
         raw = self.redis.get(share_key(self.stream))
@@ -67,6 +79,41 @@ class CohortControl:
                 # taken by a worker and unfinished: a hung or failing server is a breach. A
                 # document still queued is not counted: a busy cohort is not a failing one.
                 out.append(CohortSample(topology=topology, ok=False))
+        return out
+
+    def leftovers(self, topology: str) -> int:
+        """Entries still in a cohort's stream (undelivered, or pending for a worker that is gone)."""
+        stream = cohort_stream(self.stream, topology)
+        return self.backlog(topology) if self.redis.exists(stream) else 0
+
+    def return_leftovers(self) -> dict[str, int]:
+        """Move every entry left in the cohort streams back to the jobs stream, once each (one
+        script per entry: XADD to the jobs stream, XACK and XDEL on the cohort's), and drop the
+        share; per cohort, how many. For after `pulumi up` ended the migration: the workers now
+        read the jobs stream, and no worker of the old pods is left to read the cohort streams."""
+        moved = {}
+        for topology in (SPLIT, MONOLITHIC):
+            stream = cohort_stream(self.stream, topology)
+            n = 0
+            for message_id, fields in self._unfinished(stream):
+                pairs = [x for kv in fields.items() for x in kv]
+                n += int(self.redis.eval(_RETURN_LUA, 2, stream, self.stream, self.group, message_id, *pairs))
+            moved[topology] = n
+        self.redis.delete(share_key(self.stream))
+        return moved
+
+    def _unfinished(self, stream: str) -> list[tuple[str, dict[str, str]]]:
+        """Entries of a cohort stream its workers have not acked: pending ones (their worker is
+        gone) and those after the group's last delivered id (never read). Acked entries stay in
+        a stream until trimmed: they are done, not left over."""
+        if not self.redis.exists(stream):
+            return []
+        group = next((g for g in self.redis.xinfo_groups(stream) if g.get("name") == self.group), None)
+        if group is None:
+            return []
+        pending = [str(p["message_id"]) for p in self.redis.xpending_range(stream, self.group, "-", "+", 10**6)]
+        out = [(i, f) for i in pending for _id, f in self.redis.xrange(stream, i, i) if f]
+        out += self.redis.xrange(stream, f"({group['last-delivered-id']}", "+")
         return out
 
     def backlog(self, topology: str) -> int:
@@ -116,6 +163,15 @@ def kubernetes_cohort_control(spec: Spec, platform: Any, redis_url: str | None,
     the page goes to the Alertmanager through the API server's service proxy. Refused, naming
     the change, when the cluster does not run both pools: only `pulumi up` starts them."""
     workers = spec.migration.monolithic_workers
+    if not sizing.migrating(spec) and redis_url is not None and not platform.rendered(ROUTER_DEPLOYMENT):
+        try:
+            ended = _redis(spec, platform, redis_url, timeout_s)
+        except (PlatformError, Refused):
+            ended = None  # then the refusal below says what to do
+        if ended is not None and ended.get(share_key(spec.queue.stream)) is not None:
+            # The spec change and `pulumi up` that end the migration are done; its share is not.
+            return CohortControl(ended, spec.queue.stream, spec.queue.group, _no_pool(spec), _no_page,
+                                 decommission_change=spec_change(spec, 0), finished=True)
     if not sizing.migrating(spec):
         free = sizing.gpu_slots(spec) - sizing.gpu_slots_used(spec)
         raise Refused(
@@ -138,23 +194,7 @@ def kubernetes_cohort_control(spec: Spec, platform: Any, redis_url: str | None,
             f"redis://127.0.0.1:{spec.queue.port}" if spec.queue.kind == "in-cluster" else
             "the split share lives in the stack's external Redis: pass --redis-url with its URL (reachable "
             "from here)")
-    import redis
-
-    password = None
-    ref = spec.queue.password
-    if ref is not None and spec.queue.kind == "in-cluster":
-        password = platform.secret_value(ref.name, ref.key)
-    client = redis.Redis.from_url(with_password(redis_url, password), decode_responses=True,
-                                  socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        raise PlatformError(f"--redis-url {redis_url}: Redis does not answer ({type(exc).__name__}: {exc}); "
-                            "is the port-forward running?") from exc
-
-    def decommission() -> list[str]:
-        raise Refused(f"the monolithic pool is the Pulumi program's: {spec_change(spec, 0)}")
-
+    client = _redis(spec, platform, redis_url, timeout_s)
     am_ns = naming.prometheus_namespace(spec)
 
     def page(summary: str) -> str:
@@ -169,5 +209,34 @@ def kubernetes_cohort_control(spec: Spec, platform: Any, redis_url: str | None,
                     f"({result.text[:200]}); the abort itself is done")
         return f"paged through {am_ns}/{ALERTMANAGER_SERVICE} ({ABORT_ALERT})"
 
-    return CohortControl(client, spec.queue.stream, spec.queue.group, decommission, page,
+    return CohortControl(client, spec.queue.stream, spec.queue.group, _no_pool(spec), page,
                          decommission_change=spec_change(spec, 0))
+
+
+def _redis(spec: Spec, platform: Any, redis_url: str, timeout_s: float) -> Any:
+    """The cluster's Redis at ``redis_url``; its password, when the URL has none, from the
+    Secret queue.password names (read with the kube client's own credentials)."""
+    import redis
+
+    password = None
+    ref = spec.queue.password
+    if ref is not None and spec.queue.kind == "in-cluster":
+        password = platform.secret_value(ref.name, ref.key)
+    client = redis.Redis.from_url(with_password(redis_url, password), decode_responses=True,
+                                  socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise PlatformError(f"--redis-url {redis_url}: Redis does not answer ({type(exc).__name__}: {exc}); "
+                            "is the port-forward running?") from exc
+    return client
+
+
+def _no_pool(spec: Spec) -> Callable[[], list[str]]:
+    def decommission() -> list[str]:
+        raise Refused(f"the monolithic pool is the Pulumi program's: {spec_change(spec, 0)}")
+    return decommission
+
+
+def _no_page(summary: str) -> str:
+    return "no page: the migration has ended"

@@ -24,7 +24,7 @@ from pydantic import Field
 from bench.gating.cohorts import CohortVerdict, Criteria, judge
 from bench.gating.models import CohortsGate
 from bench.gating.spec import GateFileError, load_gate_file
-from contract.migration import MONOLITHIC, SHARE_STEPS
+from contract.migration import MONOLITHIC, SHARE_STEPS, SPLIT
 from runbooks.actions.runner import Step, StepFailed, run_plan
 from runbooks.cohorts import CohortControl, kubernetes_cohort_control
 from runbooks.context import ActionContext
@@ -92,6 +92,8 @@ def _next_step(current: int) -> int | None:
 
 def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
     c = control(ctx, p)
+    if c.finished:
+        return finish(ctx, c, p)
     current = c.share()
     evidence = [f"split share now: {current} %"]
     if p.to == current:
@@ -154,8 +156,30 @@ def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
                        if _next_step(p.to) and p.to else []))
 
 
+def finish(ctx: ActionContext, c: CohortControl, p: MigrateParams) -> Report:
+    """After `pulumi up` ended a cluster's migration (no router, the workers back on the jobs
+    stream): the entries left in the cohort streams go back to the jobs stream, the share goes."""
+    if p.to != 100:
+        raise Refused(f"the migration of {ctx.spec.stack!r} has ended (migration.monolithic_workers is 0 and "
+                      "`pulumi up` removed the router): there is no share to move; `runbook migrate --to 100 "
+                      "--apply` returns what the cohort streams still hold to the jobs stream")
+    left = {t: c.leftovers(t) for t in (SPLIT, MONOLITHIC)}
+
+    def move() -> str:
+        moved = c.return_leftovers()
+        return f"returned {moved[SPLIT]} split and {moved[MONOLITHIC]} monolithic entries; the share is removed"
+
+    return run_plan(ctx, "migrate", [Step("move", "cohort streams", f"{left[SPLIT]} split and {left[MONOLITHIC]} "
+                                          "monolithic entries back to the jobs stream (the workers read it now); "
+                                          "drop the share", move, compensate=False)],
+                    case=CASE, evidence=[f"the split share was {c.share()} %; the cluster runs no router"],
+                    summary="end the migration: return the cohort streams' entries to the jobs stream")
+
+
 def migrate_guard(ctx: ActionContext, p: MigrateGuardParams) -> Report:
     c = control(ctx, p)
+    if c.finished:
+        raise Refused(f"the migration of {ctx.spec.stack!r} has ended: nothing to guard")
     start = ctx.clock()
     judged: list[str] = []
     while True:

@@ -69,6 +69,41 @@ async def traffic(url: str, spec: Spec, n: int, split_outcome: str = "done") -> 
     await r.aclose()
 
 
+async def strand(url: str, spec: Spec, n: int) -> list[str]:
+    """n documents the router forwards at 100 % that no split worker reads any more; one of them
+    delivered to a worker that is gone (pending). Their job ids."""
+    q = spec.queue
+    r = aioredis.Redis.from_url(url, decode_responses=True)
+    producer = JobQueue(r, q.stream, q.group, q.dead_letter_stream, "producer")
+    router = Router(r, q.stream, q.group, "router")
+    ids = []
+    for i in range(n):
+        job = Job(source=f"/in/late-{i}.pdf", submitted_at=time.time())
+        await producer.enqueue(job)
+        ids.append(job.job_id)
+    while await router.step(count=500, block_ms=10, reclaim_idle_s=60):
+        pass
+    gone = JobQueue(r, cohort_stream(q.stream, SPLIT), q.group, q.dead_letter_stream, "old-pod", records_stream=q.stream)
+    assert len(await gone.read(1, 10)) == 1
+    await r.aclose()
+    return ids
+
+
+async def read_jobs(url: str, spec: Spec) -> list[str]:
+    """What a worker reading the jobs stream gets now: job ids, sorted."""
+    q = spec.queue
+    r = aioredis.Redis.from_url(url, decode_responses=True)
+    w = JobQueue(r, q.stream, q.group, q.dead_letter_stream, "new-pod", records_stream=q.stream)
+    got = []
+    while batch := await w.read(500, 10):
+        for d in batch:
+            assert d.job is not None
+            got.append(d.job.job_id)
+            await w.ack(d.message_id, d.job.job_id, "done")
+    await r.aclose()
+    return sorted(got)
+
+
 def test_migrate_on_a_cluster_moves_the_share_in_its_redis(tmp_path: Path) -> None:
     h = Harness(tmp_path / "h")
     try:
@@ -129,5 +164,32 @@ def test_migrate_on_a_cluster_moves_the_share_in_its_redis(tmp_path: Path) -> No
         assert [c for c in kube.changes() if c[0] != "proxy_post"] == []
         records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
         assert [x["action"] for x in records] == ["migrate", "migrate-abort", "migrate-guard", "migrate"]
+
+        # The spec change and `pulumi up`: no router, no monolithic pool, the split workers back on
+        # the jobs stream. What the router forwarded last (and an entry whose pod was replaced
+        # mid-document) is still in the split cohort's stream: `--to 100` again returns it.
+        ids = asyncio.run(strand(authed, spec, 5))
+        ended = load_stack("prod", ROOT, overrides={"gpu_node_pool.node_count": 4})
+        kube = FakeKube(ended)
+        kube.secrets[spec.queue.password.name] = {spec.queue.password.key: base64.b64encode(PASSWORD.encode()).decode()}
+
+        def run_ended(apply: bool):
+            ctx = ActionContext(spec=ended, platform=KubernetesPlatform(ended, kube, kube, context="fake"),
+                                audit=audit, apply=apply, actor="oncall@test", use_real_nvml=False)
+            return invoke(ctx, "migrate", {"to": 100, "redis_url": forwarded})
+
+        r = run_ended(apply=False)
+        assert r.outcome == "planned" and [s.line() for s in r.plan] == [
+            "move cohort streams: 5 split and 0 monolithic entries back to the jobs stream (the workers read it "
+            "now); drop the share"]
+        r = run_ended(apply=True)
+        assert r.outcome == "applied", r.render()
+        assert client.get(share) is None
+        split_stream = cohort_stream(spec.queue.stream, SPLIT)
+        (group,) = client.xinfo_groups(split_stream)  # nothing left unacked or unread there
+        assert group["pending"] == 0 and client.xrange(split_stream, f"({group['last-delivered-id']}", "+") == []
+        assert asyncio.run(read_jobs(authed, spec)) == sorted(ids)  # each once, on the jobs stream
+        r = run_ended(apply=True)
+        assert r.outcome == "refused" and "stack 'prod' is not migrating" in r.summary
     finally:
         h.close()
