@@ -242,7 +242,7 @@ class FakeApiClient:
         return method, "https://k8s.test" + resource_path, header_params, body, []
 
     def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
-        self.kube._maybe_fail("call_api")
+        self.kube._maybe_fail("call_api")  # noqa: SLF001 - the fake API client is part of the fake
         prefix, _, path = url.partition("/proxy/")
         # /api/v1/namespaces/{namespace}/services/{name}:{port}/proxy/{path} (the services/proxy API)
         _, namespace, kind, service = prefix.rsplit("/", 3)

@@ -14,11 +14,11 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.cluster_fit import require_cluster_fit, storage_class
+from contract.migration import MONOLITHIC, SPLIT
 from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
 from infra.components.gpu_node_pool import GpuNodePoolArgs, GpuNodePoolComponent
-from contract.migration import MONOLITHIC, SPLIT
 from infra.components.inference_server import (
     InferenceServerArgs,
     InferenceServerComponent,

@@ -83,7 +83,8 @@ async def strand(url: str, spec: Spec, n: int) -> list[str]:
         ids.append(job.job_id)
     while await router.step(count=500, block_ms=10, reclaim_idle_s=60):
         pass
-    gone = JobQueue(r, cohort_stream(q.stream, SPLIT), q.group, q.dead_letter_stream, "old-pod", records_stream=q.stream)
+    gone = JobQueue(r, cohort_stream(q.stream, SPLIT), q.group, q.dead_letter_stream, "old-pod",
+                    records_stream=q.stream)
     assert len(await gone.read(1, 10)) == 1
     await r.aclose()
     return ids

@@ -137,5 +137,6 @@ def test_migration_spec_rules_name_the_fix():
     raw = make_raw("existing", "split")
     raw.update(target="local", migration={"monolithic_workers": 1})
     raw.pop("gpu_node_pool")
-    with pytest.raises(SpecError, match="the local stack runs its own with local.migration_monolithic_workers: set that instead"):
+    with pytest.raises(SpecError, match="the local stack runs its own with "
+                                        "local.migration_monolithic_workers: set that instead"):
         parse_spec(raw)
