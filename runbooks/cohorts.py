@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -218,12 +219,18 @@ def _redis(spec: Spec, platform: Any, redis_url: str, timeout_s: float) -> Any:
     Secret queue.password names (read with the kube client's own credentials)."""
     import redis
 
+    if urlsplit(redis_url).scheme not in ("redis", "rediss", "unix"):
+        raise Refused(f"--redis-url {redis_url!r}: not a Redis URL; e.g. redis://127.0.0.1:{spec.queue.port} "
+                      "after the port-forward")
     password = None
     ref = spec.queue.password
     if ref is not None and spec.queue.kind == "in-cluster":
         password = platform.secret_value(ref.name, ref.key)
-    client = redis.Redis.from_url(with_password(redis_url, password), decode_responses=True,
-                                  socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client = redis.Redis.from_url(with_password(redis_url, password), decode_responses=True,
+                                      socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    except ValueError as exc:
+        raise Refused(f"--redis-url {redis_url!r}: not a Redis URL ({exc})") from None
     try:
         client.ping()
     except redis.RedisError as exc:

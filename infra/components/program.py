@@ -188,6 +188,9 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
     }
     forward["prometheus"] = (f"kubectl -n {naming.prometheus_namespace(spec)} port-forward "
                              f"svc/{prom_service} 9090:9090")
+    migrating = sizing.migrating(spec) and spec.queue.kind == "in-cluster"
+    if migrating:  # `runbook migrate` moves the split share in this Redis (docs/migration.md)
+        forward["redis"] = f"kubectl -n {ns} port-forward svc/{naming.REDIS_NAME} {spec.queue.port}:{spec.queue.port}"
     key_env = server.api_key.env if server.api_key else None
     target = (f"--url http://127.0.0.1:{server.port} --model {server.model.name}"
               + (f" --api-key-env {key_env}" if key_env else ""))
@@ -213,6 +216,8 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
                 f" --tensor-parallel-size {server.tensor_parallel_size}"),
             # Secrets without a splitstack-secrets: value: create them out of band, from the env.
             "create_secrets": secret_commands(spec, managed),
+            **({"runbook_migrate": (f"runbook migrate --to 10 --stack {spec.stack} --redis-url "
+                                    f"redis://127.0.0.1:{spec.queue.port}")} if migrating else {}),
             "logs_server": f"kubectl -n {ns} logs deploy/{server.name} -f",
             "logs_workers": (f"kubectl -n {ns} logs deploy/"
                              f"{naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME} -f"),

@@ -120,6 +120,17 @@ def test_network_policies_are_exact_and_the_router_reaches_redis(queue):
         assert not cells[("router", "internet")]
 
 
+def test_outputs_say_how_to_reach_the_share():
+    from infra.components.program import stack_outputs
+
+    out = stack_outputs(migrating_spec(), "http://prom")
+    assert out["port_forward"]["redis"] == "kubectl -n splitstack-test port-forward svc/redis 6379:6379"
+    assert out["commands"]["runbook_migrate"] == (
+        "runbook migrate --to 10 --stack test --redis-url redis://127.0.0.1:6379")
+    plain = stack_outputs(parse_spec(make_raw("existing", "split")), "http://prom")
+    assert "redis" not in plain["port_forward"] and "runbook_migrate" not in plain["commands"]
+
+
 def test_not_migrating_renders_none_of_it():
     objects = capture(parse_spec(make_raw("existing", "split")), ROOT).objects
     assert not {"worker-gpu", "router"} & set(by(objects, "Deployment"))

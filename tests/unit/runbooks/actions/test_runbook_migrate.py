@@ -49,6 +49,9 @@ def test_kubernetes_without_the_rendered_pools_or_a_redis_url_is_refused(tmp_pat
     assert ("sets migration.monolithic_workers: 2 but kubernetes fake namespace splitstack has no Deployment "
             "router or worker-gpu: run `pulumi up --stack prod` first") in r.summary
     kube, ctx = migrating_ctx(FakeKube, tmp_path)
+    r = invoke(ctx, "migrate", {"to": 10, "redis_url": "notaurl"})
+    assert r.outcome == "refused" and r.summary.startswith("--redis-url 'notaurl': not a Redis URL")
+    kube, ctx = migrating_ctx(FakeKube, tmp_path)
     r = invoke(ctx, "migrate-guard", {})
     assert r.outcome == "refused"
     assert ("port-forward it (`kubectl -n splitstack port-forward svc/redis 6379`) and pass --redis-url "
