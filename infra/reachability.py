@@ -17,6 +17,7 @@ from typing import Any
 
 from contract import naming, sizing
 from contract.cluster_fit import scaled_servers, workers_scaled
+from contract.migration import MONOLITHIC_POOL_DEPLOYMENT, ROUTER_DEPLOYMENT
 from contract.spec import DeploymentMode, Engine, Spec
 
 NS_LABEL = "kubernetes.io/metadata.name"
@@ -154,8 +155,8 @@ def needed_flows(spec: Spec) -> set[tuple[str, str, Port]]:
     servers = [] if mono else spec.inference_servers
     # While migrating: the monolithic pool beside the split one, and the router (queue only).
     migrating = sizing.migrating(spec)
-    extra_pools = [naming.MONOLITHIC_NAME] if migrating else []
-    router = ["router"] if migrating else []
+    extra_pools = [MONOLITHIC_POOL_DEPLOYMENT] if migrating else []
+    router = [ROUTER_DEPLOYMENT] if migrating else []
     # DNS for every pod of the namespace (allow-dns selects them all, ours or not).
     ours = [workers, *extra_pools, *router, *([naming.REDIS_NAME] if q.kind == "in-cluster" else []),
             *[s.name for s in servers], f"other-pod@{spec.namespace}"]

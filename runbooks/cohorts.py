@@ -20,7 +20,15 @@ import httpx
 
 from bench.gating.cohorts import CohortSample
 from contract import naming, sizing
-from contract.migration import MONOLITHIC, SPLIT, check_share, cohort_stream, share_key
+from contract.migration import (
+    MONOLITHIC,
+    MONOLITHIC_POOL_DEPLOYMENT,
+    ROUTER_DEPLOYMENT,
+    SPLIT,
+    check_share,
+    cohort_stream,
+    share_key,
+)
 from contract.spec import Spec
 from contract.worker_env import with_password
 from runbooks.model import PlatformError, Refused
@@ -35,7 +43,6 @@ redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 return 1
 """
-ROUTER_DEPLOYMENT = "router"  # infra/components/migration.py
 ALERTMANAGER_SERVICE = "alertmanager-operated"  # the Prometheus operator's, for any Alertmanager
 ALERTMANAGER_PORT = 9093
 
@@ -182,7 +189,7 @@ def kubernetes_cohort_control(spec: Spec, platform: Any, redis_url: str | None,
             f"{max(free, 0)} of the pool's GPUs are free now" + ("" if free > 0 else ", so raise "
                                                                  "gpu_node_pool.node_count with it")
             + "), then run this again")
-    missing = [d for d in (ROUTER_DEPLOYMENT, naming.MONOLITHIC_NAME) if not platform.rendered(d)]
+    missing = [d for d in (ROUTER_DEPLOYMENT, MONOLITHIC_POOL_DEPLOYMENT) if not platform.rendered(d)]
     if missing:
         raise Refused(
             f"the spec sets migration.monolithic_workers: {workers} but {platform.target()} has no Deployment "

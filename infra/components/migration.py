@@ -4,9 +4,12 @@ With ``migration.monolithic_workers: N`` (deployment_mode split) the program ren
 the split pool and its shared server (unchanged, now reading the split cohort's stream):
 
 * the monolithic pool: the WorkerPool component on the spec ``monolithic_pool_spec`` returns,
-  i.e. exactly what deployment_mode monolithic renders (Deployment ``worker-gpu`` with one GPU
-  per worker, its PodDisruptionBudget, model cache claim and spec ConfigMap), with N fixed
-  replicas, reading the monolithic cohort's stream;
+  i.e. what deployment_mode monolithic renders (one GPU per worker, a PodDisruptionBudget, a
+  model cache claim and a spec ConfigMap; pods labelled as monolithic mode's), with N fixed
+  replicas, reading the monolithic cohort's stream; its objects are named
+  ``worker-monolithic``, not ``worker-gpu``: a cluster coming from deployment_mode monolithic
+  still holds that one (another Pulumi resource), and one name claimed by two resources fails
+  `pulumi up` (AlreadyExists);
 * the router (Deployment ``router``, worker/router.py in the worker image): the jobs stream in,
   one cohort stream out per document, by the split share in Redis that `runbook migrate`
   moves live.
@@ -23,11 +26,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import image_refs, naming, sizing
+from contract.migration import ROUTER_DEPLOYMENT
 from contract.spec import DeploymentMode, Migration, Spec
 from contract.worker_env import redis_password_env
 from infra.components.base import child, metadata
 
-ROUTER_NAME = "router"
+ROUTER_NAME = ROUTER_DEPLOYMENT
 ROUTER_HEALTH_PORT = 8080
 
 

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.cluster_fit import require_cluster_fit, storage_class
-from contract.migration import MONOLITHIC, SPLIT
+from contract.migration import MONOLITHIC, MONOLITHIC_POOL_DEPLOYMENT, SPLIT
 from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
@@ -163,7 +163,7 @@ def build(spec: Spec, root: Path) -> Deployment:
         out.monolithic_workers = WorkerPoolComponent(
             "workers-monolithic", WorkerPoolArgs(mono, output_claim=store.claim_name, cache_class=mono_cache,
                                                  cache_min_gib=storage_min_gib(cloud, mono_cache),
-                                                 cohort=MONOLITHIC),
+                                                 cohort=MONOLITHIC, object_name=MONOLITHIC_POOL_DEPLOYMENT),
             opts=secret_opts(worker_refs(mono), workload_opts))
         out.router = RouterComponent("router", RouterArgs(spec), opts=secret_opts(queue_refs, storage_opts))
     out.secrets = secrets

@@ -39,6 +39,10 @@ class WorkerPoolArgs:
     # While migrating (migration.monolithic_workers): the cohort this pool is, "split" or
     # "monolithic"; its workers read that cohort's stream and its series carry the topology.
     cohort: str | None = None
+    # The objects' name (default: worker, or worker-gpu in monolithic mode). The migration's
+    # monolithic pool has its own (contract/migration.py), so no name is claimed by two Pulumi
+    # resources when a cluster goes from deployment_mode monolithic to migrating or back.
+    object_name: str | None = None
 
 
 def validate(args: WorkerPoolArgs) -> None:
@@ -120,12 +124,12 @@ def wait_for_server(spec: Spec) -> dict:
     }
 
 
-def cache_claim_name(spec: Spec, min_gib: int = 1) -> str:
+def cache_claim_name(spec: Spec, min_gib: int = 1, prefix: str = naming.MONOLITHIC_NAME) -> str:
     """Monolithic workers' model and compile cache: a claim that outlives the pods (a restart or
     a reschedule finds the weights and the compiled graphs). As for the server's cache, the
     access mode and the size are in the name: a new worker ceiling or model makes a new claim."""
     mode = "rwx" if sizing.worker_cache_shared(spec) else "rwo"
-    return f"{naming.MONOLITHIC_NAME}-model-cache-{mode}-{cache_size_gib(spec, min_gib)}gi"
+    return f"{prefix}-model-cache-{mode}-{cache_size_gib(spec, min_gib)}gi"
 
 
 def cache_size_gib(spec: Spec, min_gib: int = 1) -> int:
@@ -133,7 +137,7 @@ def cache_size_gib(spec: Spec, min_gib: int = 1) -> int:
 
 
 def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = None,
-             cohort: str | None = None) -> dict:
+             cohort: str | None = None, config_map: str | None = None) -> dict:
     mono = monolithic(spec)
     outputs = ({"persistent_volume_claim": {"claim_name": output_claim}} if output_claim
                else {"empty_dir": {}})
@@ -145,7 +149,7 @@ def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = Non
         **({"image_pull_secrets": image_refs.pull_secrets(spec)} if image_refs.pull_secrets(spec) else {}),
         "containers": [container(spec, cohort)],
         "volumes": [{"name": "outputs", **outputs},
-                    {"name": "spec", "config_map": {"name": spec_config_map_name(spec)}}],
+                    {"name": "spec", "config_map": {"name": config_map or spec_config_map_name(spec)}}],
     }
     if mono:
         pod["tolerations"] = naming.gpu_tolerations(spec)
@@ -235,22 +239,23 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         spec = args.spec
         w = spec.worker_pool
         mono = monolithic(spec)
-        dep_name = naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME
+        dep_name = args.object_name or (naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME)
+        config_map = f"{dep_name}-spec" if args.object_name else spec_config_map_name(spec)
         ns = spec.namespace
         sel = naming.worker_labels(mono)
         scales = args.autoscaler is not Autoscaler.none and (w.max_replicas or 0) > w.replicas
         # The worker reads the resolved spec (SecretRefs only, no secret values) from here.
         self.spec_config = k8s.core.v1.ConfigMap(
             f"{name}-spec",
-            metadata=metadata(spec_config_map_name(spec), ns, sel),
+            metadata=metadata(config_map, ns, sel),
             data={naming.WORKER_SPEC_KEY: spec_document(spec)},
             opts=child(self),
         )
         self.cache = None
-        cache_claim = cache_claim_name(spec, args.cache_min_gib) if mono else None
+        cache_claim = cache_claim_name(spec, args.cache_min_gib, dep_name) if mono else None
         if cache_claim is not None:
             self.cache = k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-{cache_claim.removeprefix(naming.MONOLITHIC_NAME + '-')}",
+                f"{name}-{cache_claim.removeprefix(dep_name + '-')}",
                 # Bound once the first worker pod exists (WaitForFirstConsumer): not awaited.
                 metadata=metadata(cache_claim, ns, sel, annotations={"pulumi.com/skipAwait": "true"}),
                 spec={"access_modes": ["ReadWriteMany" if sizing.worker_cache_shared(spec)
@@ -271,7 +276,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 "template": {"metadata": {"labels": {**sel, **({TOPOLOGY_POD_LABEL: args.cohort}
                                                                if args.cohort else {})},
                                           **template_annotations(spec)},
-                             "spec": pod_spec(spec, args.output_claim, cache_claim, args.cohort)},
+                             "spec": pod_spec(spec, args.output_claim, cache_claim, args.cohort, config_map)},
             },
             # Pulumi waits for the workers to be ready, which waits for the server's cold start.
             opts=child(self, depends_on=[self.spec_config, *([self.cache] if self.cache else [])],

@@ -66,7 +66,7 @@ def rendered_pods(spec: Spec, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
         count = obj["spec"].get("replicas", 1)
         if name == "worker" or name == "worker-gpu":
             count = spec.worker_pool.max_replicas or spec.worker_pool.replicas
-        if name == "worker-gpu" and sizing.migrating(spec):  # the monolithic pool: N fixed workers
+        if name == "worker-monolithic":  # migrating: the monolithic pool's N fixed workers
             count = spec.migration.monolithic_workers
         for server in spec.inference_servers:
             if server.name == name:

@@ -21,8 +21,9 @@ def test_the_migrating_program_is_accepted_by_the_api_server(cluster: LocalClust
                                 "worker_pool.max_replicas": 4})
     objects = capture(spec, ROOT).objects
     names = {(o["kind"], o["metadata"]["name"]) for o in objects}
-    assert {("Deployment", "router"), ("Deployment", "worker-gpu"), ("Deployment", "worker"),
-            ("ServiceMonitor", "worker-gpu"), ("ScaledObject", "worker"), ("PodDisruptionBudget", "worker-gpu"),
+    assert {("Deployment", "router"), ("Deployment", "worker-monolithic"), ("Deployment", "worker"),
+            ("ServiceMonitor", "worker-monolithic"), ("ScaledObject", "worker"),
+            ("PodDisruptionBudget", "worker-monolithic"),
             ("NetworkPolicy", "router-egress")} <= names
     api = cluster.api()
     (ns,) = [o for o in objects if o["kind"] == "Namespace"]
@@ -37,6 +38,6 @@ def test_the_migrating_program_is_accepted_by_the_api_server(cluster: LocalClust
         resource.create(body=obj, namespace=spec.namespace,
                         query_params=[("dryRun", "All"), ("fieldValidation", "Strict")])
         accepted.append((obj["kind"], obj["metadata"]["name"]))
-    assert ("Deployment", "router") in accepted and ("ServiceMonitor", "worker-gpu") in accepted
+    assert ("Deployment", "router") in accepted and ("ServiceMonitor", "worker-monolithic") in accepted
     print(f"accepted (server-side dry run, strict): {len(accepted)} objects: "
           + ", ".join(f"{k}/{n}" for k, n in sorted(accepted)))

@@ -117,7 +117,8 @@ def test_migrate_on_a_cluster_moves_the_share_in_its_redis(tmp_path: Path) -> No
         # What `pulumi up` created for the migration (infra/components/migration.py), and the
         # queue's Secret (its password, base64 as the API returns it).
         kube._deploy("router", {"app.kubernetes.io/name": "router"}, "router", "worker:0.1.0", [], [], 1)
-        kube._deploy("worker-gpu", {"app.kubernetes.io/instance": "worker-gpu"}, "worker", "gpu:0.1.0", [], [], 2)
+        kube._deploy("worker-monolithic", {"app.kubernetes.io/instance": "worker-gpu"}, "worker", "gpu:0.1.0",
+                     [], [], 2)
         assert spec.queue.password is not None
         kube.secrets[spec.queue.password.name] = {spec.queue.password.key: base64.b64encode(PASSWORD.encode()).decode()}
         gate = tmp_path / "drill-cohorts.yaml"

@@ -52,21 +52,25 @@ def rendered() -> tuple[Spec, list[dict]]:
 def test_both_pools_the_server_and_the_router_are_rendered(rendered):
     spec, objects = rendered
     deps = by(objects, "Deployment")
-    assert {"mineru-vlm", "worker", "worker-gpu", "router"} <= set(deps)
-    split, mono = container(deps["worker"]), container(deps["worker-gpu"])
+    assert {"mineru-vlm", "worker", "worker-monolithic", "router"} <= set(deps)
+    split, mono = container(deps["worker"]), container(deps["worker-monolithic"])
     # the monolithic pool as monolithic mode renders it: one GPU each, its cache and PDB, N fixed
     assert mono["resources"]["limits"]["nvidia.com/gpu"] == "1" and "nvidia.com/gpu" not in split["resources"]["limits"]
-    assert deps["worker-gpu"]["spec"]["replicas"] == 2 and "startupProbe" in mono
-    assert "worker-gpu" in by(objects, "PodDisruptionBudget")
-    assert any(n.startswith("worker-gpu-model-cache-") for n in by(objects, "PersistentVolumeClaim"))
+    assert deps["worker-monolithic"]["spec"]["replicas"] == 2 and "startupProbe" in mono
+    assert "worker-monolithic" in by(objects, "PodDisruptionBudget")
+    assert any(n.startswith("worker-monolithic-model-cache-") for n in by(objects, "PersistentVolumeClaim"))
+    # pods labelled as monolithic mode's (policies and rules select them alike), objects named apart
+    assert deps["worker-monolithic"]["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == "worker-gpu"
     # the split pool keeps calling its server; both read their cohort's stream
     assert env(split)["SPLITSTACK_SERVER_URL"]["value"].startswith("http://mineru-vlm.")
     assert env(split)[ENV_COHORT_STREAMS]["value"] == env(mono)[ENV_COHORT_STREAMS]["value"] == "1"
-    for name, topology in (("worker", "split"), ("worker-gpu", "monolithic")):
+    for name, topology in (("worker", "split"), ("worker-monolithic", "monolithic")):
         assert deps[name]["spec"]["template"]["metadata"]["labels"]["splitstack.dev/topology"] == topology
     # each pool's own spec says its mode (the worker picks its cohort's stream from it)
     cms = by(objects, "ConfigMap")
-    assert json.loads(cms["worker-gpu-spec"]["data"]["spec.json"])["deployment_mode"] == "monolithic"
+    assert json.loads(cms["worker-monolithic-spec"]["data"]["spec.json"])["deployment_mode"] == "monolithic"
+    volumes = {v["name"]: v for v in deps["worker-monolithic"]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["spec"]["configMap"]["name"] == "worker-monolithic-spec"
     assert json.loads(cms["worker-spec"]["data"]["spec.json"])["deployment_mode"] == "split"
 
 
@@ -93,9 +97,9 @@ def test_scalers_and_monitors_are_per_cohort(rendered):
     scaled = by(objects, "ScaledObject")
     (trigger,) = scaled["worker"]["spec"]["triggers"]
     assert trigger["metadata"]["stream"] == cohort_stream(spec.queue.stream, "split")
-    assert "worker-gpu" not in scaled  # the monolithic pool has N fixed workers (N GPUs)
+    assert "worker-monolithic" not in scaled  # the monolithic pool has N fixed workers (N GPUs)
     monitors = by(objects, "ServiceMonitor")
-    for name, topology in (("worker", "split"), ("worker-gpu", "monolithic")):
+    for name, topology in (("worker", "split"), ("worker-monolithic", "monolithic")):
         (endpoint,) = monitors[name]["spec"]["endpoints"]
         assert endpoint["relabelings"] == [{"action": "replace", "targetLabel": "topology",
                                             "replacement": topology}]
@@ -113,10 +117,10 @@ def test_network_policies_are_exact_and_the_router_reaches_redis(queue):
     objects = capture(spec, ROOT).objects
     assert r.unmet(spec, objects) == []
     cells = {(c.src, c.dst): c.allowed for c in r.matrix(spec, objects)}
-    assert not cells[("router", "mineru-vlm")] and not cells[("worker-gpu", "mineru-vlm")]
-    assert cells[("worker-gpu", "internet")]  # the model download (HTTPS); the queue too when external
+    assert not cells[("router", "mineru-vlm")] and not cells[("worker-monolithic", "mineru-vlm")]
+    assert cells[("worker-monolithic", "internet")]  # the model download (HTTPS); the queue too when external
     if not queue:
-        assert cells[("router", "redis")] and cells[("worker-gpu", "redis")] and cells[("worker", "redis")]
+        assert cells[("router", "redis")] and cells[("worker-monolithic", "redis")] and cells[("worker", "redis")]
         assert not cells[("router", "internet")]
 
 
@@ -133,7 +137,7 @@ def test_outputs_say_how_to_reach_the_share():
 
 def test_not_migrating_renders_none_of_it():
     objects = capture(parse_spec(make_raw("existing", "split")), ROOT).objects
-    assert not {"worker-gpu", "router"} & set(by(objects, "Deployment"))
+    assert not {"worker-monolithic", "router"} & set(by(objects, "Deployment"))
     assert ENV_COHORT_STREAMS not in env(container(by(objects, "Deployment")["worker"]))
 
 
@@ -151,3 +155,26 @@ def test_migration_spec_rules_name_the_fix():
     with pytest.raises(SpecError, match="the local stack runs its own with "
                                         "local.migration_monolithic_workers: set that instead"):
         parse_spec(raw)
+
+
+def owners(spec: Spec) -> dict[tuple[str, str, str], str]:
+    """(type, namespace, object name) -> the Pulumi resource name that owns the object."""
+    out = {}
+    for reg in capture(spec, ROOT).mocks.resources:
+        meta = reg.inputs.get("metadata") if reg.type.startswith("kubernetes:") else None
+        if isinstance(meta, dict) and meta.get("name"):
+            out[(reg.type, str(meta.get("namespace", "")), str(meta["name"]))] = reg.name
+    return out
+
+
+@pytest.mark.parametrize("mode", ["split", "monolithic"])
+def test_starting_or_ending_the_migration_moves_no_object_to_another_resource(mode):
+    """One `pulumi up` from either mode to migrating (and back) never has an object that one
+    Pulumi resource deletes while another creates it (AlreadyExists, or an upsert that the old
+    resource's delete then removes): every object both renders hold keeps its resource."""
+    raw = make_raw("existing", mode)
+    raw["gpu_node_pool"]["node_count"] = 3
+    before, after = owners(parse_spec(raw)), owners(migrating_spec())
+    moved = {k: (before[k], after[k]) for k in before.keys() & after.keys() if before[k] != after[k]}
+    assert moved == {}
+    assert len(before.keys() & after.keys()) > 10  # the namespace, Redis, policies... are shared

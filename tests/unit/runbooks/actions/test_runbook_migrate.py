@@ -36,7 +36,8 @@ def migrating_ctx(kube_for, tmp_path: Path, rendered: bool = True):
     kube = kube_for(spec)
     if rendered:  # what `pulumi up` creates while migrating (infra/components/migration.py)
         kube._deploy("router", {"app.kubernetes.io/name": "router"}, "router", "worker:0.1.0", [], [], 1)
-        kube._deploy("worker-gpu", {"app.kubernetes.io/instance": "worker-gpu"}, "worker", "gpu:0.1.0", [], [], 2)
+        kube._deploy("worker-monolithic", {"app.kubernetes.io/instance": "worker-gpu"}, "worker", "gpu:0.1.0",
+                     [], [], 2)
     platform = KubernetesPlatform(spec, kube, kube, context="fake")
     return kube, ActionContext(spec=spec, platform=platform, audit=AuditLog(tmp_path / "audit.jsonl", time.time),
                                apply=True, actor="oncall@test", use_real_nvml=False)
@@ -47,7 +48,7 @@ def test_kubernetes_without_the_rendered_pools_or_a_redis_url_is_refused(tmp_pat
     r = invoke(ctx, "migrate", {"to": 10})
     assert r.outcome == "refused"
     assert ("sets migration.monolithic_workers: 2 but kubernetes fake namespace splitstack has no Deployment "
-            "router or worker-gpu: run `pulumi up --stack prod` first") in r.summary
+            "router or worker-monolithic: run `pulumi up --stack prod` first") in r.summary
     kube, ctx = migrating_ctx(FakeKube, tmp_path)
     r = invoke(ctx, "migrate", {"to": 10, "redis_url": "notaurl"})
     assert r.outcome == "refused" and r.summary.startswith("--redis-url 'notaurl': not a Redis URL")
