@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pulumi
 import pytest
 
 from contract.migration import ENV_COHORT_STREAMS, cohort_stream
@@ -178,3 +179,26 @@ def test_starting_or_ending_the_migration_moves_no_object_to_another_resource(mo
     moved = {k: (before[k], after[k]) for k in before.keys() & after.keys() if before[k] != after[k]}
     assert moved == {}
     assert len(before.keys() & after.keys()) > 10  # the namespace, Redis, policies... are shared
+
+
+@pulumi.runtime.test
+def test_the_policy_pack_accepts_the_migrating_program(mocks, after_build):
+    """The CrossGuard pack's own validators (`pulumi preview --policy-pack infra/policy`), with the
+    custom timeouts the program gives both GPU Deployments (the server and the monolithic pool)."""
+    from infra.components.inference_server import custom_timeouts
+    from infra.components.program import build
+
+    from .test_infra_policy_pack import run_resource_policies, run_stack_policies
+
+    spec = migrating_spec()
+    deployment = build(spec, ROOT)
+    timeouts = custom_timeouts(spec.worker_server)
+
+    def check():
+        regs = mocks.resources
+        assert {r.name for r in regs if r.type == "kubernetes:apps/v1:Deployment"} >= {
+            "server-mineru-vlm", "workers", "workers-monolithic", "router"}
+        assert run_resource_policies(regs, {"server-mineru-vlm": timeouts, "workers-monolithic": timeouts}) == []
+        assert run_stack_policies(regs) == []
+
+    return after_build(deployment, check)
