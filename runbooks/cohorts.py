@@ -91,8 +91,7 @@ class CohortControl:
 
     def leftovers(self, topology: str) -> int:
         """Entries still in a cohort's stream (undelivered, or pending for a worker that is gone)."""
-        stream = cohort_stream(self.stream, topology)
-        return self.backlog(topology) if self.redis.exists(stream) else 0
+        return len(self._unfinished(cohort_stream(self.stream, topology)))
 
     def return_leftovers(self) -> dict[str, int]:
         """Move every entry left in the cohort streams back to the jobs stream, once each (one
