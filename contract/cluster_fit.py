@@ -104,6 +104,10 @@ def storage_needs(spec: Spec) -> dict[str, list[str]]:
         else:
             needs["block"].append("worker_pool (monolithic: the worker's model and compile cache)")
     else:
+        if sizing.migrating(spec):  # the monolithic pool beside the split one
+            n = spec.migration.monolithic_workers
+            needs["shared" if n > 1 else "block"].append(
+                "migration.monolithic_workers (the monolithic pool's model and compile cache)")
         for i, server in enumerate(spec.inference_servers):
             if server.engine is Engine.vllm:
                 kind = server_cache_kind(spec, i)
@@ -311,7 +315,8 @@ def _operators(spec: Spec) -> list[FitProblem]:
             f"{'; '.join(who)} get a KEDA ScaledObject (keda.sh), but cloud 'existing' runs no "
             "KEDA the program knows of; list keda in cluster.operators if it is installed, or "
             "remove worker_pool.max_replicas / the free GPUs")))
-    gpu_pods = bool(sizing.gpu_servers(spec)) or spec.deployment_mode is DeploymentMode.monolithic
+    gpu_pods = (bool(sizing.gpu_servers(spec)) or spec.deployment_mode is DeploymentMode.monolithic
+                or sizing.migrating(spec))
     if existing and gpu_pods:
         sharing = spec.gpu_node_pool is not None and spec.gpu_node_pool.gpu_sharing != "none"
         if sharing and "nvidia-device-plugin" in declared:

@@ -129,6 +129,12 @@ def gpu_pods(spec: Spec) -> list[PodDemand]:
                         server.tensor_parallel_size)
         pods += [PodDemand(f"inference_servers[{i}] {server.name!r} replica {n + 1} of {count}",
                            f"inference_servers[{i}]", req) for n in range(count)]
+    if sizing.migrating(spec):  # the monolithic pool beside the split one, one GPU per worker
+        w = spec.worker_pool
+        count = spec.migration.monolithic_workers
+        req = Resources(w.cpu_millicores, w.memory_mib, 1)
+        pods += [PodDemand(f"migration monolithic worker {n + 1} of {count}",
+                           "migration.monolithic_workers", req) for n in range(count)]
     return pods
 
 
@@ -147,6 +153,9 @@ def cpu_pods(spec: Spec) -> list[PodDemand]:
                                 sizing.server_memory_mib(server), 0)
                 pods += [PodDemand(f"inference_servers[{i}] {server.name!r} (sim) replica {n + 1}",
                                    f"inference_servers[{i}]", req) for n in range(server.replicas)]
+    if sizing.migrating(spec):
+        pods.append(PodDemand("migration: router", "migration.monolithic_workers",
+                              Resources(sizing.ROUTER_CPU_MILLICORES, sizing.ROUTER_MEMORY_MIB, 0)))
     if spec.queue.kind == "in-cluster":
         pods.append(PodDemand("queue: redis", "queue",
                               Resources(sizing.REDIS_CPU_MILLICORES, sizing.REDIS_MEMORY_MIB, 0)))

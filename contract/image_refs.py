@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.enums import DeploymentMode, Engine
-from contract.sizing import REDIS_IMAGE, WAIT_IMAGE
+from contract.sizing import REDIS_IMAGE, WAIT_IMAGE, migrating
 from contract.spec import InferenceServer, Spec
 
 LOCK_DIR = Path("images") / "lock"
@@ -47,6 +47,9 @@ def stack_images(spec: Spec) -> list[StackImage]:
     for server in spec.inference_servers if split else []:
         found.setdefault(server_source(server), []).append(server.name)
     found.setdefault(worker_source(spec), []).append("worker_pool")
+    if migrating(spec):  # the monolithic pool beside the split one (the router runs the worker image)
+        w = spec.worker_pool
+        found.setdefault(f"{w.in_process.image}:{w.in_process.image_tag}", []).append("migration (monolithic pool)")
     if split:
         found.setdefault(WAIT_IMAGE, []).append("worker_pool (wait-for-server)")
     if spec.queue.kind == "in-cluster":

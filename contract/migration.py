@@ -23,6 +23,11 @@ SHARE_STEPS = (10, 50, 100)  # the rollout's steps (and 0: every document on mon
 # The worker reads its cohort's stream when this is "1" (the launcher sets it while migrating).
 ENV_COHORT_STREAMS = "SPLITSTACK_MIGRATION_COHORTS"
 TOPOLOGY_LABEL = "topology"  # the Prometheus label and output-record field naming the cohort
+# Kubernetes, while migrating (infra/components/migration.py): the router's Deployment, and the
+# monolithic pool's objects (its own name: not deployment_mode monolithic's worker-gpu, which a
+# cluster coming from that mode still holds until `pulumi up` deletes it).
+ROUTER_DEPLOYMENT = "router"
+MONOLITHIC_POOL_DEPLOYMENT = "worker-monolithic"
 
 
 def share_key(stream: str) -> str:

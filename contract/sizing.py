@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from contract.enums import DeploymentMode, Engine
+from contract.enums import DeploymentMode, Engine, Target
 
 if TYPE_CHECKING:  # the spec model validates with these functions: types only
     from contract.spec import InferenceServer, Spec
@@ -48,6 +48,11 @@ LAG_PER_JOB_SLOT = 2  # undelivered jobs per worker job slot that justify one mo
 SERVER_WAITING_FRACTION = 0.25  # waiting requests per replica, as a share of max_num_seqs
 
 # Redis: jobs are small references to PDFs, not the PDFs themselves.
+# The migration's router (worker/router.py): one Lua script per document, no payload work.
+ROUTER_CPU_MILLICORES = 100
+ROUTER_MEMORY_MIB = 128
+ROUTER_CPU_LIMIT_MILLICORES = 500
+ROUTER_MEMORY_LIMIT_MIB = 256
 REDIS_CPU_MILLICORES = 100
 REDIS_MEMORY_MIB = 1024
 REDIS_DATA_GIB = 5
@@ -147,7 +152,8 @@ def gpu_servers(spec: Spec) -> list[InferenceServer]:
 def gpu_slots_used(spec: Spec) -> int:
     if spec.deployment_mode is DeploymentMode.monolithic:
         return spec.worker_pool.max_replicas or spec.worker_pool.replicas
-    return sum(s.replicas * s.tensor_parallel_size for s in gpu_servers(spec))
+    return sum(s.replicas * s.tensor_parallel_size for s in gpu_servers(spec)) + (
+        spec.migration.monolithic_workers if migrating(spec) else 0)  # the monolithic pool's GPUs
 
 
 def server_max_replicas(spec: Spec, server: InferenceServer) -> int:
@@ -239,6 +245,12 @@ def server_waiting_threshold(server: InferenceServer) -> int:
 SHARED_GPU_MAX_UTILIZATION = 0.95
 
 
+def migrating(spec: Spec) -> bool:
+    """The cluster runs both pools and the router (migration.monolithic_workers > 0, target
+    kubernetes; the local stack migrates with local.migration_monolithic_workers)."""
+    return spec.target is Target.kubernetes and spec.migration.monolithic_workers > 0
+
+
 def check_gpu_sharing(spec: Spec) -> None:
     """With GPU sharing, the pods that can land on one GPU must fit its memory together.
 
@@ -256,6 +268,9 @@ def check_gpu_sharing(spec: Spec) -> None:
         fractions = [(s.gpu_memory_utilization, f"inference_servers[{i}] {s.name!r}")
                      for i, s in enumerate(spec.inference_servers)
                      if s.engine is Engine.vllm for _ in range(s.replicas)]
+        if migrating(spec):  # the monolithic pool beside the split one
+            fractions += [(spec.worker_server.gpu_memory_utilization, "migration.monolithic_workers")
+                          ] * spec.migration.monolithic_workers
     worst = sorted(fractions, reverse=True)[: pool.slices_per_gpu]
     total = sum(f for f, _ in worst)
     if total > SHARED_GPU_MAX_UTILIZATION:

@@ -748,6 +748,19 @@ class LocalStack(Strict):
         "(`runbook migrate`); 0: no migration. Needs deployment_mode split and a sim server.")
 
 
+class Migration(Strict):
+    """The production rollout on Kubernetes: both topologies at once (docs/migration.md)."""
+
+    monolithic_workers: int = Field(
+        default=0, ge=0,
+        description="While > 0 (with deployment_mode split, target kubernetes) the Pulumi program "
+        "renders, beside the split pool and its server, the monolithic pool (Deployment worker-gpu, "
+        "this many workers, one GPU each, as deployment_mode monolithic renders it) and the router "
+        "(Deployment router) that feeds both cohorts' streams by the split share `runbook migrate` "
+        "moves in Redis. 0: not migrating; setting it back to 0 after `runbook migrate --to 100` "
+        "decommissions the monolithic pool. The local stack's is local.migration_monolithic_workers.")
+
+
 class Spec(Strict):
     """The whole deployment."""
 
@@ -766,6 +779,7 @@ class Spec(Strict):
     cluster: Cluster = Field(default_factory=Cluster)
     images: Images = Field(default_factory=Images)
     local: LocalStack = Field(default_factory=LocalStack)
+    migration: Migration = Field(default_factory=Migration)
     max_oversubscription: float = Field(
         default=2.0, ge=1.0,
         description="Allowed ratio of worker in-flight requests (replicas x concurrency) to the "

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from contract.capacity import check_server_fits
 from contract.enums import DeploymentMode, Engine, Target
-from contract.sizing import gpu_servers
+from contract.sizing import gpu_servers, migrating
 from contract.slo_window import (
     BURN_WINDOW_MAX_H,
     MIN_RETENTION_H,
@@ -43,6 +43,7 @@ def check_cross_field(spec: Spec) -> None:
         _oversubscription,
         _worker_needs_vision,
         _in_process_backend,
+        _migration,
         _local_ports_distinct,
         _model_fits_gpu,
         _retention_covers_slo_windows,
@@ -109,10 +110,32 @@ def _in_process_backend(spec: Spec) -> None:
             "to 'vlm-http-client' (its requests then go to the in-process engine)")
 
 
+def _migration(spec: Spec) -> None:
+    n = spec.migration.monolithic_workers
+    if n == 0:
+        return
+    if spec.target is not Target.kubernetes:
+        raise SpecRuleError(
+            "migration.monolithic_workers",
+            f"{n}: the cluster's monolithic pool while migrating; the local stack runs its own with "
+            "local.migration_monolithic_workers: set that instead (and migration.monolithic_workers 0)")
+    if spec.deployment_mode is not DeploymentMode.split:
+        raise SpecRuleError(
+            "migration.monolithic_workers",
+            f"{n} runs the monolithic pool beside the split one: set deployment_mode split (the "
+            "split pool and its server stay), or migration.monolithic_workers 0 to stop migrating")
+    backend = spec.worker_pool.in_process.backend.value
+    if backend == "private-server":
+        raise SpecRuleError(
+            "worker_pool.in_process.backend",
+            "'private-server' is the local stack's twin; the cluster's monolithic pool runs the model "
+            "in each worker: use 'vlm-vllm-engine' (one GPU per worker)")
+
+
 def _needs_gpus(spec: Spec) -> bool:
     if spec.target is not Target.kubernetes:
         return False
-    if spec.deployment_mode is DeploymentMode.monolithic:
+    if spec.deployment_mode is DeploymentMode.monolithic or migrating(spec):
         return True
     return any(s.engine is Engine.vllm and s.replicas > 0 for s in spec.inference_servers)
 
@@ -148,7 +171,7 @@ def gpu_slots_needed(spec: Spec) -> int:
         s.replicas * s.tensor_parallel_size
         for s in spec.inference_servers
         if s.engine is Engine.vllm
-    )
+    ) + (spec.migration.monolithic_workers if migrating(spec) else 0)
 
 
 def _gpus_suffice(spec: Spec) -> None:
@@ -162,6 +185,7 @@ def _gpus_suffice(spec: Spec) -> None:
             "worker_pool.replicas (monolithic: one GPU per worker)"
             if spec.deployment_mode.value == "monolithic"
             else "sum of replicas x tensor_parallel_size over vllm servers"
+            + (" plus migration.monolithic_workers (one GPU each)" if migrating(spec) else "")
         )
         raise SpecRuleError(
             "gpu_node_pool.node_count",
@@ -193,6 +217,10 @@ def shared_gpu_pods(spec: Spec) -> list[tuple[float, int, str]]:
         i = spec.server_names.index(server.name)
         pods += [(server.gpu_memory_utilization, i, f"inference_servers[{i}] {server.name!r}")
                  ] * server.replicas
+    if migrating(spec):  # the monolithic pool beside the split one
+        i = spec.server_names.index(spec.worker_server.name)
+        pods += [(spec.worker_server.gpu_memory_utilization, i, "migration.monolithic_workers")
+                 ] * spec.migration.monolithic_workers
     return pods
 
 

@@ -15,8 +15,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract import naming
+from contract import naming, sizing
 from contract.cluster_fit import scaled_servers, workers_scaled
+from contract.migration import MONOLITHIC_POOL_DEPLOYMENT, ROUTER_DEPLOYMENT
 from contract.spec import DeploymentMode, Engine, Spec
 
 NS_LABEL = "kubernetes.io/metadata.name"
@@ -152,8 +153,12 @@ def needed_flows(spec: Spec) -> set[tuple[str, str, Port]]:
     workers = naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME
     q, w = spec.queue, spec.worker_pool
     servers = [] if mono else spec.inference_servers
+    # While migrating: the monolithic pool beside the split one, and the router (queue only).
+    migrating = sizing.migrating(spec)
+    extra_pools = [MONOLITHIC_POOL_DEPLOYMENT] if migrating else []
+    router = [ROUTER_DEPLOYMENT] if migrating else []
     # DNS for every pod of the namespace (allow-dns selects them all, ours or not).
-    ours = [workers, *([naming.REDIS_NAME] if q.kind == "in-cluster" else []),
+    ours = [workers, *extra_pools, *router, *([naming.REDIS_NAME] if q.kind == "in-cluster" else []),
             *[s.name for s in servers], f"other-pod@{spec.namespace}"]
     flows: set[tuple[str, str, Port]] = set()
     for pod in ours:
@@ -168,10 +173,13 @@ def needed_flows(spec: Spec) -> set[tuple[str, str, Port]]:
     flows.add(("prometheus", workers, ("TCP", w.metrics_port)))
     if mono or spec.output_store.kind == "s3":  # model download / bucket uploads
         flows.add((workers, "internet", ("TCP", 443)))
+    for pool in extra_pools:
+        flows.add(("prometheus", pool, ("TCP", w.metrics_port)))
+        flows.add((pool, "internet", ("TCP", 443)))  # the model download
     if q.kind == "external":
-        flows.add((workers, "internet", ("TCP", q.port)))
+        flows |= {(pod, "internet", ("TCP", q.port)) for pod in (workers, *extra_pools, *router)}
     else:
-        flows.add((workers, naming.REDIS_NAME, ("TCP", q.port)))
+        flows |= {(pod, naming.REDIS_NAME, ("TCP", q.port)) for pod in (workers, *extra_pools, *router)}
         if workers_scaled(spec):
             flows.add(("keda-operator", naming.REDIS_NAME, ("TCP", q.port)))
         flows |= {(f"producer@{ns}", naming.REDIS_NAME, ("TCP", q.port))

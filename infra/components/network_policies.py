@@ -4,7 +4,9 @@ Allowed: DNS for everyone (kube-dns pods, and NodeLocal DNSCache's link-local ad
 workers -> the port of the server they call (worker_pool.server); workers, KEDA (when it
 scales the workers; cluster.keda_namespace) and the producers' namespaces -> Redis; Prometheus
 (observability.prometheus_namespace) -> the metrics ports; servers (and monolithic workers) ->
-HTTPS for the model download; workers -> HTTPS when outputs go to a bucket. Nothing else.
+HTTPS for the model download; workers -> HTTPS when outputs go to a bucket. While migrating
+(migration.monolithic_workers) both pools get their mode's flows, and the router -> Redis.
+Nothing else.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contract import naming, sizing
 from contract.cluster_fit import workers_scaled
 from contract.spec import DeploymentMode, Spec
 from infra.components.base import child, metadata
+from infra.components.migration import router_labels
 
 HTTPS = {"protocol": "TCP", "port": 443}
 # The model download and bucket uploads go to the internet, never to private ranges.
@@ -43,7 +46,11 @@ def _tcp(port: int) -> dict:
 def policies(spec: Spec) -> dict[str, dict]:
     """name -> NetworkPolicy spec (snake_case dicts)."""
     mono = spec.deployment_mode is DeploymentMode.monolithic
+    migrating = sizing.migrating(spec)
     workers = naming.worker_labels(mono)
+    # Pods that read and ack the queue: the workers (both pools while migrating) and the router.
+    queue_clients = [_pods(workers)] + ([_pods(naming.worker_labels(True)), _pods(router_labels())]
+                                        if migrating else [])
     prometheus = {**_ns(naming.prometheus_namespace(spec)),
                   "pod_selector": {"match_labels": dict(naming.PROMETHEUS_POD_LABELS)}}
     out: dict[str, dict] = {
@@ -69,20 +76,21 @@ def policies(spec: Spec) -> dict[str, dict]:
                 "pod_selector": {"match_labels": sel}, "policy_types": ["Egress"],
                 "egress": [{"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]}],
             }
+    if spec.queue.kind == "external":
+        queue_egress = {"to": [{"ip_block": {"cidr": "0.0.0.0/0"}}], "ports": [_tcp(spec.queue.port)]}
+    else:
+        queue_egress = {"to": [_pods(naming.redis_labels())], "ports": [_tcp(spec.queue.port)]}
     worker_egress: list[dict] = []
     if mono or spec.output_store.kind == "s3":
         worker_egress.append({"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]})
     if called is not None:
         worker_egress.append({"to": [_pods(naming.server_labels(called))],
                               "ports": [_tcp(called.port)]})
-    if spec.queue.kind == "external":
-        worker_egress.append({"to": [{"ip_block": {"cidr": "0.0.0.0/0"}}],
-                              "ports": [_tcp(spec.queue.port)]})
-    else:
-        worker_egress.append({"to": [_pods(naming.redis_labels())], "ports": [_tcp(spec.queue.port)]})
+    worker_egress.append(queue_egress)
+    if spec.queue.kind != "external":
         out["redis-ingress"] = {
             "pod_selector": {"match_labels": naming.redis_labels()}, "policy_types": ["Ingress"],
-            "ingress": [{"from": [_pods(workers)], "ports": [_tcp(spec.queue.port)]},
+            "ingress": [{"from": queue_clients, "ports": [_tcp(spec.queue.port)]},
                         # KEDA's operator reads the stream's lag to scale the workers.
                         *([{"from": [_ns(naming.keda_namespace(spec))],
                             "ports": [_tcp(spec.queue.port)]}] if workers_scaled(spec) else []),
@@ -99,6 +107,21 @@ def policies(spec: Spec) -> dict[str, dict]:
         "pod_selector": {"match_labels": workers}, "policy_types": ["Egress"],
         "egress": worker_egress,
     }
+    if migrating:
+        # The monolithic pool: its mode's flows (the model download, the queue), no server.
+        mono_workers = naming.worker_labels(True)
+        out["worker-gpu-ingress"] = {
+            "pod_selector": {"match_labels": mono_workers}, "policy_types": ["Ingress"],
+            "ingress": [{"from": [prometheus], "ports": [_tcp(spec.worker_pool.metrics_port)]}],
+        }
+        out["worker-gpu-egress"] = {
+            "pod_selector": {"match_labels": mono_workers}, "policy_types": ["Egress"],
+            "egress": [{"to": [{"ip_block": PUBLIC_INTERNET}], "ports": [HTTPS]}, queue_egress],
+        }
+        out["router-egress"] = {
+            "pod_selector": {"match_labels": router_labels()}, "policy_types": ["Egress"],
+            "egress": [queue_egress],
+        }
     return out
 
 

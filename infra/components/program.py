@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from contract import naming, sizing
 from contract.cluster_fit import require_cluster_fit, storage_class
+from contract.migration import MONOLITHIC, MONOLITHIC_POOL_DEPLOYMENT, SPLIT
 from contract.outputs import store_root
 from contract.spec import DeploymentMode, Spec, Target
 from infra.artifacts import load_dashboards, load_rule_files
@@ -24,6 +25,7 @@ from infra.components.inference_server import (
     InferenceServerComponent,
     storage_min_gib,
 )
+from infra.components.migration import RouterArgs, RouterComponent, monolithic_pool_spec
 from infra.components.network_policies import NetworkPoliciesArgs, NetworkPoliciesComponent
 from infra.components.observability import ObservabilityArgs, ObservabilityComponent
 from infra.components.output_store import OutputStoreArgs, OutputStoreComponent
@@ -51,6 +53,9 @@ class Deployment:
     spec: Spec
     servers: list[InferenceServerComponent] = field(default_factory=list)
     workers: WorkerPoolComponent | None = None
+    # While migrating (migration.monolithic_workers): the monolithic pool and the router.
+    monolithic_workers: WorkerPoolComponent | None = None
+    router: RouterComponent | None = None
     secrets: SecretsComponent | None = None
     outputs: dict[str, object] = field(default_factory=dict)
     roots: list[pulumi.Resource] = field(default_factory=list)
@@ -147,16 +152,30 @@ def build(spec: Spec, root: Path) -> Deployment:
                 InferenceServerArgs(spec, server, f"inference_servers[{i}]", cache_class,
                                     storage_min_gib(cloud, cache_class)),
                 opts=secret_opts(server_refs(server), workload_opts)))
+    migrating = sizing.migrating(spec)
     worker_cache = storage.shared if sizing.worker_cache_shared(spec) else storage.block
     out.workers = WorkerPoolComponent(
         "workers", WorkerPoolArgs(spec, output_claim=store.claim_name, cache_class=worker_cache,
-                                  cache_min_gib=storage_min_gib(cloud, worker_cache)),
+                                  cache_min_gib=storage_min_gib(cloud, worker_cache),
+                                  cohort=SPLIT if migrating else None),
         opts=secret_opts(worker_refs(spec), workload_opts))
+    if migrating:
+        # Both topologies at once: the monolithic pool as deployment_mode monolithic renders it,
+        # and the router that feeds both cohorts by the split share (infra/components/migration.py).
+        mono = monolithic_pool_spec(spec)
+        mono_cache = storage.shared if sizing.worker_cache_shared(mono) else storage.block
+        out.monolithic_workers = WorkerPoolComponent(
+            "workers-monolithic", WorkerPoolArgs(mono, output_claim=store.claim_name, cache_class=mono_cache,
+                                                 cache_min_gib=storage_min_gib(cloud, mono_cache),
+                                                 cohort=MONOLITHIC, object_name=MONOLITHIC_POOL_DEPLOYMENT),
+            opts=secret_opts(worker_refs(mono), workload_opts))
+        out.router = RouterComponent("router", RouterArgs(spec), opts=secret_opts(queue_refs, storage_opts))
     out.secrets = secrets
     out.outputs = stack_outputs(spec, observability.prometheus_url,
                                 managed={name for name, _ in values})
     out.roots = [pool, addons, namespace, storage, observability, policies, queue, store,
-                 *([secrets] if secrets else []), *out.servers, out.workers]
+                 *([secrets] if secrets else []), *out.servers, out.workers,
+                 *([out.monolithic_workers, out.router] if out.monolithic_workers and out.router else [])]
     return out
 
 
@@ -173,6 +192,9 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
     }
     forward["prometheus"] = (f"kubectl -n {naming.prometheus_namespace(spec)} port-forward "
                              f"svc/{prom_service} 9090:9090")
+    migrating = sizing.migrating(spec) and spec.queue.kind == "in-cluster"
+    if migrating:  # `runbook migrate` moves the split share in this Redis (docs/migration.md)
+        forward["redis"] = f"kubectl -n {ns} port-forward svc/{naming.REDIS_NAME} {spec.queue.port}:{spec.queue.port}"
     key_env = server.api_key.env if server.api_key else None
     target = (f"--url http://127.0.0.1:{server.port} --model {server.model.name}"
               + (f" --api-key-env {key_env}" if key_env else ""))
@@ -198,6 +220,8 @@ def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],
                 f" --tensor-parallel-size {server.tensor_parallel_size}"),
             # Secrets without a splitstack-secrets: value: create them out of band, from the env.
             "create_secrets": secret_commands(spec, managed),
+            **({"runbook_migrate": (f"runbook migrate --to 10 --stack {spec.stack} --redis-url "
+                                    f"redis://127.0.0.1:{spec.queue.port}")} if migrating else {}),
             "logs_server": f"kubectl -n {ns} logs deploy/{server.name} -f",
             "logs_workers": (f"kubectl -n {ns} logs deploy/"
                              f"{naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME} -f"),

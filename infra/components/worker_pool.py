@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from contract import image_refs, naming, sizing
+from contract.migration import ENV_COHORT_STREAMS, TOPOLOGY_LABEL, cohort_stream
 from contract.spec import DeploymentMode, Spec
 from infra.components.base import PATCH_FORCE, child, metadata, quantity_gib, replicas_ignored
 from infra.components.inference_server import custom_timeouts
@@ -35,6 +36,13 @@ class WorkerPoolArgs:
     autoscaler: Autoscaler = Autoscaler.keda  # derived until the spec has worker_pool.autoscaler
     cache_class: str | None = None  # monolithic: StorageClass of the workers' model cache
     cache_min_gib: int = 1  # smallest volume that class provisions
+    # While migrating (migration.monolithic_workers): the cohort this pool is, "split" or
+    # "monolithic"; its workers read that cohort's stream and its series carry the topology.
+    cohort: str | None = None
+    # The objects' name (default: worker, or worker-gpu in monolithic mode). The migration's
+    # monolithic pool has its own (contract/migration.py), so no name is claimed by two Pulumi
+    # resources when a cluster goes from deployment_mode monolithic to migrating or back.
+    object_name: str | None = None
 
 
 def validate(args: WorkerPoolArgs) -> None:
@@ -51,7 +59,10 @@ def monolithic(spec: Spec) -> bool:
     return spec.deployment_mode is DeploymentMode.monolithic
 
 
-def container(spec: Spec) -> dict:
+TOPOLOGY_POD_LABEL = "splitstack.dev/topology"  # the cohort of a pool's pods while migrating
+
+
+def container(spec: Spec, cohort: str | None = None) -> dict:
     w = spec.worker_pool
     mono = monolithic(spec)
     resources: dict = {
@@ -80,7 +91,8 @@ def container(spec: Spec) -> dict:
         # worker/inprocess.py's preflight).
         "image": image_refs.pull_ref(spec, image_refs.worker_source(spec)),
         "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
-        "env": naming.worker_env(spec, mono),
+        # While migrating the worker reads its cohort's stream (worker/config.py).
+        "env": naming.worker_env(spec, mono) + ([{"name": ENV_COHORT_STREAMS, "value": "1"}] if cohort else []),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
         "resources": resources,
         "volume_mounts": mounts,
@@ -112,19 +124,20 @@ def wait_for_server(spec: Spec) -> dict:
     }
 
 
-def cache_claim_name(spec: Spec, min_gib: int = 1) -> str:
+def cache_claim_name(spec: Spec, min_gib: int = 1, prefix: str = naming.MONOLITHIC_NAME) -> str:
     """Monolithic workers' model and compile cache: a claim that outlives the pods (a restart or
     a reschedule finds the weights and the compiled graphs). As for the server's cache, the
     access mode and the size are in the name: a new worker ceiling or model makes a new claim."""
     mode = "rwx" if sizing.worker_cache_shared(spec) else "rwo"
-    return f"{naming.MONOLITHIC_NAME}-model-cache-{mode}-{cache_size_gib(spec, min_gib)}gi"
+    return f"{prefix}-model-cache-{mode}-{cache_size_gib(spec, min_gib)}gi"
 
 
 def cache_size_gib(spec: Spec, min_gib: int = 1) -> int:
     return max(sizing.model_cache_gib(spec.worker_server), min_gib)
 
 
-def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = None) -> dict:
+def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = None,
+             cohort: str | None = None, config_map: str | None = None) -> dict:
     mono = monolithic(spec)
     outputs = ({"persistent_volume_claim": {"claim_name": output_claim}} if output_claim
                else {"empty_dir": {}})
@@ -134,9 +147,9 @@ def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = Non
         "security_context": naming.pod_security_context(),
         "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
         **({"image_pull_secrets": image_refs.pull_secrets(spec)} if image_refs.pull_secrets(spec) else {}),
-        "containers": [container(spec)],
+        "containers": [container(spec, cohort)],
         "volumes": [{"name": "outputs", **outputs},
-                    {"name": "spec", "config_map": {"name": spec_config_map_name(spec)}}],
+                    {"name": "spec", "config_map": {"name": config_map or spec_config_map_name(spec)}}],
     }
     if mono:
         pod["tolerations"] = naming.gpu_tolerations(spec)
@@ -151,10 +164,12 @@ def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = Non
     return pod
 
 
-def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
+def keda_spec(spec: Spec, name: str, auth: str | None, cohort: str | None = None) -> dict:
     w = spec.worker_pool
     q = spec.queue
-    meta = {"stream": q.stream, "consumerGroup": q.group,
+    # While migrating a pool's backlog is its cohort's stream (the router empties the jobs stream).
+    stream = cohort_stream(q.stream, cohort) if cohort else q.stream
+    meta = {"stream": stream, "consumerGroup": q.group,
             "lagCount": str(sizing.worker_lag_threshold(spec)), "activationLagCount": "0"}
     trigger: dict = {"type": "redis-streams", "metadata": meta}
     if auth:
@@ -173,6 +188,17 @@ def keda_spec(spec: Spec, name: str, auth: str | None) -> dict:
 def spec_document(spec: Spec) -> str:
     """What the worker-spec ConfigMap holds: the resolved spec (SecretRefs only)."""
     return spec.model_dump_json(indent=2)
+
+
+def monitor_endpoint(spec: Spec, cohort: str | None = None) -> dict:
+    """The ServiceMonitor endpoint; while migrating every series of the pool gets the label
+    ``topology`` (the local stack's scrape config sets the same label, stack/prometheus_config.py),
+    which the cohort recording rules group by."""
+    endpoint: dict = {"port": naming.METRICS_PORT_NAME, "path": "/metrics",
+                      "interval": f"{spec.observability.scrape_interval_s}s"}
+    if cohort:
+        endpoint["relabelings"] = [{"action": "replace", "targetLabel": TOPOLOGY_LABEL, "replacement": cohort}]
+    return endpoint
 
 
 def template_annotations(spec: Spec) -> dict:
@@ -213,22 +239,23 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         spec = args.spec
         w = spec.worker_pool
         mono = monolithic(spec)
-        dep_name = naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME
+        dep_name = args.object_name or (naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME)
+        config_map = f"{dep_name}-spec" if args.object_name else spec_config_map_name(spec)
         ns = spec.namespace
         sel = naming.worker_labels(mono)
         scales = args.autoscaler is not Autoscaler.none and (w.max_replicas or 0) > w.replicas
         # The worker reads the resolved spec (SecretRefs only, no secret values) from here.
         self.spec_config = k8s.core.v1.ConfigMap(
             f"{name}-spec",
-            metadata=metadata(spec_config_map_name(spec), ns, sel),
+            metadata=metadata(config_map, ns, sel),
             data={naming.WORKER_SPEC_KEY: spec_document(spec)},
             opts=child(self),
         )
         self.cache = None
-        cache_claim = cache_claim_name(spec, args.cache_min_gib) if mono else None
+        cache_claim = cache_claim_name(spec, args.cache_min_gib, dep_name) if mono else None
         if cache_claim is not None:
             self.cache = k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-{cache_claim.removeprefix(naming.MONOLITHIC_NAME + '-')}",
+                f"{name}-{cache_claim.removeprefix(dep_name + '-')}",
                 # Bound once the first worker pod exists (WaitForFirstConsumer): not awaited.
                 metadata=metadata(cache_claim, ns, sel, annotations={"pulumi.com/skipAwait": "true"}),
                 spec={"access_modes": ["ReadWriteMany" if sizing.worker_cache_shared(spec)
@@ -246,8 +273,10 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 "progress_deadline_seconds": progress_deadline_s(spec),
                 "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
                               "max_unavailable": 1}} if mono else {"type": "RollingUpdate"}),
-                "template": {"metadata": {"labels": sel, **template_annotations(spec)},
-                             "spec": pod_spec(spec, args.output_claim, cache_claim)},
+                "template": {"metadata": {"labels": {**sel, **({TOPOLOGY_POD_LABEL: args.cohort}
+                                                               if args.cohort else {})},
+                                          **template_annotations(spec)},
+                             "spec": pod_spec(spec, args.output_claim, cache_claim, args.cohort, config_map)},
             },
             # Pulumi waits for the workers to be ready, which waits for the server's cold start.
             opts=child(self, depends_on=[self.spec_config, *([self.cache] if self.cache else [])],
@@ -278,8 +307,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
             metadata=metadata(dep_name, ns, {**sel, **naming.monitor_labels(spec)}),
             spec={"selector": {"matchLabels": sel}, "namespaceSelector": {"matchNames": [ns]},
                   "jobLabel": naming.JOB_LABEL,
-                  "endpoints": [{"port": naming.METRICS_PORT_NAME, "path": "/metrics",
-                                 "interval": f"{spec.observability.scrape_interval_s}s"}]},
+                  "endpoints": [monitor_endpoint(spec, args.cohort)]},
             opts=child(self),
         )
         self.scaler: pulumi.Resource | None = None
@@ -299,7 +327,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 f"{name}-scaler",
                 api_version="keda.sh/v1alpha1", kind="ScaledObject",
                 metadata=metadata(dep_name, ns, sel),
-                spec=keda_spec(spec, dep_name, auth),
+                spec=keda_spec(spec, dep_name, auth, args.cohort),
                 opts=child(self, depends_on=[self.deployment]),
             )
         elif scales:

@@ -6,7 +6,8 @@ so nothing restarts). Before moving it, the `cohorts` gate (bench/gates/migratio
 must pass on the last window: both cohorts, the same documents' window, the rollout's criteria
 with intervals; "too few documents to judge" refuses and says to wait. The first step (0 -> 10)
 has no split cohort to judge yet. ``--to 100`` waits until the monolithic cohort's stream is
-drained, then stops the monolithic pool. ``--to 0`` is the manual abort.
+drained, then stops the monolithic pool (on Kubernetes the pool is the Pulumi program's: the
+report names the spec change and `pulumi up`). ``--to 0`` is the manual abort.
 
 ``runbook migrate-guard`` judges the window every ``--every-s`` for ``--watch-s``: on a breach
 (a criterion failed with certainty) it sets the share to 0 at once, writes its own audit
@@ -23,9 +24,9 @@ from pydantic import Field
 from bench.gating.cohorts import CohortVerdict, Criteria, judge
 from bench.gating.models import CohortsGate
 from bench.gating.spec import GateFileError, load_gate_file
-from contract.migration import MONOLITHIC, SHARE_STEPS
+from contract.migration import MONOLITHIC, SHARE_STEPS, SPLIT
 from runbooks.actions.runner import Step, StepFailed, run_plan
-from runbooks.cohorts import CohortControl
+from runbooks.cohorts import CohortControl, kubernetes_cohort_control
 from runbooks.context import ActionContext
 from runbooks.model import Refused, Report
 from runbooks.params import ActionParams
@@ -41,6 +42,10 @@ class WindowParams(ActionParams):
                             "last this many seconds, both cohorts.")
     stuck_after_s: float = Field(default=120.0, gt=0, description="A document unfinished this long after its "
                                  "submission counts as failed (a hung server is a breach).")
+    redis_url: str | None = Field(default=None, description="Kubernetes: the cluster's Redis, where the share "
+                                  "lives, port-forwarded (`kubectl -n NAMESPACE port-forward svc/redis 6379`, "
+                                  "then redis://127.0.0.1:6379; the password comes from the cluster's Secret). "
+                                  "A local stack's own queue is found without it.")
 
 
 class MigrateParams(WindowParams):
@@ -67,12 +72,11 @@ def criteria(gate_file: str) -> Criteria:
     raise Refused(f"--gate {gate_file}: the gate file has no gate of kind `cohorts`; use {GATE}")
 
 
-def control(ctx: ActionContext) -> CohortControl:
+def control(ctx: ActionContext, p: WindowParams) -> CohortControl:
     if ctx.migration is None:
         if ctx.platform.kind == "kubernetes":
-            raise Refused(f"migrate acts on a local stack's queue; on {ctx.platform.target()} the Pulumi program "
-                          "renders one worker pool (no router, no cohort streams): the rollout there is "
-                          "`deployment_mode` with `runbook rollback` and `pulumi up`")
+            ctx.migration = kubernetes_cohort_control(ctx.spec, ctx.platform, p.redis_url)
+            return ctx.migration
         raise Refused(f"the queue (Redis) of stack {ctx.spec.stack!r} is not reachable: start the stack "
                       f"(`splitstack up --engine sim --spec-override local.migration_monolithic_workers=N`) first")
     return ctx.migration
@@ -87,7 +91,9 @@ def _next_step(current: int) -> int | None:
 
 
 def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
-    c = control(ctx)
+    c = control(ctx, p)
+    if c.finished:
+        return finish(ctx, c, p)
     current = c.share()
     evidence = [f"split share now: {current} %"]
     if p.to == current:
@@ -136,17 +142,44 @@ def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
 
         steps.append(Step("wait", "monolithic cohort", "its stream drained (documents already routed to it)",
                           drain))
-        steps.append(Step("stop", "monolithic pool", "decommission: its workers (and engines) stop",
-                          lambda: "stopped " + (", ".join(c.decommission()) or "nothing"), compensate=False))
+        if c.decommission_change is None:
+            steps.append(Step("stop", "monolithic pool", "decommission: its workers (and engines) stop",
+                              lambda: "stopped " + (", ".join(c.decommission()) or "nothing"), compensate=False))
+        else:  # the pool is the deployment program's: the change that removes it, not a step here
+            evidence.append(f"the monolithic pool is not stopped here: {c.decommission_change}")
     return run_plan(ctx, "migrate", steps, case=CASE, evidence=evidence,
                     summary=f"move the split share {current} % -> {p.to} %",
-                    next_steps=["runbook migrate-guard --watch-s 600 --apply  # abort on a breach"]
+                    next_steps=([f"decommission the monolithic pool: {c.decommission_change}"]
+                                if p.to == 100 and c.decommission_change else [])
+                    + ["runbook migrate-guard --watch-s 600 --apply  # abort on a breach"]
                     + ([f"runbook migrate --to {_next_step(p.to)}  # after a window that passes"]
                        if _next_step(p.to) and p.to else []))
 
 
+def finish(ctx: ActionContext, c: CohortControl, p: MigrateParams) -> Report:
+    """After `pulumi up` ended a cluster's migration (no router, the workers back on the jobs
+    stream): the entries left in the cohort streams go back to the jobs stream, the share goes."""
+    if p.to != 100:
+        raise Refused(f"the migration of {ctx.spec.stack!r} has ended (migration.monolithic_workers is 0 and "
+                      "`pulumi up` removed the router): there is no share to move; `runbook migrate --to 100 "
+                      "--apply` returns what the cohort streams still hold to the jobs stream")
+    left = {t: c.leftovers(t) for t in (SPLIT, MONOLITHIC)}
+
+    def move() -> str:
+        moved = c.return_leftovers()
+        return f"returned {moved[SPLIT]} split and {moved[MONOLITHIC]} monolithic entries; the share is removed"
+
+    return run_plan(ctx, "migrate", [Step("move", "cohort streams", f"{left[SPLIT]} split and {left[MONOLITHIC]} "
+                                          "monolithic entries back to the jobs stream (the workers read it now); "
+                                          "drop the share", move, compensate=False)],
+                    case=CASE, evidence=[f"the split share was {c.share()} %; the cluster runs no router"],
+                    summary="end the migration: return the cohort streams' entries to the jobs stream")
+
+
 def migrate_guard(ctx: ActionContext, p: MigrateGuardParams) -> Report:
-    c = control(ctx)
+    c = control(ctx, p)
+    if c.finished:
+        raise Refused(f"the migration of {ctx.spec.stack!r} has ended: nothing to guard")
     start = ctx.clock()
     judged: list[str] = []
     while True:

@@ -256,19 +256,39 @@ class KubernetesPlatform:
 
     def http(self, component: str, method: str, path: str, json_body: Any = None,
              timeout_s: float = 30.0) -> HttpResult:
-        # Through the API server's service proxy, with the client's own auth. The generated
-        # connect_*_proxy methods take no request body (client 37), so the request is built
-        # with the ApiClient the way they build theirs.
         name, _ = self._deployment(component)
         port = self.spec.server(component[7:]).port if component.startswith("server-") \
             else self.spec.worker_pool.metrics_port
+        return self.service_http(self.ns, name, port, method, path, json_body, timeout_s)
+
+    def rendered(self, deployment: str) -> bool:
+        """Does Deployment ``deployment`` exist in the stack's namespace (did `pulumi up` create it)?"""
+        ApiException = _kubernetes().client.exceptions.ApiException  # noqa: N806 - a class
+
+        def read() -> bool:
+            try:
+                self.apps.read_namespaced_deployment(deployment, self.ns)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise  # _call says what it means
+            return True
+
+        return bool(self._call(f"read deployment {deployment}", read))
+
+    def service_http(self, namespace: str, service: str, port: int, method: str, path: str,
+                     json_body: Any = None, timeout_s: float = 30.0) -> HttpResult:
+        """An HTTP request to a Service, through the API server's service proxy, with the
+        client's own auth (no port-forward). The generated connect_*_proxy methods take no
+        request body (client 37), so the request is built with the ApiClient the way they
+        build theirs."""
         api = self.core.api_client
-        resource = f"/api/v1/namespaces/{self.ns}/services/{name}:{port}/proxy/{path.lstrip('/')}"
+        resource = f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/{path.lstrip('/')}"
         params = api.param_serialize(method=method, resource_path=resource,
                                      header_params={"Content-Type": "application/json",
                                                     "Accept": "application/json"},
                                      body=json_body, auth_settings=["BearerToken"])
-        response = self._call(f"proxy {method} {path} to service {name}", api.call_api, *params,
+        response = self._call(f"proxy {method} {path} to service {namespace}/{service}", api.call_api, *params,
                               _request_timeout=timeout_s)
         data = response.read()
         return HttpResult(response.status, data.decode(errors="replace") if isinstance(data, bytes) else str(data))

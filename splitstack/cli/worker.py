@@ -48,7 +48,8 @@ def _spec(stack: str, spec_override: list[str] | None = None):
         overrides = parse_assignments(spec_override or [], "--spec-override", "worker_pool.input_roots=[/data]")
         return load_stack(stack, overrides=overrides or None)
     except (SpecError, ValueError) as exc:
-        err.print(f"[red]{exc}[/red]")
+        # escaped: the message quotes the user's input and an example ("[/data]"), not markup
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
 
 

@@ -43,6 +43,10 @@ VARIANTS = {
     "prod: worker asks 40 GiB of an e2-standard-8": ("prod", {"worker_pool.memory_mib": 40000,
                                                              "worker_pool.memory_limit_mib": 40000}),
     "dev: server just fits (all CPU the node has left)": ("dev", {"inference_servers.0.cpu_millicores": 7610}),
+    # Migrating: the server and the monolithic pool's GPU worker, each on its GPU node; the router
+    # and the split workers on the CPU pool.
+    "dev migrating on 2 GPU nodes: 1 monolithic worker beside the server": (
+        "dev", {"gpu_node_pool.node_count": 2, "migration.monolithic_workers": 1}),
     "dev monolithic on 2 GPU nodes": ("dev", {"deployment_mode": "monolithic", "gpu_node_pool.node_count": 2}),
     "dev monolithic, workers ask 7.8 vCPUs of the GPU node": (
         "dev", {"deployment_mode": "monolithic", "gpu_node_pool.node_count": 2,
@@ -62,6 +66,8 @@ def rendered_pods(spec: Spec, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
         count = obj["spec"].get("replicas", 1)
         if name == "worker" or name == "worker-gpu":
             count = spec.worker_pool.max_replicas or spec.worker_pool.replicas
+        if name == "worker-monolithic":  # migrating: the monolithic pool's N fixed workers
+            count = spec.migration.monolithic_workers
         for server in spec.inference_servers:
             if server.name == name:
                 count = sizing.server_max_replicas(spec, server)

@@ -172,3 +172,17 @@ def test_rollback_is_a_pulumi_change_on_kubernetes(deployed: Cluster, runbook) -
     with pytest.raises(ApiException):
         deployed.deployment("worker-gpu")  # nothing was switched behind Pulumi's back
     assert load_stack(STACK, ROOT).deployment_mode.value == "split"
+
+
+def test_migrate_on_a_stack_that_does_not_migrate_names_the_pulumi_change(deployed: Cluster, runbook) -> None:
+    """localk8s renders one pool: `runbook migrate` on the cluster refuses (exit 2) with the exact
+    stack-file line and commands, and creates nothing (docs/migration.md)."""
+    r = runbook("migrate", "--to", "10", "--redis-url", "redis://127.0.0.1:1", "--apply")
+    assert r.returncode == 2, r.stdout + r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    assert "stack 'localk8s' is not migrating" in text
+    assert ("set `splitstack:migration: {monolithic_workers: 1}` in Pulumi.localk8s.yaml, check it with "
+            "`splitstack infra plan --stack localk8s`, then `pulumi up --stack localk8s`") in text
+    for name in ("router", "worker-monolithic"):
+        with pytest.raises(ApiException):
+            deployed.deployment(name)

@@ -41,7 +41,6 @@ OTHER_TOOLS = {
     "--variant": "`debootstrap --variant` (stack/baseimage.py)",
     "--no-deps": "`pip download --no-deps` (stack/wheelhouse.py)",
     "--web": "Alertmanager's --web.config.file (stack/secrets.py; the pattern stops at the dot)",
-    "--redis-url": "`python -m worker.router`, the migration router the local stack starts (its own argparse)",
     "--password-env": "`python -m worker.router` (its own argparse)",
 }
 

@@ -31,6 +31,10 @@ VARIANTS = {
     "prod-s3": lambda: derive("prod", {"output_store.kind": "s3", "output_store.bucket": "outs"}),
     "prod-monolithic": lambda: derive("prod", {"deployment_mode": "monolithic", "worker_pool.replicas": 1,
                                                 "worker_pool.max_replicas": 2}),
+    # Migrating: both pools and the router (migration.monolithic_workers).
+    "dev-migrating": lambda: derive("dev", {"gpu_node_pool.node_count": 2, "migration.monolithic_workers": 1}),
+    "prod-migrating-s3": lambda: derive("prod", {"gpu_node_pool.node_count": 4, "migration.monolithic_workers": 2,
+                                                  "output_store.kind": "s3", "output_store.bucket": "outs"}),
     "existing-split": lambda: make_spec("existing", "split"),
     "existing-monolithic": lambda: make_spec("existing", "monolithic"),
     "eks-split": lambda: make_spec("eks", "split"),
