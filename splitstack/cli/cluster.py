@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from contract.extras import MissingExtra, require
@@ -27,7 +28,7 @@ err = SafeConsole(stderr=True)
 
 
 def _fail(exc: Exception, code: int = 2) -> typer.Exit:
-    err.print(f"[red]{exc}[/red]")
+    err.print(f"[red]{escape(str(exc))}[/red]")
     return typer.Exit(code)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from contract.spec import Spec
 from contract.spec_loader import SpecError, load_stack, project_root
@@ -27,7 +28,7 @@ err = SafeConsole(stderr=True)
 def _check_base(value: str, option: str) -> None:
     if value in (BaseKind.public.value, BaseKind.debootstrap.value) or "/" in value or ":" in value:
         return
-    err.print(f"[red]{option} {value!r}: expected 'public', 'debootstrap' or an image reference such as "
+    err.print(f"[red]{option} {escape(repr(value))}: expected 'public', 'debootstrap' or an image reference such as "
               "registry.example.com/python:3.11-slim-bookworm[/red]")
     raise typer.Exit(2)
 
@@ -55,7 +56,7 @@ def build(
     try:
         spec = load_stack(stack)
     except SpecError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
     try:
         report = build_images(spec, project_root(), base=base, only=only or (), vllm_base=vllm_base,
@@ -82,7 +83,7 @@ def _stack(stack: str) -> Spec:
     try:
         return load_stack(stack)
     except SpecError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
 
 
@@ -100,7 +101,7 @@ def push(
         pushed, lock = push_images(spec, project_root(), tls_verify=tls_verify,
                                    progress=lambda line: console.print(f"[cyan]images[/cyan] {line}"))
     except ValueError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
     except (SetupError, PodmanError) as exc:
         err.print(f"[red]images push failed:[/red] {exc}")
@@ -126,7 +127,7 @@ def check(
         return
     problems = check_images(spec, tls_verify=tls_verify)
     for line in problems:
-        err.print(f"[red]{line}[/red]", soft_wrap=True)
+        err.print(f"[red]{escape(line)}[/red]", soft_wrap=True)
     if problems:
         raise typer.Exit(2)
     console.print(f"{spec.images.registry} holds every image of stack {stack!r} as pushed")

@@ -56,7 +56,7 @@ def _overrides(engine: Engine | None, workers: int | None, runtime: LocalRuntime
     try:
         out: dict = parse_assignments(spec_override or [], "--spec-override", "queue.port=16400")
     except ValueError as exc:
-        err.print(f"[red]{exc}[/red]", markup=True, highlight=False)
+        err.print(f"[red]{escape(str(exc))}[/red]", markup=True, highlight=False)
         raise typer.Exit(2) from None
     out.update(engine_overrides(engine) if engine is not None else {})
     if mode is not None:
@@ -74,7 +74,7 @@ def _local(stack: str, engine: Engine | None = None, workers: int | None = None,
     try:
         spec = load_stack(stack, overrides=_overrides(engine, workers, runtime, spec_override, mode))
     except SpecError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
     if spec.target.value != "local":
         err.print(f"[red]stack {stack!r} has target {spec.target.value!r}; `splitstack up` runs "
@@ -228,7 +228,7 @@ def spec_show(stack: StackOpt = "local", output: OutputOpt = Output.text) -> Non
     try:
         spec = load_stack(stack)
     except SpecError as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
     if output is Output.json:
         typer.echo(spec.model_dump_json(indent=2))
