@@ -155,7 +155,7 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
               labels=("mode", "engine_loaded")),
 )
 
-# --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_catalog.py) --------
+# --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_slo_catalog.py) ----
 _VLLM_LABELS = ("engine", "model_name")
 _TOKENS_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
 _TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
