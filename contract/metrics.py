@@ -48,8 +48,9 @@ class MetricDef(BaseModel):
 
 
 # --- worker (mineru_*) ------------------------------------------------------------------------
-# PDF processing time, intake to output stored. 45/90/120 are the p50/p95/p99 thresholds
-# of requirements SLO-2..SLO-4 (docs/requirements.md) and must stay bounds: the latency SLIs count `le` buckets, they never interpolate.
+# PDF processing time, intake to output stored. 45/90/120 are the p50/p95/p99 thresholds of
+# requirements SLO-2..SLO-4 (docs/requirements.md) and must stay bounds: the latency SLIs count
+# `le` buckets, they never interpolate.
 PDF_PROCESSING_BUCKETS_S: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0,
 )

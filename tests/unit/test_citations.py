@@ -111,7 +111,8 @@ TOPS = sorted({PurePosixPath(f).parts[0] for f in FILES if len(PurePosixPath(f).
 EXTENSIONS = {PurePosixPath(f).suffix for f in FILES if PurePosixPath(f).suffix}
 # A top-level folder, not preceded by a path or URL character (so ../x, /abs/x and https://.../x
 # are not read as repository paths), then path characters.
-PATH = re.compile(r"(?<![\w./~$@-])(?:%s)/[\w./-]*" % "|".join(map(re.escape, TOPS)))
+_TOPS = "|".join(map(re.escape, TOPS))
+PATH = re.compile(rf"(?<![\w./~$@-])(?:{_TOPS})/[\w./-]*")
 FOLDERS = {str(p) for f in FILES for p in PurePosixPath(f).parents if str(p) != "."}
 
 
