@@ -48,8 +48,9 @@ class MetricDef(BaseModel):
 
 
 # --- worker (mineru_*) ------------------------------------------------------------------------
-# PDF processing time, intake to output stored. 45/90/120 are the operations manual's p50/p95/p99
-# thresholds and must stay bounds: the latency SLIs count `le` buckets, they never interpolate.
+# PDF processing time, intake to output stored. 45/90/120 are the p50/p95/p99 thresholds of
+# requirements SLO-2..SLO-4 (docs/requirements.md) and must stay bounds: the latency SLIs count
+# `le` buckets, they never interpolate.
 PDF_PROCESSING_BUCKETS_S: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0,
 )
@@ -155,7 +156,7 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
               labels=("mode", "engine_loaded")),
 )
 
-# --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_catalog.py) --------
+# --- vLLM 0.32 (checked against the captured /metrics by tests/unit/slo/test_slo_catalog.py) ----
 _VLLM_LABELS = ("engine", "model_name")
 _TOKENS_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
 _TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,

@@ -8,7 +8,7 @@ that cannot hold them (contract/spec_rules.py).
 
 from __future__ import annotations
 
-# The operations manual measures its SLOs monthly ("count_over_time(...[30d])").
+# Every SLO is measured over 30 days (requirement SLO-8, docs/requirements.md).
 SLO_WINDOW_MAX_D = 30
 # The slowest burn-rate alert of the SRE workbook's 30-day set reads 3 days (slo/burn_windows.yaml).
 BURN_WINDOW_MAX_H = 72

@@ -1,6 +1,6 @@
 """Grafana dashboards generated from the SLO spec and the metric catalog. Pure: spec in, JSON out.
 
-Four dashboards (the design's dashboard set and the operations manual's SLO dashboard):
+Four dashboards (requirements DASH-1..DASH-4 in docs/requirements.md):
 inference server health (covering vLLM's own example dashboard: finish reasons, prefix-cache
 hit rate, prompt and generation length heatmaps, prefill and decode time), worker to server
 connectivity, end-to-end PDF processing, and SLOs (burn rate and budget read from the
@@ -222,7 +222,7 @@ def _budget_sel(slo: str) -> str:
 
 
 def slo_dashboard(spec: SLOSpec) -> dict:
-    """The operations manual's `MinerU Split-Container SLOs` dashboard (URL /d/mineru-slos)."""
+    """The `MinerU Split-Container SLOs` dashboard of requirement DASH-1 (URL /d/mineru-slos)."""
     b, job = _Board(), spec.jobs.workers
     avail, up = spec.get("availability"), spec.get("inference-server-uptime")
     for slo, title in ((avail, "Availability (30 d)"), (up, "Inference server uptime (30 d)")):

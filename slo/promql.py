@@ -217,9 +217,9 @@ def absent_exprs(slo: SLO, jobs: Jobs) -> list[tuple[str, str, str]]:
 
 
 def page_parts(slo: SLO, jobs: Jobs, window: str) -> tuple[str, str]:
-    """(bad share, bad count) over ``window`` as the manual's page reads them (event SLIs).
+    """(bad share, bad count) over ``window`` as a fixed-threshold page reads them (event SLIs).
 
-    A latency page reads finished PDFs only: the manual's "P95 > 90 s" is a percentile of
+    A latency page reads finished PDFs only: requirement ALERT-2's "P95 > 90 s" is a percentile of
     durations, and a failed PDF has none; it pages as the error rate's alert instead, so one
     cause makes one page. The latency SLO itself (burn rate, budget) still counts it as slow.
     """

@@ -7,7 +7,7 @@ Per SLO, two groups (rules in a group run in order, so alerts see this evaluatio
   * ``slo:sli_error:ratio_rate<W>`` for the burn-rate windows up to 6 h, and
     ``slo:current_burn_rate:ratio`` (the 5-minute ratio over the error budget);
   * the page burn-rate alerts, one rule per window pair (slo/burn_windows.yaml);
-  * the operations manual's own alert (``manual_alert``) and, for the server, the inhibitor that
+  * the SLO's fixed paging threshold (``manual_alert``, a requirement's ALERT-n) and, for the server, the inhibitor that
     Alertmanager uses to silence the outage's symptoms;
   * ``SLOMetricAbsent`` when a metric the SLI needs is missing.
 ``slo-<name>-long`` (``alerting.slow_interval_s``): the 1 d, 3 d and SLO-window ratios (30 d
@@ -64,7 +64,7 @@ def paging_policy(slo: SLO, windows: BurnWindows) -> str:
     parts = []
     m = slo.manual_alert
     if m and m.severity is Severity.page:
-        parts.append(f"pages: {m.alert} (the operations manual's threshold)")
+        parts.append(f"pages: {m.alert} (a fixed threshold, not a burn rate)")
     if pages:
         parts.append(f"pages: the burn-rate alerts over {', '.join(pages)}")
     if not parts:
@@ -179,7 +179,7 @@ def history_offset_min(a: BurnAlert) -> int:
     return -(-a.window.long_window_min * 9 // 10)
 
 
-# --- the manual's alerts ---------------------------------------------------------------------------
+# --- the fixed-threshold alerts (requirements ALERT-n) ----------------------------------------------
 def manual_expr(spec: SLOSpec, slo: SLO, m: ManualAlert) -> str:
     jobs, sli = spec.jobs, slo.sli
     if isinstance(sli, UptimeSLI):
@@ -237,7 +237,7 @@ def manual_rules(spec: SLOSpec, slo: SLO, m: ManualAlert, windows: BurnWindows) 
     if m.for_s or m.over_min:
         rule["for"] = fmt_duration_s(m.for_s or 60 * (m.over_min or 0))
     rule["labels"] = labels
-    rule["annotations"] = {"summary": f"{slo.title}: the operations manual's paging threshold is breached",
+    rule["annotations"] = {"summary": f"{slo.title}: its paging threshold is breached",
                            "description": manual_description(slo, m),
                            **_common_annotations(spec, slo, m.alert, windows)}
     if isinstance(slo.sli, UptimeSLI):

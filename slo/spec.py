@@ -242,9 +242,10 @@ SLI = Annotated[EventRatioSLI | LatencySLI | UptimeSLI | ThresholdSLI, Field(dis
 
 
 class ManualAlert(Strict):
-    """The operations manual's own paging rule for an SLO ("page if the error rate > 5 % for 10
-    minutes"), generated beside the burn-rate alerts; with it the burn-rate alerts usually only
-    open tickets (``alerts: [ticket]``), which the generated annotations say.
+    """A fixed paging threshold for an SLO, from the requirements (docs/requirements.md, e.g.
+    ALERT-4: "page if the error rate > 5 % for 10 minutes"), generated beside the burn-rate
+    alerts; with it the burn-rate alerts usually only open tickets (``alerts: [ticket]``), which
+    the generated annotations say.
 
     "For N minutes" is a duration, not a window: the condition, measured over ``window_min``, must
     hold for ``over_min`` minutes (the rule's ``for``) before anyone is paged; ``window_min`` is
@@ -262,10 +263,11 @@ class ManualAlert(Strict):
     """
 
     alert: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{2,62}$", description="alert name (its runbook page is <alert>.md)")
-    source: str = Field(description="the manual's words this rule implements")
+    source: str = Field(
+        description="the requirement this rule implements: its ID in docs/requirements.md and its words")
     severity: Severity = Field(default=Severity.page, description="page or ticket")
     over_min: int | None = Field(
-        default=None, gt=0, description="the manual's \"for N minutes\": minutes the condition must hold "
+        default=None, gt=0, description="the requirement's \"for N minutes\": minutes the condition must hold "
         "before it pages (the rule's `for`)")
     window_min: int | None = Field(
         default=None, gt=0, description="minutes each measurement of the SLI covers; shorter than over_min")
@@ -289,7 +291,7 @@ class SLO(Strict):
     name: str = Field(pattern=_SLUG, description="slug, used in rule labels and file names")
     title: str = Field(description="one line for tables, alerts and dashboards")
     description: str = Field(description="what is measured and why")
-    source: str = Field(description="where the objective comes from (document and section)")
+    source: str = Field(description="where the objective comes from (requirement IDs in docs/requirements.md)")
     sli: SLI = Field(description="the indicator, by kind")
     target: Decimal = Field(gt=0, lt=1, description="share of good events (or good slices) required, e.g. 0.995")
     window_d: int = Field(default=30, gt=0, description="rolling SLO window, days")
@@ -301,7 +303,8 @@ class SLO(Strict):
     runbook_action: str = Field(default="slo-status", description="`runbook <action>` that handles this SLO's alerts")
     service: Service = Field(
         default="pipeline", description="`service` label of the alerts: what is broken (grouping and inhibition)")
-    manual_alert: ManualAlert | None = Field(default=None, description="the manual's paging rule, if it has one")
+    manual_alert: ManualAlert | None = Field(
+        default=None, description="a fixed paging threshold from the requirements, if the SLO has one")
 
     @field_validator("window_d")
     @classmethod

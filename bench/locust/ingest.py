@@ -59,7 +59,7 @@ def collection_check(manifest: dict[str, Any]) -> dict[str, Any]:
 def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, warmup_s: float,
            cooldown_s: float, locust_log: str = "", limits: ValidityLimits | None = None,
            server: dict[str, Any] | None = None, rate_rps: float | None = None):
-    """``server``: the server's /metrics diffed across the run (bench/locust/cli.py scrapes it).
+    """``server``: the server's /metrics diffed across the run (bench/locust/session.py scrapes it).
     ``rate_rps``: the run's --rate; the load is then a constant-rate open loop, and validity checks
     that Locust achieved it (its users pace themselves and fall short when responses are slow)."""
     files = sorted(records_dir.glob(RECORD_GLOB))

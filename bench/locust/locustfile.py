@@ -1,6 +1,7 @@
 """Locust users that send a bench ``chat`` scenario's prepared requests.
 
-Started by ``bench locust run|master|worker`` (bench/locust/cli.py), which set:
+Started by ``bench locust run|master|worker`` (splitstack/cli/bench_locust.py, through
+bench/locust/launch.py), which set:
   BENCH_SCENARIO      scenario name or YAML path (processes that run users)
   BENCH_TARGET_JSON   {"base_url", "model", "api_key_env", "max_model_len", "tokenizer"} (processes that
                       run users)

@@ -56,7 +56,7 @@ def drain_gpu_node(ctx: ActionContext, p: DrainGpuNodeParams) -> Report:
     spare = _spare(nodes, {node})
     if not spare:
         raise Refused(f"no other ready, schedulable GPU node: draining {node} would leave {comp} "
-                      f"Pending. Reboot {node} (the manual's fallback) or add a GPU node "
+                      f"Pending. Reboot {node} (the fallback of requirement RUNBOOK-3) or add a GPU node "
                       "(raise gpu_node_pool.node_count and `pulumi up`)")
     evidence.append(f"spare GPU nodes: {', '.join(n.name for n in spare)}")
     steps = [*_move_steps(ctx, comp, node, False), _final_health(ctx, comp, p.server)]

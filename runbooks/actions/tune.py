@@ -76,7 +76,7 @@ def scale(ctx: ActionContext, p: ScaleParams) -> Report:
         ceiling = spec.worker_pool.max_replicas or max(spec.worker_pool.replicas, 12)
         if p.replicas > ceiling:
             raise Refused(f"workers: {p.replicas} replicas is above worker_pool.max_replicas "
-                          f"({ceiling}); more workers only queue at the server (the manual caps at 12)")
+                          f"({ceiling}); more workers only queue at the server (requirement CAP-5 caps at 12)")
     else:
         server = ctx.server(p.component.removeprefix("server-"))
         pool = spec.gpu_node_pool

@@ -1,5 +1,6 @@
-"""The manual's vLLM server upgrade: set the new version, wait for the rollout, check /health
-and a test inference, and roll back automatically when either check fails."""
+"""The vLLM server upgrade of requirement RUNBOOK-10 (docs/requirements.md): set the new version,
+wait for the rollout, check /health and a test inference, and roll back automatically when either
+check fails."""
 
 from __future__ import annotations
 
@@ -90,4 +91,4 @@ def upgrade_server(ctx: ActionContext, p: UpgradeServerParams) -> Report:
     return run_plan(ctx, "upgrade-server", steps, case="vllm-upgrade", evidence=evidence,
                     summary=f"upgrade {comp} to " + ", ".join(f"{k}={v}" for k, v in changes.items())
                             + " (automatic rollback if health or test inference fails)",
-                    next_steps=["runbook diagnose  # watch the next 30 min (manual step 5)"])
+                    next_steps=["runbook diagnose  # watch the next 30 min (RUNBOOK-10)"])

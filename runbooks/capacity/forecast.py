@@ -1,6 +1,6 @@
 """Growth forecast: document volume per quarter -> inference servers, workers, monthly cost.
 
-Spec (ForecastInputs, every field required, the manual's values in manual_forecast.yaml),
+Spec (ForecastInputs, every field required, requirement CAP-6's values in manual_forecast.yaml),
 a pure generator (forecast), and a reader for a bench summary's measured throughput.
 """
 
@@ -164,7 +164,7 @@ def current_quarter(today: date) -> str:
 
 
 def render_table(plans: list[QuarterPlan]) -> str:
-    """The manual's table layout plus capacity and cost columns (markdown)."""
+    """Requirement CAP-6's table layout plus capacity and cost columns (markdown)."""
     rows = ["| Quarter | Avg PDFs/Day | Peak PDFs/Hour | vLLM Servers | Workers | "
             "Capacity PDFs/Hour | Monthly Cost |",
             "|---|---|---|---|---|---|---|"]
@@ -179,13 +179,13 @@ def render_table(plans: list[QuarterPlan]) -> str:
 
 def forecast_inputs(overrides: dict[str, Any], bench_summary: Path | None = None,
                     pages_per_pdf: float | None = None, today: date | None = None) -> tuple[ForecastInputs, str]:
-    """The manual's inputs with the command line's overrides (None = keep) and, from a bench
+    """Requirement CAP-6's inputs with the command line's overrides (None = keep) and, from a bench
     summary, the per-server capacity; returns them with where that capacity came from. The
     forecast starts in the quarter of ``today`` (the clock's) unless ``first_quarter`` is given.
     Raises BenchSummaryError or pydantic's ValidationError naming the bad input."""
     updates = {k: v for k, v in overrides.items() if v is not None}
     updates.setdefault("first_quarter", current_quarter(today or date.today()))
-    source = f"manual ({MANUAL_FILE.relative_to(MANUAL_FILE.parents[2])})"
+    source = f"requirement CAP-6 ({MANUAL_FILE.relative_to(MANUAL_FILE.parents[2])})"
     if bench_summary is not None:
         updates["per_server_pdfs_per_hour"] = per_server_from_bench(bench_summary, pages_per_pdf=pages_per_pdf)
         source = f"bench summary {bench_summary} ({bench_load_note(bench_summary)})"

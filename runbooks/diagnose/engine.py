@@ -1,10 +1,10 @@
 """`diagnose`: walk the symptoms and name the runbook case, with its evidence and the command.
 
-Order of the walk (the manual's): is the server up (process/pod state, exit reason, log
-signatures), what does the GPU say, what do the Prometheus signals say (queue depth, running,
-KV usage, TTFT p95, breaker state, whether documents still finish and requests still get
-answers), are the workers healthy. Every finding carries the evidence that produced it; the
-first finding by priority is the case reported.
+Order of the walk (requirements RUNBOOK-1 and RUNBOOK-5, docs/requirements.md): is the server
+up (process/pod state, exit reason, log signatures), what does the GPU say, what do the
+Prometheus signals say (queue depth, running, KV usage, TTFT p95, breaker state, whether
+documents still finish and requests still get answers), are the workers healthy. Every finding
+carries the evidence that produced it; the first finding by priority is the case reported.
 
 It reads the stack that runs (a local stack's recorded spec, runbooks/connect.py), counts the
 queue once (every worker reports the same consumer group), calls a kill an OOM kill only with
@@ -425,7 +425,7 @@ def _flow(ctx: ActionContext, th: dict[str, Any], s: dict[str, Any], findings: l
 
 def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,
                    th: dict[str, Any]) -> str:
-    """The knob that relieves a backlog, from where the limit is (the manual's three solutions)."""
+    """The knob that relieves a backlog, from where the limit is (requirement RUNBOOK-6's three remedies)."""
     spec = ctx.spec
     server = spec.worker_server
     pool = spec.worker_pool
@@ -442,7 +442,7 @@ def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,
         return (f"runbook tune --set max_num_seqs={server.max_num_seqs * 2}  # the batch is capped at "
                 f"max_num_seqs={server.max_num_seqs} while the KV cache has room ({_fmt(kv)})")
     return (f"runbook tune --set max_num_batched_tokens={server.max_num_batched_tokens * 2}  # prefill "
-            "budget per step limits admission (manual: more throughput per step)")
+            "budget per step limits admission (RUNBOOK-6: more throughput per step)")
 
 
 def _fmt(v: float | None) -> str:

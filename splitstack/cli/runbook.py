@@ -100,10 +100,11 @@ def capacity_forecast(
     per_worker_pdfs_per_hour: Annotated[float | None, typer.Option(help="One CPU worker, PDFs/h.", min=0)] = None,
     quarters: Annotated[int | None, typer.Option(help="Quarters to forecast.", min=1)] = None,
     first_quarter: Annotated[str | None, typer.Option(
-        help="First quarter, e.g. 'Q1 2027' (default: the current one; 'Q1 2025' gives the manual's table).")] = None,
+        help="First quarter, e.g. 'Q1 2027' (default: the current one; 'Q1 2025' gives requirement "
+             "CAP-6's table).")] = None,
     output: Annotated[Output, typer.Option(help="text or json.")] = Output.text,
 ) -> None:
-    """Servers, workers and monthly cost per quarter (the manual's forecast; flags override)."""
+    """Servers, workers and monthly cost per quarter (requirement CAP-6's forecast; flags override)."""
 
     overrides = dict(avg_pdfs_per_day=avg_pdfs_per_day, quarterly_growth=quarterly_growth, peak_factor=peak_factor,
                      per_server_pdfs_per_hour=per_server_pdfs_per_hour,
@@ -116,7 +117,7 @@ def capacity_forecast(
         return
     except ValidationError as exc:
         _fail("; ".join(error_lines(exc, loc=lambda loc: "--" + format_loc(loc).replace("_", "-")))
-              + " (the manual's values: runbooks/capacity/manual_forecast.yaml)")
+              + " (requirement CAP-6's values: runbooks/capacity/manual_forecast.yaml)")
         return
     plans = forecast(inputs)
     if output is Output.json:

@@ -1,4 +1,5 @@
-"""The operations manual's 12-month forecast, reproduced, and where its own arithmetic breaks."""
+"""Requirement CAP-6's 12-month forecast (docs/requirements.md), reproduced, and where its own
+arithmetic breaks."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from runbooks.capacity.forecast import (
     render_table,
 )
 
-# The operations manual's 12-month forecast table and costs.
+# Requirement CAP-6's 12-month forecast table and costs.
 MANUAL_QUARTERS = ["Q1 2025", "Q2 2025", "Q3 2025", "Q4 2025"]
 MANUAL_AVG_PER_DAY = [1200, 1440, 1728, 2074]
 MANUAL_PEAK_PER_HOUR = [80, 96, 115, 138]
@@ -38,10 +39,10 @@ def test_reproduces_volume_peak_and_servers() -> None:
 def test_workers_follow_the_manuals_per_worker_capacity_not_its_table() -> None:
     inputs = load_manual()
     plans = forecast(inputs)
-    # ceil(peak / 7.5 PDFs/h): what the manual's own per-worker figure requires.
+    # ceil(peak / 7.5 PDFs/h): what requirement CAP-4's per-worker figure requires.
     assert [p.workers for p in plans] == [11, 13, 16, 19]
     assert all(p.capacity_pdfs_per_hour >= p.peak_pdfs_per_hour for p in plans)
-    # The manual's worker column (+4 a quarter) cannot carry its own peak in Q1 and Q2:
+    # CAP-6's worker column (+4 a quarter) cannot carry its own peak in Q1 and Q2:
     short = [w * inputs.per_worker_pdfs_per_hour < peak
              for w, peak in zip(MANUAL_WORKERS, MANUAL_PEAK_PER_HOUR)]
     assert short == [True, True, False, False]  # 8 x 7.5 = 60 < 80; 12 x 7.5 = 90 < 96
@@ -52,7 +53,7 @@ def test_manual_costs_have_no_consistent_unit_prices() -> None:
     gpu, worker = inputs.gpu_server_monthly_usd, inputs.worker_monthly_usd
     priced = [s * gpu + w * worker for s, w in zip(MANUAL_SERVERS, MANUAL_WORKERS)]
     # $500/GPU server and $50/worker (solved from Q2-Q4) give Q2-Q4 exactly, but Q1 is $900
-    # where the manual says $800.
+    # where CAP-6 says $800.
     assert priced[1:] == MANUAL_COST_USD[1:]
     assert priced[0] == 900 != MANUAL_COST_USD[0]
     # And no other pair fits all four: Q3 - Q2 fixes the worker price, Q2 then the GPU price.
@@ -114,7 +115,7 @@ def test_bench_capacity_changes_the_plan(tmp_path) -> None:
     inputs = load_manual().model_copy(
         update={"per_server_pdfs_per_hour": per_server_from_bench(summary)})
     plans = forecast(inputs)
-    # One 150 PDFs/h server carries every quarter's peak; from Q2 the manual's 12-workers-per-
+    # One 150 PDFs/h server carries every quarter's peak; from Q2 requirement CAP-5's 12-workers-per-
     # server ceiling (13+ workers) is what adds the second server.
     assert [p.servers for p in plans] == [1, 2, 2, 2]
     assert [p.bound_by for p in plans] == ["peak", "workers", "workers", "workers"]

@@ -79,7 +79,7 @@ def test_a_seven_day_spec_generates_rules_that_promtool_proves(tmp_path):
     for s in data["slos"]:
         s["window_d"] = 7
         if s["name"] == "pdf-error-rate":
-            s["alerts"] = ["page", "ticket"]  # burn-rate pages beside the manual's threshold
+            s["alerts"] = ["page", "ticket"]  # burn-rate pages beside the fixed threshold
     data["jobs"] = {"inference_server": "vllm", "workers": "mineru", "namespace": "ns1"}
     spec = parse_spec(data, "seven-day spec")
     alerts = burn_alerts(spec, spec.get("pdf-error-rate"), load_burn_windows())

@@ -134,7 +134,7 @@ def test_the_manual_paging_choice_is_explicit_per_slo():
     pages = {n: s.manual_alert.alert for n, s in by.items() if s.manual_alert}
     assert pages == {"pdf-latency-p95": "PdfLatencyHigh", "pdf-throughput": "PdfThroughputLow",
                      "pdf-error-rate": "PdfErrorRateHigh", "inference-server-uptime": "InferenceServerDown"}
-    # where the manual's threshold pages, burn rate only opens tickets
+    # where a fixed threshold (ALERT-1..ALERT-4) pages, burn rate only opens tickets
     assert all([a.value for a in by[n].alerts] == ["ticket"] for n in pages)
     assert [a.value for a in by["availability"].alerts] == ["page", "ticket"]
     down = by["inference-server-uptime"].manual_alert
