@@ -81,24 +81,43 @@ static void close_conn(int ep, Conn *c) {
     free(c);
 }
 
+/* The value after "key": in a JSON body, past any spaces (compact JSON or json.dumps' ": "), or NULL. */
+static const char *value_of(const char *s, const char *end, const char *key) {
+    size_t k = strlen(key);
+    for (const char *p = s; (p = memmem(p, (size_t)(end - p), key, k)) != NULL; p += k) {
+        const char *v = p + k;
+        while (v < end && *v == ' ') v++;
+        if (v < end && *v == ':') {
+            for (v++; v < end && *v == ' '; v++) {}
+            return v;
+        }
+    }
+    return NULL;
+}
+
 static int int_after(const char *s, const char *end, const char *key, int dflt) {
-    const char *p = memmem(s, (size_t)(end - s), key, strlen(key));
-    return p ? atoi(p + strlen(key)) : dflt;
+    const char *v = value_of(s, end, key);
+    return v ? atoi(v) : dflt;
+}
+
+static int is_true(const char *s, const char *end, const char *key) {
+    const char *v = value_of(s, end, key);
+    return v && end - v >= 4 && !strncmp(v, "true", 4);
 }
 
 static int words_in_content(const char *s, const char *end) {
-    const char *p = memmem(s, (size_t)(end - s), "\"content\":\"", 11);
-    if (!p) return 0;
+    const char *p = value_of(s, end, "\"content\"");
+    if (!p || *p != '"') return 0;
     int n = 1;
-    for (p += 11; p < end && *p != '"'; p++) n += *p == ' ';
+    for (p++; p < end && *p != '"'; p++) n += *p == ' ';
     return n;
 }
 
 static void start_stream(Conn *c, const char *body, int blen) {
     const char *end = body + blen;
-    c->n_out = int_after(body, end, "\"max_tokens\":", 16);
+    c->n_out = int_after(body, end, "\"max_tokens\"", 16);
     if (c->n_out < 1) c->n_out = 1;
-    c->usage = memmem(body, (size_t)blen, "\"include_usage\":true", 20) != NULL;
+    c->usage = is_true(body, end, "\"include_usage\"");
     c->prompt = words_in_content(body, end);
     c->sent = 0;
     served++;
@@ -151,7 +170,7 @@ static int serve_requests(Conn *c) {
         if (c->inlen < hlen + clen) return 0;
         char *body = c->in + hlen;
         if (!strncmp(c->in, "POST /v1/chat/completions ", 26)) {
-            if (memmem(body, (size_t)clen, "\"stream\":true", 13)) start_stream(c, body, clen);
+            if (is_true(body, body + clen, "\"stream\"")) start_stream(c, body, clen);
             else json(c->fd, 400, "{\"error\":{\"message\":\"this stub answers streamed requests only\",\"code\":400}}");
         } else if (!strncmp(c->in, "GET /v1/models ", 15)) {
             json(c->fd, 200, "{\"object\":\"list\",\"data\":[{\"id\":\"tiny\",\"object\":\"model\",\"owned_by\":\"stub\"}]}");
