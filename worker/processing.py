@@ -254,16 +254,17 @@ class JobSteps:
                              processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"],
                              output=self.store.location(job.job_id))
         if job.part_of is None and committed:
-            self._count_done(elapsed, job.submitted_at)
+            self._count_done(elapsed, job.submitted_at, result.pages)
         log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),
             requests=metadata["requests_sent"], committed=committed)
         self._after_document()
 
-    def _count_done(self, elapsed: float, submitted_at: float) -> None:
-        """One PDF done: processing time, and the time since submission the user waited."""
+    def _count_done(self, elapsed: float, submitted_at: float, pages: int) -> None:
+        """One PDF done: its pages, processing time, and the time since submission the user waited."""
         assert self.backend is not None
         name = self.backend.name
         self.metrics.pdfs_processed.labels(name).inc()
+        self.metrics.pages_processed.labels(name).inc(pages)
         self.metrics.pdf_duration.labels(name).observe(elapsed)
         # Submitter and worker clocks may differ a little; never observe a negative wait.
         self.metrics.pdf_end_to_end.labels(name).observe(max(elapsed, time.time() - submitted_at))
@@ -300,11 +301,11 @@ class JobSteps:
     async def _merge(self, part: PartOf, submitted_at: float) -> None:
         """``submitted_at``: the parent's submission time, which every part carries."""
         assert self.backend is not None
-        committed, elapsed = await fanout.merge_parent(
+        committed, elapsed, pages = await fanout.merge_parent(
             self.queue, self.store, part, self.backend.name, self.backend.version,
             self.s.model_name, self.s.consumer)
         if committed:
-            self._count_done(elapsed, submitted_at)
+            self._count_done(elapsed, submitted_at, pages)
             log(logger, logging.INFO, "merged parts", parent=part.parent_id, parts=part.total,
                 seconds=round(elapsed, 3))
 
