@@ -81,8 +81,8 @@ class TwoCohorts:
         h, q = self.h, self.h.spec.queue
         h.start_redis()
         h.start_sim()
-        _, urls = self.mono.start_private_engines(self.mono_workers, "--engine-load-scale",
-                                                  f"{self.engine_load_scale:g}")
+        self.engines, urls = self.mono.start_private_engines(self.mono_workers, "--engine-load-scale",
+                                                             f"{self.engine_load_scale:g}")
         argv = [sys.executable, "-m", "worker.router", "--redis-url", h.redis_url, "--stream", q.stream,
                 "--group", q.group]
         self.router = h._start("router", argv, free_port())  # noqa: SLF001 - the harness owns every process
@@ -93,11 +93,20 @@ class TwoCohorts:
             h.wait_ready(w)
         self.gate.write_text(DRILL_GATE % {"min_latency": self.min_latency_documents})
         self.outputs = h.outputs
-        self.control = CohortControl(h.redis(), q.stream, q.group, decommission=lambda: [],
+        self.control = CohortControl(h.redis(), q.stream, q.group, decommission=self.decommission,
                                      page=lambda s: self.pages.append(s) or "paged (drill receiver)",
                                      read_markdown=markdown_reader(h.spec, h.outputs))
         self.t0 = time.time()
         return self
+
+    def decommission(self) -> list[str]:
+        """`migrate --to 100`'s last step: the monolithic pool (its workers, then their engines) stops."""
+        stopped = []
+        for proc in [*self.workers[self.split_workers:], self.engines]:
+            if proc.alive():
+                proc.stop()
+                stopped.append(proc.name)
+        return stopped
 
     def close(self) -> None:
         self.mono.close()
