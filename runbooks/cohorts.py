@@ -4,9 +4,9 @@ monolithic pool (stopped by the platform) and the page an abort sends.
 
 The window's documents come from the job records, not from Prometheus: each record names its
 cohort (the router writes it), its submission time and its end, so both cohorts are judged on
-exactly the documents submitted in the same window, and a document a worker took but has not
-finished ``stuck_after_s`` after its submission counts as failed (a hung server is a breach,
-not an absence of data).
+exactly the documents submitted in the same window, and a routed document not finished
+``stuck_after_s`` after its submission counts as failed, queued or running (a hung server is a
+breach, not an absence of data).
 
 The shadow sample's pairs come from the same records: a document the router copied names the
 copy's cohort (``shadow``), the copy has its own record (``<id>:shadow``, not in the index), and
@@ -68,9 +68,11 @@ class CohortControl:
                                         latency_s=max(0.0, float(updated) - float(submitted))))
             elif state == "dead_lettered":
                 out.append(CohortSample(topology=topology, ok=False))
-            elif state in ("running", "fanned_out") and now - float(submitted) > stuck_after_s:
-                # taken by a worker and unfinished: a hung or failing server is a breach. A
-                # document still queued is not counted: a busy cohort is not a failing one.
+            elif state in ("queued", "running", "fanned_out") and now - float(submitted) > stuck_after_s:
+                # routed to its cohort and unfinished this long after its submission: a breach,
+                # taken or not. A hung server's workers stop taking documents (their readiness
+                # probe fails, the breaker opens), so a hang leaves documents queued, not
+                # running; a cohort too slow to start a document within stuck_after_s breaches too.
                 out.append(CohortSample(topology=topology, ok=False))
         return out
 
