@@ -305,8 +305,9 @@ class JobSteps:
         committed, elapsed, pages = await fanout.merge_parent(
             self.queue, self.store, part, self.backend.name, self.backend.version,
             self.s.model_name, self.s.consumer)
-        if committed and shadow_of(part.parent_id) is None:  # a shadow copy is no second completion
-            self._count_done(elapsed, submitted_at, pages)
+        if committed:
+            if shadow_of(part.parent_id) is None:  # a shadow copy is no second completion
+                self._count_done(elapsed, submitted_at, pages)
             log(logger, logging.INFO, "merged parts", parent=part.parent_id, parts=part.total,
                 seconds=round(elapsed, 3))
 
