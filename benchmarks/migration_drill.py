@@ -1,7 +1,7 @@
 """The migration drill, measured: 10 % -> 50 % -> 100 % of documents on the split cohort under
 steady load, then the same with faults on the split cohort's server, aborted by migrate-guard.
 
-Run (~10 minutes on 2 cores, each run under ~6):
+Run (~14 minutes on 2 cores: run A ~6, run B ~8):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/migration_drill.py
 
@@ -122,13 +122,16 @@ def gate_output(d: TwoCohorts, a: argparse.Namespace) -> list[str]:
 
 def promote(d: TwoCohorts, a: argparse.Namespace, to: int, deadline_s: float, **params: object) -> Report:
     """`migrate --to`, retried while the gate says too few documents, until ``deadline_s``."""
-    end = time.monotonic() + deadline_s
+    end, first = time.monotonic() + deadline_s, True
     while True:
-        if to != 10:
-            d.timeline += gate_output(d, a)
+        gate = gate_output(d, a) if to != 10 else []
         r = d.run("migrate", to=to, window_s=a.gate_window_s, stuck_after_s=a.stuck_after_s, **params)
-        if r.outcome != "refused" or "too few" not in r.summary or time.monotonic() > end:
+        last = r.outcome != "refused" or "too few" not in r.summary or time.monotonic() > end
+        # the gate's whole output on the first try and the last; a retry's first line only
+        d.timeline[-1:-1] = gate if first or last else gate[:1]
+        if last:
             return r
+        first = False
         time.sleep(a.retry_s)
 
 
@@ -183,7 +186,7 @@ def run_b(d: TwoCohorts, a: argparse.Namespace) -> None:
     for name, fault in (("500 storm", {"error_rate": 1.0, "error_status": 500}), ("hang", {"hang_rate": 1.0})):
         d.fault(**fault)
         t_fault = time.monotonic()
-        r = d.run("migrate-guard", watch_s=a.guard_watch_s, every_s=a.every_s, window_s=a.gate_window_s,
+        r = d.run("migrate-guard", watch_s=a.guard_watch_s, every_s=a.every_s, window_s=a.guard_window_s,
                   stuck_after_s=a.stuck_after_s, gate=a.guard_gate)
         d.timeline += [f"      {line}" for line in r.evidence[-3:]]
         took = time.monotonic() - t_fault
@@ -235,24 +238,27 @@ def main() -> int:
     ap.add_argument("--mono-workers", type=int, default=2)
     ap.add_argument("--shadow", type=int, default=20, help="shadow sample, percent of documents")
     ap.add_argument("--hold-s", type=float, default=60.0, help="time at each share")
-    ap.add_argument("--promote-deadline-s", type=float, default=100.0,
+    ap.add_argument("--promote-deadline-s", type=float, default=180.0,
                     help="how long a step is retried while the gate says too few documents")
     ap.add_argument("--retry-s", type=float, default=10.0)
     ap.add_argument("--window-s", type=float, default=60.0, help="the timeline's window")
-    ap.add_argument("--gate-window-s", type=float, default=120.0, help="the window migrate and migrate-guard judge")
+    ap.add_argument("--gate-window-s", type=float, default=240.0,
+                    help="the window migrate judges (at 10 %% and 0.3 documents/s, ~7 split documents)")
+    ap.add_argument("--guard-window-s", type=float, default=45.0, help="the window migrate-guard judges")
     ap.add_argument("--guard-gate", default="migration-cohorts",
                     help="the gate file migrate-guard judges by (default: the rollout's own)")
     ap.add_argument("--stuck-after-s", type=float, default=30.0,
                     help="a document unfinished this long after its submission counts as failed")
     ap.add_argument("--every-s", type=float, default=2.0, help="migrate-guard's period")
     ap.add_argument("--guard-watch-s", type=float, default=120.0)
-    ap.add_argument("--recover-s", type=float, default=70.0, help="at 0 % after the storm: longer than "
-                    "--gate-window-s minus the hold, so the storm's documents leave the guard's window")
+    ap.add_argument("--recover-s", type=float, default=50.0, help="at 0 %% after the storm: longer than "
+                    "--guard-window-s, so the storm's documents leave the guard's window")
     ap.add_argument("--tick-s", type=float, default=15.0)
     ap.add_argument("--drain-s", type=float, default=180.0, help="wait for the documents to end after the load")
     a = ap.parse_args()
     print(f"migration drill: twin mineru25-h200, {a.split_workers} split + {a.mono_workers} monolithic "
-          f"workers, {a.rate:g} documents/s (1 page each), gate window {a.gate_window_s:g} s, timeline "
+          f"workers, {a.rate:g} documents/s (1 page each), gate window {a.gate_window_s:g} s, guard window "
+          f"{a.guard_window_s:g} s, timeline "
           f"window {a.window_s:g} s, stuck after "
           f"{a.stuck_after_s:g} s, migrate-guard every {a.every_s:g} s by gate {a.guard_gate}; promotions by "
           f"the drill gate:\n{GATE}", flush=True)
