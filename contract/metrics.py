@@ -91,6 +91,7 @@ PDF_PROCESSING_DURATION = "mineru_pdf_processing_duration_seconds"
 PDF_END_TO_END_DURATION = "mineru_pdf_end_to_end_duration_seconds"
 PDFS_PROCESSED = "mineru_pdfs_processed_total"
 PDFS_FAILED = "mineru_pdfs_failed_total"
+PAGES_PROCESSED = "mineru_pages_processed_total"
 CLIENT_REQUEST_DURATION = "mineru_vllm_client_request_duration_seconds"
 CLIENT_REQUESTS = "mineru_vllm_client_requests_total"
 CLIENT_FAILURES = "mineru_vllm_client_failures_total"
@@ -116,6 +117,10 @@ WORKER_METRICS: tuple[MetricDef, ...] = (
               labels=("backend",), buckets=PDF_PROCESSING_BUCKETS_S),
     MetricDef(name=PDFS_PROCESSED, type=MetricType.counter, source=Source.worker,
               help="PDFs processed successfully (outputs stored).", labels=("backend",)),
+    MetricDef(name=PAGES_PROCESSED, type=MetricType.counter, source=Source.worker,
+              help="Pages of the PDFs processed successfully, counted when the document's output is "
+                   "stored (a fanned-out document once, when its parts are merged).",
+              labels=("backend",)),
     MetricDef(name=PDFS_FAILED, type=MetricType.counter, source=Source.worker,
               help="PDFs that failed for good (dead-lettered); retried attempts are not counted.",
               labels=("backend", "kind")),

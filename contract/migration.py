@@ -10,11 +10,20 @@ in the same atomic step that moves the entry.
 The cohort of a document is deterministic: ``bucket(job_id) < share`` puts it on split, where
 ``bucket`` is a hash of the job id onto 0..99. Raising the share only adds buckets, so a
 document on split at 10 % stays on split at 50 % and 100 %.
+
+The shadow sample: a second share (``<stream>:migration:shadow``, percent, absent = 0) picks
+documents by another hash of the job id (independent of the cohort's bucket, so the sample
+holds both cohorts' documents in proportion). While both cohorts take documents (share 1..99),
+the router also puts a copy of each sampled document on the OTHER cohort's stream, under the
+id ``<job_id>:shadow``: its output lands beside the primary one (its own folder), its job
+record is not in the submission index, and its worker counts it in no metric, so it is never
+a second completion of the document. The gate compares the two outputs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 SPLIT = "split"
 MONOLITHIC = "monolithic"
@@ -28,6 +37,11 @@ TOPOLOGY_LABEL = "topology"  # the Prometheus label and output-record field nami
 # cluster coming from that mode still holds until `pulumi up` deletes it).
 ROUTER_DEPLOYMENT = "router"
 MONOLITHIC_POOL_DEPLOYMENT = "worker-monolithic"
+
+
+SHADOW_SUFFIX = ":shadow"  # the shadow copy's job id: the document's id + this (a valid job id)
+_SHADOW_ID = re.compile(r"^(.+):shadow(?:\.p\d{4})?$")  # a part's id: worker/fanout.py part_id
+SHADOW_ID_MAX = 128  # worker/jobs.py JOB_ID_PATTERN: a longer shadow id is not made (no copy)
 
 
 def share_key(stream: str) -> str:
@@ -58,3 +72,26 @@ def check_share(value: int) -> int:
     if not 0 <= value <= 100:
         raise ValueError(f"share {value} is outside 0..100 (percent of documents on the split cohort)")
     return value
+
+
+def shadow_key(stream: str) -> str:
+    """The Redis key holding the shadow sample's share in percent (absent = 0: no sample)."""
+    return f"{stream}:migration:shadow"
+
+
+def shadow_bucket(document_id: str) -> int:
+    """The document's shadow bucket, 0..99: ``< shadow share`` puts it in the sample. Salted,
+    so it does not follow the cohort's bucket."""
+    return bucket(f"shadow|{document_id}")
+
+
+def shadow_id(document_id: str) -> str:
+    """The job id of a document's shadow copy."""
+    return document_id + SHADOW_SUFFIX
+
+
+def shadow_of(job_id: str) -> str | None:
+    """The document a shadow copy's job id shadows (its parts' too: ``<id>:shadow.p0001``);
+    None for a document's own job."""
+    m = _SHADOW_ID.match(job_id)
+    return m.group(1) if m else None

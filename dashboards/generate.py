@@ -264,6 +264,8 @@ def _cohort_row(b: _Board) -> None:
     b.add("Migration cohorts: latency p50 / p95", [(cohorts.P50, f"p50 {legend}"), (cohorts.P95, f"p95 {legend}")],
           unit="s", width=6, description="Submission to output per cohort, 5 min.")
     b.add("Migration cohorts: PDFs / s", [(cohorts.PDFS_PER_S, legend)], width=6)
+    b.add("Migration cohorts: pages / s", [(cohorts.PAGES_PER_S, legend)], width=6,
+          description="Pages of the PDFs done per cohort, 5 min (a document's pages count when its output is stored).")
     b.add("Migration cohorts: worker restarts and poison jobs (1 h)",
           [(cohorts.CRASHES, f"restarts {legend}"), (cohorts.POISON, f"poison {legend}")], width=6)
 

@@ -4,9 +4,13 @@ monolithic pool (stopped by the platform) and the page an abort sends.
 
 The window's documents come from the job records, not from Prometheus: each record names its
 cohort (the router writes it), its submission time and its end, so both cohorts are judged on
-exactly the documents submitted in the same window, and a document a worker took but has not
-finished ``stuck_after_s`` after its submission counts as failed (a hung server is a breach,
-not an absence of data).
+exactly the documents submitted in the same window, and a routed document not finished
+``stuck_after_s`` after its submission counts as failed, queued or running (a hung server is a
+breach, not an absence of data).
+
+The shadow sample's pairs come from the same records: a document the router copied names the
+copy's cohort (``shadow``), the copy has its own record (``<id>:shadow``, not in the index), and
+both outputs are read from the output store and compared (bench/gating/cohorts.py).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from bench.gating.cohorts import CohortSample
+from bench.gating.cohorts import CohortSample, ShadowPair, markdown_similarity
 from contract import naming, sizing
 from contract.migration import (
     MONOLITHIC,
@@ -27,6 +31,8 @@ from contract.migration import (
     SPLIT,
     check_share,
     cohort_stream,
+    shadow_id,
+    shadow_key,
     share_key,
 )
 from contract.spec import Spec
@@ -60,6 +66,9 @@ class CohortControl:
     # The cluster's migration ended (`pulumi up` removed the router and the monolithic pool)
     # while Redis still holds its share: what is left is returning the cohort streams' entries.
     finished: bool = False
+    # A committed output's Markdown by job id (None: not there); None: outputs not readable here,
+    # the shadow sample is not judged.
+    read_markdown: Callable[[str], str | None] | None = None
 
     def share(self) -> int:
         raw = self.redis.get(share_key(self.stream))
@@ -69,23 +78,33 @@ class CohortControl:
         old = self.redis.set(share_key(self.stream), str(check_share(percent)), get=True)
         return int(old) if old is not None else 0
 
+    def shadow_share(self) -> int:
+        raw = self.redis.get(shadow_key(self.stream))
+        return int(raw) if raw is not None else 0
+
+    def set_shadow_share(self, percent: int) -> int:
+        old = self.redis.set(shadow_key(self.stream), str(check_share(percent)), get=True)
+        return int(old) if old is not None else 0
+
     def samples(self, now: float, window_s: float, stuck_after_s: float) -> list[CohortSample]:
         ids = self.redis.zrangebyscore(f"{self.stream}:index", now - window_s, now)
         pipe = self.redis.pipeline(transaction=False)
         for job_id in ids:
-            pipe.hmget(f"{self.stream}:job:{job_id}", "topology", "state", "submitted_at", "updated_at")
+            pipe.hmget(f"{self.stream}:job:{job_id}", "topology", "state", "submitted_at", "updated_at", "pages")
         out = []
-        for topology, state, submitted, updated in pipe.execute() if ids else []:
+        for topology, state, submitted, updated, pages in pipe.execute() if ids else []:
             if topology not in (SPLIT, MONOLITHIC) or submitted is None:
                 continue  # not routed (yet): no cohort
             if state == "done":
-                out.append(CohortSample(topology=topology, ok=True,
+                out.append(CohortSample(topology=topology, ok=True, pages=int(float(pages or 0)),
                                         latency_s=max(0.0, float(updated) - float(submitted))))
             elif state == "dead_lettered":
                 out.append(CohortSample(topology=topology, ok=False))
-            elif state in ("running", "fanned_out") and now - float(submitted) > stuck_after_s:
-                # taken by a worker and unfinished: a hung or failing server is a breach. A
-                # document still queued is not counted: a busy cohort is not a failing one.
+            elif state in ("queued", "running", "fanned_out") and now - float(submitted) > stuck_after_s:
+                # routed to its cohort and unfinished this long after its submission: a breach,
+                # taken or not. A hung server's workers stop taking documents (their readiness
+                # probe fails, the breaker opens), so a hang leaves documents queued, not
+                # running; a cohort too slow to start a document within stuck_after_s breaches too.
                 out.append(CohortSample(topology=topology, ok=False))
         return out
 
@@ -122,6 +141,35 @@ class CohortControl:
         out = [(i, f) for i in pending for _id, f in self.redis.xrange(stream, i, i) if f]
         out += self.redis.xrange(stream, f"({group['last-delivered-id']}", "+")
         return out
+
+    def shadow_pairs(self, now: float, window_s: float) -> list[ShadowPair] | None:
+        """The window's finished shadow pairs (a copy still running is left out); None when no
+        sample is taken (shadow share 0 and no copy in the window) or outputs are not readable."""
+        if self.read_markdown is None:
+            return None
+        ids = self.redis.zrangebyscore(f"{self.stream}:index", now - window_s, now)
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hmget(f"{self.stream}:job:{job_id}", "topology", "state", "shadow")
+            pipe.hget(f"{self.stream}:job:{shadow_id(job_id)}", "state")
+        rows = pipe.execute() if ids else []
+        copied = 0
+        pairs: list[ShadowPair] = []
+        for i, job_id in enumerate(ids):
+            (topology, state, shadow), shadow_state = rows[2 * i], rows[2 * i + 1]
+            if not shadow or topology not in (SPLIT, MONOLITHIC):
+                continue
+            copied += 1
+            if state != "done" or shadow_state not in ("done", "dead_lettered"):
+                continue  # the document failed (the error rate judges it) or a side is unfinished
+            if shadow_state == "dead_lettered":
+                pairs.append(ShadowPair(document_id=job_id, topology=topology))
+                continue
+            mine, theirs = self.read_markdown(job_id), self.read_markdown(shadow_id(job_id))
+            if mine is not None and theirs is not None:
+                pairs.append(ShadowPair(document_id=job_id, topology=topology,
+                                        similarity=markdown_similarity(mine, theirs)))
+        return pairs if copied or self.shadow_share() > 0 else None
 
     def backlog(self, topology: str) -> int:
         """Entries of a cohort's stream not yet delivered or not yet acked."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from runbooks.platforms.local import LocalPlatform
 from stack.launcher import LocalStack
 from stack.presets import with_presets
 from stack.secrets import alertmanager_auth, redis_password
+from worker.errors import TransientError
+from worker.objectstore import StoreConfigError, open_store
+from worker.store import MARKDOWN, OutputStore
 
 
 def default_audit_path(spec: Spec) -> Path:
@@ -99,7 +103,27 @@ def local_cohort_control(local: LocalStack) -> CohortControl | None:
 
     am = f"http://{spec.local.host}:{spec.observability.alertmanager.port}"
     return CohortControl(client, spec.queue.stream, spec.queue.group, decommission,
-                         alertmanager_pager(am, spec.stack, auth=alertmanager_auth(local.paths)))
+                         alertmanager_pager(am, spec.stack, auth=alertmanager_auth(local.paths)),
+                         read_markdown=markdown_reader(spec, local.paths.data / spec.output_store.path))
+
+
+def markdown_reader(spec: Spec, output_dir: Path) -> Callable[[str], str | None] | None:
+    """A committed output's Markdown by job id, None when there is none (the shadow sample's
+    pairs); None when the stack's output store cannot be opened from here."""
+    try:
+        store: OutputStore = open_store(spec, output_dir)
+    except StoreConfigError:
+        return None
+
+    def read(job_id: str) -> str | None:
+        try:
+            if not store.exists(job_id):
+                return None
+            return store.read_file(job_id, MARKDOWN).decode()
+        except (OSError, TransientError, KeyError, ValueError):
+            return None  # not committed (yet), or the store does not answer: the pair waits
+
+    return read
 
 
 def stack_prometheus_url(stack: str, spec_overrides: dict[str, Any] | None = None) -> str:

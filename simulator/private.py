@@ -38,8 +38,10 @@ def build_engines(config: SimConfig, profile: Profile, clock: Clock | None = Non
     load_s = profile.footprint.engine_load_s * config.engine_load_scale
     engines = []
     for i in range(n):
-        cfg = config.model_copy(update={"seed": config.seed + i})  # independent answers per engine
-        engines.append(SimApp(cfg, profile, engine_id=str(i), load_s=load_s, gpu=gpu, kv_cache_tokens=kv,
+        # One seed for all: each engine is a copy of the same weights, so the same page gets the
+        # same answer from every engine, and from the shared server at that seed (the migration's
+        # shadow sample compares the two topologies' outputs).
+        engines.append(SimApp(config, profile, engine_id=str(i), load_s=load_s, gpu=gpu, kv_cache_tokens=kv,
                               clock=clock))
     return engines
 

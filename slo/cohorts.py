@@ -16,9 +16,10 @@ ERROR_RATIO = f"slo:cohort_pdf_error_ratio:rate{WINDOW}"
 P50 = f"slo:cohort_pdf_latency_p50_seconds:rate{WINDOW}"
 P95 = f"slo:cohort_pdf_latency_p95_seconds:rate{WINDOW}"
 PDFS_PER_S = f"slo:cohort_pdfs_per_second:rate{WINDOW}"
+PAGES_PER_S = f"slo:cohort_pages_per_second:rate{WINDOW}"
 CRASHES = "slo:cohort_worker_restarts:increase1h"
 POISON = "slo:cohort_poison_jobs:increase1h"  # jobs that killed their workers (OOM, crash)
-RECORDS = (ERROR_RATIO, P50, P95, PDFS_PER_S, CRASHES, POISON)
+RECORDS = (ERROR_RATIO, P50, P95, PDFS_PER_S, PAGES_PER_S, CRASHES, POISON)
 FILE_STEM = "migration-cohorts"
 
 
@@ -40,6 +41,7 @@ def cohort_rules(spec: SLOSpec) -> dict:
         {"record": P50, "expr": quantile("0.5")},
         {"record": P95, "expr": quantile("0.95")},
         {"record": PDFS_PER_S, "expr": good},
+        {"record": PAGES_PER_S, "expr": rate(c.PAGES_PROCESSED)},
         # A worker process restarted (crashed or recycled) after it had processed documents:
         # its processed counter went back to 0.
         {"record": CRASHES, "expr": f"{by} (resets({c.PDFS_PROCESSED}{{{sel}}}[1h]))"},

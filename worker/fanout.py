@@ -112,9 +112,9 @@ def merge_parts(store: OutputStore, parent: Job, total: int, staging: Path) -> t
 
 
 async def merge_parent(queue: JobQueue, store: OutputStore, part: PartOf, backend: str,
-                       version: str, model: str, consumer: str) -> tuple[bool, float]:
+                       version: str, model: str, consumer: str) -> tuple[bool, float, int]:
     """Merge a parent whose parts are all stored; returns (committed by us, seconds since the
-    parent's intake). Idempotent: a second merge finds the output and commits nothing."""
+    parent's intake, its pages). Idempotent: a second merge finds the output and commits nothing."""
     import asyncio
 
     record = await parent_record(queue, part.parent_id)
@@ -133,4 +133,4 @@ async def merge_parent(queue: JobQueue, store: OutputStore, part: PartOf, backen
         raise
     await queue.set_state(parent.job_id, state="done", pages=agg["pages"], processing_s=round(elapsed, 3),
                           requests_sent=agg["requests_sent"], output=store.location(parent.job_id))
-    return committed, elapsed
+    return committed, elapsed, int(agg["pages"])

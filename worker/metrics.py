@@ -30,6 +30,7 @@ class WorkerMetrics:
         self.pdf_duration: Histogram = m[catalog.PDF_PROCESSING_DURATION]
         self.pdf_end_to_end: Histogram = m[catalog.PDF_END_TO_END_DURATION]
         self.pdfs_processed: Counter = m[catalog.PDFS_PROCESSED]
+        self.pages_processed: Counter = m[catalog.PAGES_PROCESSED]
         self.pdfs_failed: Counter = m[catalog.PDFS_FAILED]
         self.request_duration: Histogram = m[catalog.CLIENT_REQUEST_DURATION]
         self.requests: Counter = m[catalog.CLIENT_REQUESTS]
@@ -59,6 +60,7 @@ class WorkerMetrics:
         for hist in (self.pdf_duration, self.pdf_end_to_end):
             hist.labels(backend)
         self.pdfs_processed.labels(backend)
+        self.pages_processed.labels(backend)
         for kind in catalog.PDF_FAILURE_KINDS:
             self.pdfs_failed.labels(backend, kind)
         endpoint = catalog.CHAT_ENDPOINT

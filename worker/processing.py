@@ -19,6 +19,7 @@ import psutil
 from redis.exceptions import RedisError
 from tenacity.wait import wait_exponential_jitter
 
+from contract.migration import shadow_of
 from worker import fanout
 from worker.backends import Backend, BackendResult
 from worker.breaker import CircuitBreaker
@@ -238,7 +239,7 @@ class JobSteps:
                 "model": self.s.model_name, "server_url": self.s.server_url,
                 "requests_sent": requests_sent[0], "processing_s": round(elapsed, 3),
                 "queue_wait_s": round(max(0.0, time.time() - elapsed - job.submitted_at), 3),
-                "worker": self.s.consumer, "topology": self.s.topology,
+                "worker": self.s.consumer, "topology": self.s.topology, "shadow_of": shadow_of(job.job_id),
                 "trace_id": trace.trace_id if trace else None,
                 "deliveries": d.deliveries, "part_of": job.part_of.model_dump() if job.part_of else None,
                 "completed_at": time.time(), **result.extra,
@@ -252,17 +253,18 @@ class JobSteps:
         await self.queue.ack(d.message_id, job.job_id, "done", pages=result.pages,
                              processing_s=round(elapsed, 3), requests_sent=metadata["requests_sent"],
                              output=self.store.location(job.job_id))
-        if job.part_of is None and committed:
-            self._count_done(elapsed, job.submitted_at)
+        if job.part_of is None and committed and shadow_of(job.job_id) is None:
+            self._count_done(elapsed, job.submitted_at, result.pages)
         log(logger, logging.INFO, "job done", pages=result.pages, seconds=round(elapsed, 3),
             requests=metadata["requests_sent"], committed=committed)
         self._after_document()
 
-    def _count_done(self, elapsed: float, submitted_at: float) -> None:
-        """One PDF done: processing time, and the time since submission the user waited."""
+    def _count_done(self, elapsed: float, submitted_at: float, pages: int) -> None:
+        """One PDF done: its pages, processing time, and the time since submission the user waited."""
         assert self.backend is not None
         name = self.backend.name
         self.metrics.pdfs_processed.labels(name).inc()
+        self.metrics.pages_processed.labels(name).inc(pages)
         self.metrics.pdf_duration.labels(name).observe(elapsed)
         # Submitter and worker clocks may differ a little; never observe a negative wait.
         self.metrics.pdf_end_to_end.labels(name).observe(max(elapsed, time.time() - submitted_at))
@@ -299,15 +301,19 @@ class JobSteps:
     async def _merge(self, part: PartOf, submitted_at: float) -> None:
         """``submitted_at``: the parent's submission time, which every part carries."""
         assert self.backend is not None
-        committed, elapsed = await fanout.merge_parent(
+        committed, elapsed, pages = await fanout.merge_parent(
             self.queue, self.store, part, self.backend.name, self.backend.version,
             self.s.model_name, self.s.consumer)
         if committed:
-            self._count_done(elapsed, submitted_at)
+            if shadow_of(part.parent_id) is None:  # a shadow copy is no second completion
+                self._count_done(elapsed, submitted_at, pages)
             log(logger, logging.INFO, "merged parts", parent=part.parent_id, parts=part.total,
                 seconds=round(elapsed, 3))
 
     async def _dead_letter(self, d: Delivery, kind: str, reason: str) -> None:
+        if d.job is not None and shadow_of(d.job.job_id) is not None:
+            await self._fail_shadow(d, d.job, kind, reason)
+            return
         if not await self.queue.dead_letter(d, kind, reason):
             log(logger, logging.WARNING, "not dead-lettered: the delivery was finished already",
                 kind=kind)
@@ -323,6 +329,16 @@ class JobSteps:
             await self.queue.set_state(part.parent_id, state="dead_lettered", kind=kind,
                                        reason=f"part {part.index} failed: {reason}")
         log(logger, logging.ERROR, "dead-lettered", kind=kind, reason=reason)
+
+    async def _fail_shadow(self, d: Delivery, job: Job, kind: str, reason: str) -> None:
+        """A shadow copy (contract/migration.py) that failed: its record says so, and nothing
+        else does. It is no document of its own: no dead letter, no failure counted."""
+        await self.queue.ack(d.message_id, job.job_id, "dead_lettered", kind=kind, reason=reason)
+        if job.part_of is not None:
+            await self.queue.set_state(job.part_of.parent_id, state="dead_lettered", kind=kind,
+                                       reason=f"part {job.part_of.index} failed: {reason}")
+        log(logger, logging.WARNING, "shadow copy failed (not dead-lettered, not counted)", kind=kind,
+            reason=reason)
 
     def _after_document(self) -> None:
         malloc_trim()

@@ -5,7 +5,8 @@ group (``queue.group``), so a worker still reading the jobs stream directly shar
 with the router instead of getting a second copy. Each entry is forwarded by one Lua script
 that, atomically: checks the entry is still pending for the group (a retry after a lost reply
 does nothing), reads the share (``<stream>:migration:share``), XADDs the entry to the cohort
-stream its bucket says, XACKs it on the jobs stream and writes the cohort into the job's record.
+stream its bucket says, XACKs it on the jobs stream and writes the cohort into the job's record
+(and, for a document in the shadow sample, XADDs its shadow copy to the other cohort's stream).
 So a share change takes effect on the next entry, and no entry is forwarded twice or dropped:
 a router that dies between its read and the script leaves the entry pending, and the next
 router takes it over (XAUTOCLAIM) and forwards it.
@@ -21,21 +22,47 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from contract.migration import MONOLITHIC, SPLIT, bucket, check_share, cohort_stream, share_key
+from contract.migration import (
+    MONOLITHIC,
+    SHADOW_ID_MAX,
+    SPLIT,
+    bucket,
+    check_share,
+    cohort_stream,
+    shadow_bucket,
+    shadow_id,
+    shadow_key,
+    shadow_of,
+    share_key,
+)
 from worker.jobs import Job
 
-# KEYS: jobs stream, share key, split stream, monolithic stream, job record ("" = none)
-# ARGV: group, message id, bucket, n fields, field/value pairs
+# KEYS: jobs stream, share key, split stream, monolithic stream, job record ("" = none),
+#       shadow share key, shadow job record ("" = no shadow copy possible)
+# ARGV: group, message id, bucket, n fields, field/value pairs,
+#       then (with a shadow record) shadow bucket, shadow job JSON, document id, submitted at
+# A shadow copy goes to the OTHER cohort's stream, only while both cohorts take documents.
 _FORWARD_LUA = """
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 then return '' end
 local share = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local cohort, dest = 'monolithic', KEYS[4]
-if tonumber(ARGV[3]) < share then cohort, dest = 'split', KEYS[3] end
+local cohort, dest, other, odest = 'monolithic', KEYS[4], 'split', KEYS[3]
+if tonumber(ARGV[3]) < share then cohort, dest, other, odest = 'split', KEYS[3], 'monolithic', KEYS[4] end
 local n = tonumber(ARGV[4])
 redis.call('XADD', dest, '*', unpack(ARGV, 5, 4 + 2 * n))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 if KEYS[5] ~= '' then redis.call('HSET', KEYS[5], 'topology', cohort) end
+if KEYS[7] ~= '' and share > 0 and share < 100 then
+  local sshare = tonumber(redis.call('GET', KEYS[6]) or '0') or 0
+  local at = 5 + 2 * n
+  if tonumber(ARGV[at]) < sshare then
+    redis.call('XADD', odest, '*', 'job', ARGV[at + 1])
+    redis.call('HSET', KEYS[7], 'topology', other, 'shadow_of', ARGV[at + 2], 'state', 'queued',
+               'submitted_at', ARGV[at + 3], 'updated_at', ARGV[at + 3])
+    redis.call('HSET', KEYS[5], 'shadow', other)
+    return cohort .. '+shadow'
+  end
+end
 return cohort
 """
 
@@ -43,16 +70,40 @@ return cohort
 def entry_bucket(fields: dict[str, str]) -> tuple[int, str | None]:
     """(bucket, job id) of a stream entry; an entry that is no job is bucketed by its raw text
     (its cohort's worker dead-letters it as a bad job)."""
-    try:
-        job_id: str | None = Job.from_fields(fields).job_id
-    except ValueError:
-        job_id = None
+    job = entry_job(fields)
+    job_id = job.job_id if job is not None else None
     return bucket(job_id if job_id is not None else repr(sorted(fields.items()))), job_id
+
+
+def entry_job(fields: dict[str, str]) -> Job | None:
+    try:
+        return Job.from_fields(fields)
+    except ValueError:
+        return None
+
+
+def shadow_args(job: Job | None) -> list[str | int | float]:
+    """The shadow copy's ARGV tail: none for an entry that is no job, a fan-out part, a shadow
+    itself, or a document whose shadow id would be too long."""
+    if job is None or job.part_of is not None or shadow_of(job.job_id) is not None:
+        return []
+    sid = shadow_id(job.job_id)
+    if len(sid) > SHADOW_ID_MAX:
+        return []
+    copy = job.model_copy(update={"job_id": sid})
+    return [shadow_bucket(job.job_id), str(copy.to_fields()["job"]), job.job_id, job.submitted_at]
 
 
 async def get_share(r: aioredis.Redis, stream: str) -> int:
     raw = await r.get(share_key(stream))
     return int(raw) if raw is not None else 0
+
+
+async def set_shadow_share(r: aioredis.Redis, stream: str, percent: int) -> int:
+    """Set the shadow sample's share (percent of documents copied to the other cohort);
+    returns the previous one."""
+    old = await r.set(shadow_key(stream), str(check_share(percent)), get=True)
+    return int(old) if old is not None else 0
 
 
 async def set_share(r: aioredis.Redis, stream: str, percent: int) -> int:
@@ -68,7 +119,7 @@ class Router:
         self.stream = stream
         self.group = group
         self.consumer = consumer
-        self.forwarded = {SPLIT: 0, MONOLITHIC: 0}
+        self.forwarded = {SPLIT: 0, MONOLITHIC: 0, "shadow": 0}
 
     async def ensure_groups(self) -> None:
         """The jobs stream's group and both cohort streams' groups (created from the start of
@@ -81,17 +132,23 @@ class Router:
                     raise
 
     async def _forward(self, message_id: str, fields: dict[str, str]) -> str | None:
+        job = entry_job(fields)
         b, job_id = entry_bucket(fields)
         job_key = f"{self.stream}:job:{job_id}" if job_id else ""
+        shadow = shadow_args(job)
+        shadow_record = f"{self.stream}:job:{shadow_id(job_id)}" if shadow and job_id else ""
         pairs = [x for kv in fields.items() for x in kv]
-        cohort = await self.r.eval(
-            _FORWARD_LUA, 5, self.stream, share_key(self.stream), cohort_stream(self.stream, SPLIT),
-            cohort_stream(self.stream, MONOLITHIC), job_key,
-            self.group, message_id, b, len(fields), *pairs)
-        if not cohort:
+        reply = await self.r.eval(
+            _FORWARD_LUA, 7, self.stream, share_key(self.stream), cohort_stream(self.stream, SPLIT),
+            cohort_stream(self.stream, MONOLITHIC), job_key, shadow_key(self.stream), shadow_record,
+            self.group, message_id, b, len(fields), *pairs, *shadow)
+        if not reply:
             return None  # no longer pending: forwarded already
-        self.forwarded[str(cohort)] += 1
-        return str(cohort)
+        cohort, _, copied = str(reply).partition("+")
+        self.forwarded[cohort] += 1
+        if copied:
+            self.forwarded["shadow"] += 1
+        return cohort
 
     async def step(self, count: int = 100, block_ms: int = 1000, reclaim_idle_s: float = 30.0) -> int:
         """Forward what is there (entries abandoned by a dead router first); how many."""

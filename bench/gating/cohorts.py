@@ -11,10 +11,21 @@ baseline; p95 latency within 10 % of it; no worker crash) is judged on an interv
 Error rates use Wilson score intervals (a 0-error cohort of n documents has an upper bound of
 about 3.8/n, so "< 0.1 %" can pass only from about 3,800 documents); the p95 ratio uses a seeded
 bootstrap and needs ``min_samples_for(95)`` documents per cohort.
+
+The shadow sample (contract/migration.py: some documents processed by both cohorts) is judged
+on its output equivalence: a pair is equivalent when the two Markdown outputs, normalized
+(whitespace runs collapsed, blank lines dropped), have a line similarity of at least
+``shadow_min_similarity`` (difflib's ratio over the lists of lines: 1.0 when identical). Not
+strict equality, because vLLM does not promise bit-identical output under different batching
+(a greedy decode can flip a token where two logits tie), and the two cohorts batch differently;
+a line-level ratio keeps one changed block in a long document from failing the pair while a
+different layout or a missing page does. The equivalent fraction is judged on a Wilson interval
+against ``min_shadow_equivalent_fraction``.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Literal
 
@@ -35,6 +46,17 @@ class CohortSample(BaseModel):
     topology: Literal["split", "monolithic"]
     ok: bool
     latency_s: float | None = Field(default=None, ge=0, description="Submission to output (ok ones).")
+    pages: int = Field(default=0, ge=0, description="Pages of the document (ok ones; 0 when unknown).")
+
+
+class ShadowPair(BaseModel):
+    """One document of the shadow sample: processed by its cohort and, as a copy, by the other."""
+
+    model_config = ConfigDict(frozen=True)
+    document_id: str
+    topology: Literal["split", "monolithic"] = Field(description="The cohort the document itself went to.")
+    similarity: float | None = Field(default=None, ge=0, le=1, description="markdown_similarity of the two "
+                                     "outputs; None when the shadow copy failed (no second output).")
 
 
 class Criteria(BaseModel):
@@ -49,6 +71,12 @@ class Criteria(BaseModel):
     min_latency_documents: int = Field(
         default=min_samples_for(95), ge=2, description="Ok documents per cohort before the p95 is judged "
         "(default: enough for 10 beyond the p95); a short drill may lower it, at the cost of wider intervals.")
+    shadow_min_similarity: float = Field(
+        default=0.95, gt=0, le=1, description="A shadow pair is equivalent when its normalized Markdown line "
+        "similarity is at least this (1.0: identical text).")
+    min_shadow_equivalent_fraction: float = Field(
+        default=0.9, gt=0, le=1, description="Share of shadow pairs that must be equivalent (95 % interval); "
+        "0 mismatches pass from about 35 pairs at 0.9.")
 
 
 class Check(BaseModel):
@@ -62,9 +90,40 @@ class CohortVerdict(BaseModel):
     judgement: Judgement  # fail if any fails, else too_few if any is, else pass
     checks: list[Check]
     counts: dict[str, int]
+    pages: dict[str, int] = Field(default_factory=dict, description="Pages of the ok documents per cohort.")
 
     def lines(self) -> list[str]:
         return [f"{c.name}: {c.judgement} (measured {c.measured}; bound {c.bound})" for c in self.checks]
+
+
+def normalized_lines(markdown: str) -> list[str]:
+    return [line for line in (" ".join(raw.split()) for raw in markdown.splitlines()) if line]
+
+
+def markdown_similarity(a: str, b: str) -> float:
+    """1.0 for the same text up to whitespace; the share of matching lines otherwise."""
+    la, lb = normalized_lines(a), normalized_lines(b)
+    if la == lb:
+        return 1.0
+    return difflib.SequenceMatcher(None, la, lb, autojunk=False).ratio()
+
+
+def _shadow_check(pairs: list[ShadowPair], criteria: Criteria) -> Check:
+    compared = [p for p in pairs if p.similarity is not None]
+    same = sum(p.similarity is not None and p.similarity >= criteria.shadow_min_similarity for p in compared)
+    failed = len(pairs) - len(compared)
+    n = len(compared)
+    lo, hi = wilson(same, n)
+    want = criteria.min_shadow_equivalent_fraction
+    judgement: Judgement = "pass" if lo >= want else "fail" if hi < want else "too_few"
+    worst = min((p.similarity for p in compared if p.similarity is not None), default=None)
+    return Check(name="shadow output equivalence", judgement=judgement,
+                 measured=f"{same}/{n} pairs equivalent, 95 % interval {lo:.1%}..{hi:.1%}"
+                          + (f", lowest similarity {worst:.3f}" if worst is not None else "")
+                          + (f"; {failed} shadow cop{'y' if failed == 1 else 'ies'} failed (not compared)"
+                             if failed else ""),
+                 bound=f">= {want:.0%} of pairs with normalized Markdown line similarity "
+                       f">= {criteria.shadow_min_similarity:g}")
 
 
 def wilson(bad: int, n: int) -> tuple[float, float]:
@@ -90,7 +149,9 @@ def _side(low: float, high: float, bound: float) -> Judgement:
     return "fail" if low > bound else "pass" if high <= bound else "too_few"
 
 
-def judge(samples: list[CohortSample], criteria: Criteria, crashes: dict[str, int] | None = None) -> CohortVerdict:
+def judge(samples: list[CohortSample], criteria: Criteria, crashes: dict[str, int] | None = None,
+          shadow: list[ShadowPair] | None = None) -> CohortVerdict:
+    """``shadow``: the window's shadow pairs (None: no shadow sample taken, the check is left out)."""
     by = {t: [s for s in samples if s.topology == t] for t in (SPLIT, MONOLITHIC)}
     n = {t: len(v) for t, v in by.items()}
     bad = {t: sum(not s.ok for s in v) for t, v in by.items()}
@@ -120,6 +181,9 @@ def judge(samples: list[CohortSample], criteria: Criteria, crashes: dict[str, in
         got = crashes.get(SPLIT, 0)
         checks.append(Check(name="split worker crashes", judgement="fail" if got > criteria.max_crashes else "pass",
                             measured=str(got), bound=f"<= {criteria.max_crashes}"))
+    if shadow is not None:
+        checks.append(_shadow_check(shadow, criteria))
     js = {c.judgement for c in checks}
     overall: Judgement = "fail" if "fail" in js else "too_few" if "too_few" in js else "pass"
-    return CohortVerdict(judgement=overall, checks=checks, counts=n)
+    pages = {t: sum(s.pages for s in v if s.ok) for t, v in by.items()}
+    return CohortVerdict(judgement=overall, checks=checks, counts=n, pages=pages)

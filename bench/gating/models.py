@@ -430,10 +430,11 @@ class CohortsGate(Gate):
         samples = ctx.extra.get("cohorts")
         k = self.criteria
         threshold = (f"split error < {k.max_error_fraction:.2%} and no worse than monolithic; "
-                     f"p95 within {k.max_p95_increase_fraction:.0%}; crashes <= {k.max_crashes}")
+                     f"p95 within {k.max_p95_increase_fraction:.0%}; crashes <= {k.max_crashes}; shadow pairs "
+                     f">= {k.min_shadow_equivalent_fraction:.0%} equivalent (when sampled)")
         if samples is None:
             return self._r("not_evaluable", None, threshold, "no cohort samples: run it live (`runbook migrate`)")
-        v = judge(samples, self.criteria, ctx.extra.get("crashes"))
+        v = judge(samples, self.criteria, ctx.extra.get("crashes"), ctx.extra.get("shadow"))
         status: Status = "pass" if v.judgement == "pass" else "fail" if v.judgement == "fail" else "not_evaluable"
         reason = "; ".join(v.lines())
         if v.judgement == "too_few":

@@ -54,6 +54,10 @@ class MigrateParams(WindowParams):
         "(0: abort, every document back on the monolithic pool).", json_schema_extra={"cli_example": "10"})
     drain_timeout_s: float = Field(default=300.0, gt=0, description="--to 100: how long to wait for the "
                                    "monolithic cohort's stream to drain before stopping its pool.")
+    shadow: int | None = Field(default=None, ge=0, le=100, description="Shadow sample: percent of documents "
+                               "also processed by the other cohort, outputs compared by the gate (unchanged "
+                               "when not given; copies are made while both cohorts take documents).",
+                               json_schema_extra={"cli_example": "10"})
 
 
 class MigrateGuardParams(WindowParams):
@@ -83,7 +87,15 @@ def control(ctx: ActionContext, p: WindowParams) -> CohortControl:
 
 
 def judge_window(ctx: ActionContext, c: CohortControl, p: WindowParams) -> CohortVerdict:
-    return judge(c.samples(ctx.clock(), p.window_s, p.stuck_after_s), criteria(p.gate))
+    now = ctx.clock()
+    return judge(c.samples(now, p.window_s, p.stuck_after_s), criteria(p.gate),
+                 shadow=c.shadow_pairs(now, p.window_s))
+
+
+def throughput(v: CohortVerdict, window_s: float) -> str:
+    """Documents and pages per cohort over the window, per second."""
+    return ", ".join(f"{t} {v.counts.get(t, 0)} documents, {v.pages.get(t, 0)} pages "
+                     f"({v.pages.get(t, 0) / window_s:.2f} pages/s)" for t in (SPLIT, MONOLITHIC))
 
 
 def _next_step(current: int) -> int | None:
@@ -106,7 +118,7 @@ def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
     if p.to != 0 and current > 0:
         verdict = judge_window(ctx, c, p)
         evidence += [f"gate {p.gate} on the last {p.window_s:g} s ({verdict.counts}): {verdict.judgement}",
-                     *verdict.lines()]
+                     *verdict.lines(), f"throughput: {throughput(verdict, p.window_s)}"]
         if verdict.judgement == "fail":
             raise Refused(f"the cohorts gate fails on the last window, the share stays {current} %: "
                           + "; ".join(x.name for x in verdict.checks if x.judgement == "fail")
@@ -127,6 +139,11 @@ def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
     def set_share() -> str:
         return f"share {c.set_share(p.to)} % -> {p.to} %"
 
+    if p.shadow is not None and p.shadow != c.shadow_share():
+        was = c.shadow_share()
+        steps.append(Step("set", "shadow sample", f"{was} % -> {p.shadow} % of documents also processed by the "
+                          "other cohort", lambda: f"shadow {c.set_shadow_share(p.shadow or 0)} % -> {p.shadow} %",
+                          undo=lambda: f"shadow back to {c.set_shadow_share(was)} %"))
     steps.append(Step("set", "split share", f"{current} % -> {p.to} % of documents (live: the router reads it "
                       "on every document)", set_share, undo=lambda: f"share back to {c.set_share(current)} %"))
     if p.to == 100:

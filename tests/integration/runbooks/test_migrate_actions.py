@@ -52,7 +52,8 @@ class StackUnderTest:
 
 async def _traffic(h: Harness, n: int, *, split_outcome: str = "done", age_s: float = 10.0) -> None:
     """Submit n documents to the jobs stream, route them, and let each cohort finish its own:
-    the split cohort acks (done), dead-letters (a 500 storm) or leaves them (a hang)."""
+    the split cohort acks (done), dead-letters (a 500 storm), leaves them (a hang) or takes none
+    (a hang whose workers stop taking documents)."""
     q = h.spec.queue
     r = aioredis.Redis.from_url(h.redis_url, decode_responses=True)
     producer = JobQueue(r, q.stream, q.group, q.dead_letter_stream, "producer")
@@ -68,7 +69,7 @@ async def _traffic(h: Harness, n: int, *, split_outcome: str = "done", age_s: fl
         w = JobQueue(r, cohort_stream(q.stream, topology), q.group, q.dead_letter_stream, f"w-{topology}",
                      records_stream=q.stream)
         await w.ensure_group()
-        while batch := await w.read(500, 10):
+        while (topology != SPLIT or split_outcome != "queued") and (batch := await w.read(500, 10)):
             for d in batch:
                 assert d.job is not None
                 outcome = split_outcome if topology == SPLIT else "done"
@@ -133,6 +134,16 @@ def test_migrate_steps_refusals_abort_and_decommission(tmp_path: Path) -> None:
         asyncio.run(_traffic(h, 400, split_outcome="hang", age_s=90))
         r = run("migrate-guard")
         assert r.outcome == "rolled_back" and control.share() == 0, r.render()
+
+        # A hang whose workers stop taking documents (their readiness probe fails): the split
+        # documents stay queued in their cohort's stream; past stuck_after_s they count as failed.
+        h.redis().flushdb()
+        control.set_share(10)
+        asyncio.run(_traffic(h, 400, split_outcome="queued", age_s=90))
+        assert control.backlog(SPLIT) > 0
+        r = run("migrate-guard")
+        assert r.outcome == "rolled_back" and control.share() == 0 and "split error rate: fail" in r.summary, \
+            r.render()
 
         # Healthy again, to 100: the monolithic cohort drains, then its pool stops.
         h.redis().flushdb()

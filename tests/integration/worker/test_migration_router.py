@@ -9,10 +9,10 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from contract.migration import MONOLITHIC, SPLIT, cohort_of, cohort_stream
+from contract.migration import MONOLITHIC, SPLIT, cohort_of, cohort_stream, shadow_bucket, shadow_id, shadow_of
 from worker.jobs import Job
 from worker.queue import JobQueue
-from worker.router import Router, get_share, set_share
+from worker.router import Router, get_share, set_shadow_share, set_share
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +104,47 @@ def test_retry_of_a_forward_after_a_lost_reply_adds_nothing(make_harness) -> Non
         assert await router._forward(message_id, fields) is None
         assert await r.xlen(cohort_stream(q.stream, SPLIT)) == 1
         assert await r.xlen(cohort_stream(q.stream, MONOLITHIC)) == 0
+        await r.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_shadow_copies_go_once_to_the_other_cohort_and_only_while_both_take_documents(make_harness) -> None:
+    h = make_harness()
+    h.start_redis()
+    q = h.spec.queue
+
+    async def scenario() -> None:
+        r = aioredis.Redis.from_url(h.redis_url, decode_responses=True)
+        producer = JobQueue(r, q.stream, q.group, q.dead_letter_stream, "producer")
+        router = Router(r, q.stream, q.group, "router")
+        await router.ensure_groups()
+        assert await set_shadow_share(r, q.stream, 20) == 0
+        jobs = [Job(job_id=f"doc-{i:04d}", source=f"/in/{i}.pdf") for i in range(200)]
+        for share, batch in ((50, jobs[:100]), (100, jobs[100:150]), (0, jobs[150:])):
+            await set_share(r, q.stream, share)
+            for job in batch:
+                await producer.enqueue(job)
+            while await router.step(count=100, block_ms=10):
+                pass
+        split = await _cohort_ids(r, cohort_stream(q.stream, SPLIT))
+        mono = await _cohort_ids(r, cohort_stream(q.stream, MONOLITHIC))
+        copies = [i for i in split + mono if shadow_of(i)]
+        documents = [i for i in split + mono if not shadow_of(i)]
+        assert sorted(documents) == sorted(j.job_id for j in jobs)  # every document once, copies apart
+        sampled = {j.job_id for j in jobs[:100] if shadow_bucket(j.job_id) < 20}
+        assert sorted(shadow_of(c) for c in copies) == sorted(sampled)  # at 50 % only, each once
+        assert 8 <= len(sampled) <= 35 and router.forwarded["shadow"] == len(sampled)
+        for doc in sampled:
+            primary = cohort_of(doc, 50)
+            other = MONOLITHIC if primary == SPLIT else SPLIT
+            assert shadow_id(doc) in (split if other == SPLIT else mono)
+            record = await r.hgetall(producer.job_key(doc))
+            assert (record["topology"], record["shadow"]) == (primary, other)
+            shadow = await r.hgetall(producer.job_key(shadow_id(doc)))
+            assert (shadow["topology"], shadow["shadow_of"], shadow["state"]) == (other, doc, "queued")
+        # the copies are not documents: the submission index holds the documents only
+        assert sorted(await r.zrange(producer.index_key, 0, -1)) == sorted(j.job_id for j in jobs)
         await r.aclose()
 
     asyncio.run(scenario())

@@ -105,6 +105,7 @@ def test_big_document_fans_out_and_merges_in_page_order(make_harness, tmp_path: 
     assert positions == sorted(positions)
     texts = [h.metrics(w) for w in workers]
     assert sum(metric_value(t, "mineru_pdfs_processed_total") for t in texts) == 1  # the document, not its parts
+    assert sum(metric_value(t, "mineru_pages_processed_total") for t in texts) == 30  # its pages, once
 
 
 def test_page_vlm_backend_one_request_per_page(make_harness, tmp_path: Path) -> None:

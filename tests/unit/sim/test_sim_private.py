@@ -80,6 +80,19 @@ async def test_one_private_engine_is_the_shared_engine():
     assert private[0] == pytest.approx(shared[0]) and private[1] == pytest.approx(shared[1])
 
 
+def test_every_private_engine_answers_a_page_as_the_shared_server_does():
+    """Copies of the same weights: the same image and prompt, the same MinerU answer everywhere."""
+    from simulator.mineru import PROMPT_KINDS
+
+    profile = load_profile(PROFILE)
+    layout_prompt = next(suffix for suffix, kind in PROMPT_KINDS.items() if kind == "layout")
+    engines = build_engines(SimConfig(private_engines=3, engine_load_scale=0), profile)
+    shared = SimApp(SimConfig(), profile)
+    for image in (b"page-one", b"page-two"):
+        want = shared.answerer.answer(layout_prompt, image, None).text
+        assert want and [e.answerer.answer(layout_prompt, image, None).text for e in engines] == [want] * 3
+
+
 def test_kv_budget_split_and_weights_per_engine():
     profile = load_profile(PROFILE)
     engines = build_engines(SimConfig(private_engines=4), profile)

@@ -24,6 +24,7 @@ def test_initialise_exports_every_series_the_rules_read_at_zero_before_the_first
                for fam in m.registry.collect() for s in fam.samples if not s.name.endswith("_created")}
     backend = (("backend", "vlm-http-client"),)
     assert samples[(catalog.PDFS_PROCESSED, backend)] == 0
+    assert samples[(catalog.PAGES_PROCESSED, backend)] == 0
     assert samples[(catalog.PDF_END_TO_END_DURATION + "_count", backend)] == 0
     assert samples[(catalog.PDF_PROCESSING_DURATION + "_count", backend)] == 0
     for kind in catalog.PDF_FAILURE_KINDS:
