@@ -76,6 +76,14 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         if own:
             http.close()
     server = server_metrics.diff(before, after)
+    observer: dict[str, Any] | None = None
+    if isinstance(scn, ChatScenario):
+        # what the run asked of the server beyond its requests (docs/bench-metrics.md, "What the
+        # bench costs the server"): the report states it beside the figures
+        interval = scn.server_gauge_interval_s if sampler.reads else 0.0
+        observer = {"continuous_usage_stats": scn.continuous_usage_stats, "server_gauge_interval_s": interval,
+                    "server_metrics_reads": sampler.reads}
+        observer["text"] = observer_text(observer)
     if server is not None:
         server["sampled"] = sampler.summary()  # max/mean of gauges scraped every second
         server["samples"] = sampler.samples
@@ -95,6 +103,7 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         summary["tokens"]["prompt_source"] = prompt_source
         summary["tokens"]["output_source"] = output_sources(cast(list[RequestRecord], result.records))
         summary["tokens"]["continuous_usage_stats"] = scn.continuous_usage_stats
+        summary["observer"] = observer
         if not scn.continuous_usage_stats:
             summary["tokens"]["merged_event_requests"] = merged_event_requests(
                 cast(list[RequestRecord], result.records))
@@ -114,6 +123,18 @@ def count_outputs_without_usage(tok: tokcheck.ClientTokenizer, records: list[Req
         if not keep_text:
             r.output_text = None
     return len(todo)
+
+
+def observer_text(o: dict[str, Any]) -> str:
+    """What the run asked of the server beyond its requests, and what that costs it (measured by
+    benchmarks/bench_observer_effect.py; docs/bench-metrics.md)."""
+    usage = ("usage on every streamed event (continuous_usage_stats: the server serialises usage per "
+             "token; costs it time per event)" if o["continuous_usage_stats"] else
+             "usage at the end only (as other tools ask)")
+    reads = (f"its /metrics read {o['server_metrics_reads']} times during the run (every "
+             f"{o['server_gauge_interval_s']:g} s; each read renders the whole exposition on the server's API loop)"
+             if o["server_metrics_reads"] else "its /metrics not read during the run")
+    return f"asked of the server beyond the requests: {usage}; {reads}, and once before and after"
 
 
 def merged_event_requests(records: list[RequestRecord]) -> int:

@@ -27,6 +27,7 @@ class GaugeSampler:
         self.interval_s = interval_s
         self.client = client
         self.samples: list[dict[str, Any]] = []
+        self.reads = 0  # GETs of the server's /metrics during the run (what the sampler cost it)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-gauge-sampler", daemon=True)
 
@@ -34,6 +35,7 @@ class GaugeSampler:
         client = self.client or httpx.Client(timeout=max(1.0, self.interval_s))
         try:
             while not self._stop.wait(self.interval_s):
+                self.reads += 1
                 try:
                     # Only the sampled gauges are parsed: parsing the whole ~50 KB exposition
                     # every second held the GIL for ~10 ms, a stall that landed in the TTFT of

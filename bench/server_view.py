@@ -70,6 +70,7 @@ class PromGaugeSamples:
     def __init__(self, http: httpx.Client, prom: str, model: str, step_s: float) -> None:
         self.http, self.prom, self.model, self.step_s = http, prom, model, step_s
         self.samples: list[dict[str, Any]] = []
+        self.reads = 0  # Prometheus is read, not the server
         self._t0 = 0.0
 
     def __enter__(self) -> PromGaugeSamples:
@@ -92,6 +93,7 @@ class PromGaugeSamples:
 
 class NoSamples:
     samples: list[dict[str, Any]] = []
+    reads = 0
 
     def __enter__(self) -> NoSamples:
         return self

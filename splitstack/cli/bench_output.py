@@ -44,6 +44,8 @@ def print_summary(s: dict[str, Any]) -> None:
                             for k, v in tokens.get("output_source", {}).items())
         out.print(f"prompt lengths: {tokens['prompt_source']}; output tokens: {sources or 'none'}",
                   markup=False, highlight=False, soft_wrap=True)
+    if s.get("observer"):
+        out.print(s["observer"]["text"], markup=False, highlight=False, soft_wrap=True)
     if tokens.get("merged_event_requests"):
         out.print(f"[yellow]note:[/] {tokens['merged_event_requests']} answer(s) had more tokens than streamed "
                   "events with text: the server merged tokens into some events, and with usage at the end "

@@ -176,5 +176,9 @@ def test_gauges_are_sampled_during_the_run_and_feed_the_queue_depth_slo(sim_targ
     out = run_scenario(chat({"rate_rps": 5, "duration_s": 4}), sim_target)
     sampled = out.summary["server"]["sampled"]
     assert sampled["vllm:num_requests_waiting"]["n"] >= 3 and "vllm:kv_cache_usage_perc" in sampled
+    # the summary says what the run asked of the server beyond its requests
+    observer = out.summary["observer"]
+    assert observer["server_metrics_reads"] >= 3 and observer["server_gauge_interval_s"] == 1.0
+    assert not observer["continuous_usage_stats"] and "usage at the end only" in observer["text"]
     r = SLOGate(kind="slo", slo="inference-queue-depth").evaluate(GateContext(out.summary, out.records))
     assert r.status == "pass" and r.name == "inference-queue-depth", r

@@ -162,3 +162,23 @@ def test_compare_across_topologies_says_they_differ(tmp_path, run_factory):
     write_run(tmp_path / "split", *split)
     r = CliRunner().invoke(app, ["compare", str(tmp_path / "mono"), str(tmp_path / "split"), "--resamples", "300"])
     assert r.exit_code == 0 and "topologies differ: baseline monolithic, candidate split" in r.output
+
+
+def test_the_observer_line_names_what_the_run_asks_of_the_server():
+    from bench.runner import observer_text
+
+    quiet = observer_text({"continuous_usage_stats": False, "server_gauge_interval_s": 0.0, "server_metrics_reads": 0})
+    assert "usage at the end only" in quiet and "not read during the run" in quiet
+    busy = observer_text({"continuous_usage_stats": True, "server_gauge_interval_s": 1.0, "server_metrics_reads": 12})
+    assert "usage on every streamed event" in busy and "read 12 times" in busy and "every 1 s" in busy
+
+
+def test_merged_events_are_counted_only_where_the_last_event_was_credited_more_than_one():
+    from bench.records import RequestRecord
+    from bench.runner import merged_event_requests
+
+    def rec(tokens):
+        return RequestRecord(request_id="r", phase="measure", intended_ns=0, sent_ns=0, wall_sent_s=0.0,
+                             event_ns=list(range(len(tokens))), event_tokens=tokens, event_content=[True] * len(tokens))
+
+    assert merged_event_requests([rec([1, 1, 1]), rec([1, 1, 3]), rec([])]) == 1
