@@ -6,7 +6,7 @@
  * event per connection per event-loop turn; usage, [DONE] and the last chunk together at the end)
  * at a fraction of its CPU: a client's maximum rate is only measurable against a server that
  * can take it, and on one core the Python servers saturate near 1,000 streamed requests/s.
- * Answers POST /v1/chat/completions (streamed; max_tokens tokens, default 16),
+ * Answers POST /v1/chat/completions (streamed; max_tokens or max_completion_tokens tokens, default 16),
  * GET /v1/models and GET /stub/stats ({"requests": N}); anything else is 404 (no /health, no
  * /tokenize: a client counts prompts itself). Prints "listening on PORT" once bound.
  */
@@ -115,7 +115,8 @@ static int words_in_content(const char *s, const char *end) {
 
 static void start_stream(Conn *c, const char *body, int blen) {
     const char *end = body + blen;
-    c->n_out = int_after(body, end, "\"max_tokens\"", 16);
+    c->n_out = int_after(body, end, "\"max_tokens\"", -1);
+    if (c->n_out < 0) c->n_out = int_after(body, end, "\"max_completion_tokens\"", 16);  /* vllm bench serve's */
     if (c->n_out < 1) c->n_out = 1;
     c->usage = is_true(body, end, "\"include_usage\"");
     c->prompt = words_in_content(body, end);
