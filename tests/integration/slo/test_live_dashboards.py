@@ -19,7 +19,8 @@ pytestmark = pytest.mark.integration
 
 
 def _worker_activity(m, stop: threading.Event) -> None:
-    """What a busy worker records: PDFs done and failed, client calls, retries, breaker, queue."""
+    """What a busy worker records: PDFs and pages done, PDFs failed, client calls, retries, breaker,
+    queue."""
     m.breaker_state.set(0)
     i = 0
     while not stop.is_set():
@@ -27,6 +28,7 @@ def _worker_activity(m, stop: threading.Event) -> None:
             m.pdf_duration.labels(backend="vlm-http-client").observe(dur)
             m.pdf_end_to_end.labels(backend="vlm-http-client").observe(dur + 5)
             m.pdfs_processed.labels(backend="vlm-http-client").inc()
+            m.pages_processed.labels(backend="vlm-http-client").inc(3)  # the migration row's pages/s
         if i % 4 == 0:
             m.pdfs_failed.labels(backend="vlm-http-client", kind="permanent").inc()
         if i % 8 == 0:  # a job that kept killing its workers (the migration row's poison panel)
