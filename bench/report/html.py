@@ -10,7 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from bench.metrics import chunk_gaps_ms, derive, itl_gaps_ms
+from bench.metrics import derive, event_gaps
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.series import RunSeries, build
@@ -49,9 +49,12 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
     slo = {k: float(v) for k, v in ((summary.get("goodput") or {}).get("slo") or {}).items()
            if isinstance(v, int | float)}  # the scenario's per-request objectives, ms
     if chats:
-        ds = [derive(r) for r in chats]
-        gaps = [g for r in chats for g in itl_gaps_ms(r)]
-        chunk = [g for r in chats for g in chunk_gaps_ms(r)]
+        ds = [rs.derived.get(r.request_id) or derive(r) for r in chats]
+        if rs.gaps is not None and rs.measured_ok is not None and int(rs.measured_ok.sum()) == len(chats):
+            gaps, chunk = rs.gaps.itl_of(rs.measured_ok), rs.gaps.chunk_of(rs.measured_ok)
+        else:  # the series of other records
+            event = event_gaps(chats)
+            gaps, chunk = event.itl, event.chunk
         figs.append(plots.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
                                "TTFC (first content)": [d.ttfc_ms for d in ds if d.ttfc_ms is not None],
                                "TTFB (headers)": [d.ttfb_ms for d in ds if d.ttfb_ms is not None]},

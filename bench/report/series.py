@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.metrics import chunk_gaps_ms, derive, itl_gaps_ms
+from bench.metrics import Derived, EventGaps, derive, event_gaps
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 
 NS = 1e9
@@ -44,6 +44,9 @@ class RunSeries:
     itl_p95: list[float | None] = field(default_factory=list)
     windows: list[tuple[float, float, str]] = field(default_factory=list)  # warmup / cooldown, not measured
     itl_by_request: list[float | None] = field(default_factory=list)
+    derived: dict[str, Derived] = field(default_factory=dict)  # each request's metrics, by request_id
+    gaps: EventGaps | None = None  # every request's gaps, requests in order of sending ...
+    measured_ok: np.ndarray | None = None  # ... and which of them are measured and succeeded
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -59,8 +62,15 @@ def _r(v: float | None, nd: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(v, nd)
 
 
-def _pct(vals: list[float], q: float) -> float | None:
-    return float(np.percentile(vals, q)) if vals else None
+def _pct(vals: list[float] | np.ndarray, q: float) -> float | None:
+    return float(np.percentile(vals, q)) if len(vals) else None
+
+
+def _by_bin(values: np.ndarray, bins: np.ndarray, n: int) -> list[np.ndarray]:
+    """``values`` grouped by their bin (0 .. n - 1)."""
+    order = np.argsort(bins, kind="stable")
+    cuts = np.searchsorted(bins[order], np.arange(1, n))
+    return np.split(values[order], cuts)
 
 
 def build(records: list[AnyRecord]) -> RunSeries:
@@ -77,8 +87,15 @@ def build(records: list[AnyRecord]) -> RunSeries:
     rs.bins = [float(i) for i in range(n)]
     rs.sent, rs.completed, rs.errors, rs.output_tokens = [0] * n, [0] * n, [0] * n, [0] * n
     lat: list[list[float]] = [[] for _ in range(n)]
-    itl: list[list[float]] = [[] for _ in range(n)]
-    for r in sorted(sent, key=lambda r: r.sent_ns):
+    ordered = sorted(sent, key=lambda r: r.sent_ns)
+    chats = [r for r in ordered if isinstance(r, RequestRecord)]
+    gaps = event_gaps(chats)  # every request's gaps at once (numpy), in this order
+    itl_means, chunk_means = gaps.itl_means(), gaps.chunk_means()
+    chat_bin = np.zeros(len(chats), dtype=np.int64)  # the second each request was sent in ...
+    chat_ok = np.zeros(len(chats), dtype=bool)  # ... and whether its ITL counts there
+    rs.gaps, rs.measured_ok = gaps, np.zeros(len(chats), dtype=bool)
+    c = 0
+    for r in ordered:
         s_s = (r.sent_ns - t0) / NS
         i = int(s_s)
         rs.sent[i] += 1
@@ -95,19 +112,19 @@ def build(records: list[AnyRecord]) -> RunSeries:
                                "lag_ms": _r((r.sent_ns - r.intended_ns) / 1e6)}
         if isinstance(r, RequestRecord):
             d = derive(r)
-            gaps, chunks = itl_gaps_ms(r), chunk_gaps_ms(r)
-            itl_mean = sum(gaps) / len(gaps) if gaps else None
+            rs.derived[r.request_id] = d
+            itl_mean = itl_means[c]
             row.update(ttfb_ms=_r(d.ttfb_ms), ttft_ms=_r(d.ttft_ms), ttfc_ms=_r(d.ttfc_ms), e2e_ms=_r(d.e2e_ms),
-                       tpot_ms=_r(d.tpot_ms), itl_mean_ms=_r(itl_mean),
-                       chunk_gap_mean_ms=_r(sum(chunks) / len(chunks) if chunks else None),
+                       tpot_ms=_r(d.tpot_ms), itl_mean_ms=_r(itl_mean), chunk_gap_mean_ms=_r(chunk_means[c]),
                        prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
             rs.itl_by_request.append(itl_mean if r.ok else None)
             if r.ok and r.end_ns is not None and r.output_tokens:
                 rs.output_tokens[int((r.end_ns - t0) // NS)] += r.output_tokens
             if r.ok and d.ttft_ms is not None:
                 lat[i].append(d.ttft_ms)
-            if r.ok:
-                itl[i].extend(gaps)
+            chat_bin[c], chat_ok[c] = i, r.ok
+            rs.measured_ok[c] = r.ok and r.phase == "measure"
+            c += 1
         else:
             assert isinstance(r, PipelineRecord)
             doc_s = (r.end_ns - r.sent_ns) / NS if r.end_ns is not None else None
@@ -118,8 +135,12 @@ def build(records: list[AnyRecord]) -> RunSeries:
         rs.rows.append(row)
     rs.lat_p50 = [_r(_pct(v, 50)) for v in lat]
     rs.lat_p95 = [_r(_pct(v, 95)) for v in lat]
-    rs.itl_p50 = [_r(_pct(v, 50)) for v in itl] if kind == "chat" else [None] * n
-    rs.itl_p95 = [_r(_pct(v, 95)) for v in itl] if kind == "chat" else [None] * n
+    if kind == "chat":
+        itl = _by_bin(gaps.itl_of(chat_ok), chat_bin[gaps.itl_record[chat_ok[gaps.itl_record]]], n)
+        rs.itl_p50 = [_r(_pct(v, 50)) for v in itl]
+        rs.itl_p95 = [_r(_pct(v, 95)) for v in itl]
+    else:
+        rs.itl_p50 = rs.itl_p95 = [None] * n
     measured = [(r.sent_ns - t0) / NS for r in sent if r.phase == "measure"]
     if measured:
         if any(r.phase == "warmup" for r in sent):
