@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import uvloop
 
+from bench.heap import frozen_heap
 from bench.load import FAIL_FAST_MIN_FAILURES, NS, LoadSpec, open_schedule, phase_of
 from bench.records import (
     CHAT_FIELDS,
@@ -430,7 +431,8 @@ def _child(workload: Workload, spec: LoadSpec, process: int, conn: Any, out_dir:
 
 
 def _records(paths: list[Path]) -> list[AnyRecord]:
-    return [from_row(row) for path in paths for row in read_spool(path)]
+    with frozen_heap():  # thousands of records made at once: no collection walks the libraries for them
+        return [from_row(row) for path in paths for row in read_spool(path)]
 
 
 def run(workload: Workload, spec: LoadSpec, progress: ProgressFn | None = None,

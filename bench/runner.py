@@ -19,6 +19,7 @@ from bench import engine, queue_checks, server_metrics, tokcheck
 from bench.agreement import agreement, count_agreement
 from bench.chat import ChatWorkload, prepare
 from bench.engine import ProgressFn, RunResult
+from bench.heap import frozen_heap
 from bench.metrics import chat_summary, pipeline_summary, throughput_end
 from bench.pipeline import PipelineWorkload, outputs_summary, pipeline_checks
 from bench.promptlen import SERVER_TOKENIZE
@@ -94,7 +95,8 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
     if isinstance(scn, ChatScenario) and tok is not None:  # answers without usage: counted now, after the run
         chats = cast(list[RequestRecord], result.records)
         count_outputs_without_usage(tok[0], chats, keep_text=scn.keep_output)
-    summary = summarize(scn, target, result, limits, t_start, server, extra)
+    with frozen_heap():  # the libraries and the records out of collections (bench/heap.py)
+        summary = summarize(scn, target, result, limits, t_start, server, extra)
     if isinstance(scn, PipelineScenario):
         pipeline_records = cast(list[PipelineRecord], result.records)
         summary["pipeline"] = {**outputs_summary(pipeline_records, workload), **canary}

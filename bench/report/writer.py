@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.heap import frozen_heap
 from bench.records import AnyRecord, write_jsonl
 from bench.report.html import render
 from bench.report.series import TIME_COLUMNS, build
@@ -54,14 +55,15 @@ def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"records": out_dir / "records.jsonl", "summary": out_dir / "summary.json",
              "report": out_dir / "report.html"}
-    write_jsonl(paths["records"], records)
     full = dict(summary)
     if gates is not None:
         full["gates"] = gates
     if sweep is not None:
         full["sweep"] = sweep
-    write_summary(paths["summary"], full)
-    paths.update(write_report(out_dir, full, records))
+    with frozen_heap():  # the libraries and the records out of collections (bench/heap.py)
+        write_jsonl(paths["records"], records)
+        write_summary(paths["summary"], full)
+        paths.update(write_report(out_dir, full, records))
     return paths
 
 

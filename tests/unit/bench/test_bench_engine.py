@@ -158,3 +158,16 @@ def test_normalize_refused_where_it_has_no_meaning(kw):
     kw = {"rate_rps": 5, **kw} if kw.get("mode") != "closed" else kw
     with pytest.raises(ValueError, match="normalize"):
         LoadSpec(count=10, normalize=True, **kw)
+
+
+def test_frozen_heap_keeps_collections_off_what_exists_and_undoes_it():
+    from bench.heap import frozen_heap
+
+    before = gc.get_freeze_count()
+    old = [[i] for i in range(1000)]  # tracked containers that exist on entry
+    with frozen_heap():
+        assert gc.get_freeze_count() >= before + len(old)  # moved out of every generation
+        young = [[i] for i in range(10)]
+        assert gc.is_tracked(young[0])
+    assert gc.get_freeze_count() == 0
+    del old, young
