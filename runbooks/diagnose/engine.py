@@ -38,6 +38,7 @@ COMPLETION_PROBES = 3  # diagnose's own 1-token completions to a server whose /h
 # The GPU probe is a `runbook` command of its own (splitstack/cli/runbook.py), not an action: a step in words.
 GPU_PROBE = "runbook gpu-probe"
 
+
 @dataclass
 class Finding:
     case: Case
