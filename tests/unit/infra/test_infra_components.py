@@ -320,3 +320,22 @@ def test_external_redis_gives_keda_the_keys_create_secrets_writes(mocks):
     (line,) = [c for c in secret_commands(spec) if "splitstack-redis " in c]
     for key in ("url", "address", "password"):
         assert f"--from-literal={key}=" in line
+
+
+def test_the_worker_pool_takes_its_settings_not_the_whole_spec():
+    """program.py reads the spec once for the pool (worker_pool_args): the pool's own settings, the
+    server it calls, the queue, its image and environment, and the document its workers read."""
+    import dataclasses
+
+    from infra.components.program import worker_pool_args
+    from infra.components.worker_pool import WorkerPoolArgs, cache_claim_name
+
+    assert "spec" not in {f.name for f in dataclasses.fields(WorkerPoolArgs)}
+    spec = make_spec("existing", "monolithic")
+    args = worker_pool_args(spec, cache_class="fast-rwo", cache_min_gib=100)
+    assert (args.pool, args.server, args.queue) == (spec.worker_pool, spec.worker_server, spec.queue)
+    assert args.monolithic and args.server_url.endswith(f":{spec.worker_server.port}")
+    assert json.loads(args.spec_document)["stack"] == spec.stack
+    # the model cache is at least what the class provisions, and its size is in the claim's name
+    assert args.cache_gib == max(sizing.model_cache_gib(spec.worker_server), 100) == 100
+    assert cache_claim_name(args, "worker-gpu").endswith("-100gi")
