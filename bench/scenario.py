@@ -186,7 +186,8 @@ def parse_scenario(data: object, origin: str) -> ChatScenario | PipelineScenario
     try:
         return _ADAPTER.validate_python(data)
     except ValidationError as exc:
-        lines = [f"{origin}: {line}" for line in error_lines(exc, root="<top>", loc=_loc)]
+        problems = error_lines(exc, root="<top>", loc=_loc, model=(ChatScenario, PipelineScenario))
+        lines = [f"{origin}: {line}" for line in problems]
         raise ScenarioError("invalid scenario:\n  " + "\n  ".join(lines)) from None
 
 

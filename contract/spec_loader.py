@@ -7,17 +7,15 @@ Pulumi keeps config as ``config: {"splitstack:<key>": value}``; other namespaces
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
+from pydantic import ValidationError
 
 from contract.image_refs import merge_lock
-from contract.models import format_loc
+from contract.models import error_lines
 from contract.spec import Spec
 
 NAMESPACE = "splitstack"
@@ -111,7 +109,7 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> Spec:
     try:
         return Spec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(source, [_describe(err) for err in exc.errors()]) from None
+        raise SpecError(source, error_lines(exc, model=Spec, schema="`splitstack spec schema`")) from None
 
 
 def set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
@@ -130,48 +128,3 @@ def set_path(raw: dict[str, Any], dotted: str, value: Any) -> None:
         node[last] = value
 
 
-def _describe(err: ErrorDetails) -> str:
-    loc = _format_loc(err["loc"])
-    msg = str(err["msg"])
-    if err["type"] == "extra_forbidden":
-        return _unknown_key(err["loc"], loc)
-    if err["type"] == "missing":
-        return f"{loc}: required field is missing; add it (see `splitstack spec schema`)"
-    if msg.startswith("Value error, "):
-        text = msg[len("Value error, ") :]
-        # Cross-field rules already start with their own path.
-        return text if loc == "<root>" or text.startswith(loc.split("[")[0]) else f"{loc}: {text}"
-    return f"{loc}: {msg} (got {err.get('input')!r})"
-
-
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    return format_loc(loc) or "<root>"
-
-
-def _unknown_key(loc: tuple[Any, ...], dotted: str) -> str:
-    model: type[BaseModel] | None = Spec
-    for part in loc[:-1]:
-        model = _child_model(model, part)
-    known = sorted(model.model_fields) if model else []
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
-    return f"{dotted}: unknown key; {hint}"
-
-
-def _child_model(model: type[BaseModel] | None, part: Any) -> type[BaseModel] | None:
-    if model is None or isinstance(part, int):
-        return model
-    field = model.model_fields.get(str(part))
-    if field is None:
-        return None
-    return _model_in(field.annotation)
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found:
-            return found
-    return None

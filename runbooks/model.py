@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
+
+from runbooks.cases import Case
+from runbooks.suggestion import NextStep, render
 
 
 class Refused(Exception):
@@ -39,17 +42,38 @@ class PlannedStep(BaseModel):
 
 
 class Report(BaseModel):
-    """The result of one action run; rendered by the CLI and written to the audit log."""
+    """The result of one action run; rendered by the CLI and written to the audit log.
 
-    action: str
+    ``suggestions`` are the next steps as made (typed `runbook` actions, or words);
+    ``next_steps`` is how they read, and what the JSON output carries.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str = Field(description="The action's name (runbooks/names.py), or what was asked for when "
+                        "no such action exists.")
     outcome: Outcome
     summary: str = Field(description="One line an on-call engineer reads first.")
-    case: str | None = Field(default=None, description="The runbook case this handles or found.")
+    case: Case | None = Field(default=None, description="The runbook case this handles or found.")
     plan: list[PlannedStep] = Field(default_factory=list)
     done: list[str] = Field(default_factory=list, description="Steps executed, in order.")
     evidence: list[str] = Field(default_factory=list, description="What was observed, and where.")
-    next_steps: list[str] = Field(default_factory=list, description="`runbook ...` commands to run next.")
+    suggestions: list[NextStep] = Field(default_factory=list, exclude=True,
+                                        description="What to run next: `runbook` actions, or steps in words.")
     data: dict[str, Any] = Field(default_factory=dict)
+
+    @computed_field(description="`runbook ...` commands (and other steps) to run next, as typed.")  # type: ignore[prop-decorator]
+    @property
+    def next_steps(self) -> list[str]:
+        return [render(s) for s in self.suggestions]
+
+    @model_serializer(mode="wrap")
+    def _data_last(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The JSON output keeps its order: evidence, next_steps, then data."""
+        out: dict[str, Any] = handler(self)
+        if "data" in out:
+            out["data"] = out.pop("data")
+        return out
 
     @property
     def ok(self) -> bool:

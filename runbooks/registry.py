@@ -14,83 +14,91 @@ from runbooks.actions import components, migrate, nodes, reports, rollback, serv
 from runbooks.context import ActionContext
 from runbooks.diagnose import engine
 from runbooks.model import PlatformError, Refused, Report
-from runbooks.params import ActionParams
+from runbooks.names import Action
+from runbooks.params import PARAMS, ActionParams
 
 
 @dataclass(frozen=True)
 class ActionDef:
-    """One runbook action: adding one is this entry, its params model and its function.
+    """One runbook action: adding one is its name (runbooks/names.py), its params model
+    (runbooks/params.py), its function and this entry.
 
     The `runbook` command line is generated from it: the command's help is ``summary``, its
     options are the params model's fields (with their descriptions), and mutating actions get
     ``--apply``.
     """
 
-    name: str
+    name: Action
     fn: Callable[[ActionContext, Any], Report]
-    params: type[ActionParams]
     mutating: bool
     summary: str  # what it does: the command's help
     case: str  # the situation it handles, as the runbook pages describe it
 
+    @property
+    def params(self) -> type[ActionParams]:
+        return PARAMS[self.name]
+
 
 ACTIONS: dict[str, ActionDef] = {a.name: a for a in [
-    ActionDef("diagnose", engine.diagnose, engine.DiagnoseParams, False,
+    ActionDef(Action.DIAGNOSE, engine.diagnose, False,
               "Walk the symptoms and name the runbook case, with evidence and the command to run.",
               "any: walks the symptoms and names the case"),
-    ActionDef("slo-status", reports.slo_status, reports.SloStatusParams, False,
+    ActionDef(Action.SLO_STATUS, reports.slo_status, False,
               "Attainment, error budget left and burn rate of every SLO (slo/objectives.yaml).",
               "an SLO alert: how much budget is left"),
-    ActionDef("restart", components.restart_component, components.RestartComponentParams, True,
+    ActionDef(Action.RESTART, components.restart_component, True,
               "Restart one component (queue, prometheus, server-<name>, workers rolling, worker-<i>) "
               "and wait until it is healthy.",
               "a component that stopped or misbehaves; `splitstack restart COMPONENT` runs this"),
-    ActionDef("restart-server", server.restart_server, server.RestartServerParams, True,
+    ActionDef(Action.RESTART_SERVER, server.restart_server, True,
               "Restart the inference server and wait for /health.",
               "inference server down or OOMKilled; KV-cache fragmentation of a healthy server (--force)"),
-    ActionDef("update-hf-token", server.update_hf_token, server.UpdateHfTokenParams, True,
+    ActionDef(Action.UPDATE_HF_TOKEN, server.update_hf_token, True,
               "Store a new Hugging Face token in the server's secret and restart it.",
               "model loading fails with a bad or expired Hugging Face token"),
-    ActionDef("drain-gpu-node", nodes.drain_gpu_node, nodes.DrainGpuNodeParams, True,
+    ActionDef(Action.DRAIN_GPU_NODE, nodes.drain_gpu_node, True,
               "Cordon the faulty GPU node and move the server to a spare one.",
               "GPU driver crash: the server crash-loops with a CUDA error or an Xid"),
-    ActionDef("gpu-node-failure", nodes.gpu_node_failure, nodes.GpuNodeFailureParams, True,
+    ActionDef(Action.GPU_NODE_FAILURE, nodes.gpu_node_failure, True,
               "Cordon NotReady GPU nodes and reschedule the server.",
               "a GPU node failed (NotReady)"),
-    ActionDef("tune", tune.tune, tune.TuneParams, True,
+    ActionDef(Action.TUNE, tune.tune, True,
               "Change server or worker knobs (max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, "
               "concurrency_per_worker, circuit_breaker.recovery_timeout_s...); the old value is restored on "
               "failure.",
               "queue backlog; performance tuning"),
-    ActionDef("scale", tune.scale, tune.ScaleParams, True,
+    ActionDef(Action.SCALE, tune.scale, True,
               "Scale the inference server (bounded by GPUs) or the workers.",
               "queue backlog: more replicas"),
-    ActionDef("slow-pdfs", reports.slow_pdfs, reports.SlowPdfsParams, False,
+    ActionDef(Action.SLOW_PDFS, reports.slow_pdfs, False,
               "The slowest documents, with pages and seconds per page.",
               "large or complex PDFs slow the pipeline"),
-    ActionDef("restart-workers", workers.restart_workers, workers.RestartWorkersParams, True,
+    ActionDef(Action.RESTART_WORKERS, workers.restart_workers, True,
               "Rolling restart of the workers to reset stuck-open circuit breakers.",
               "circuit breakers stuck open after the server recovered"),
-    ActionDef("patch-workers", workers.patch_workers, workers.PatchWorkersParams, True,
+    ActionDef(Action.PATCH_WORKERS, workers.patch_workers, True,
               "Roll the workers to a new image tag with zero downtime.",
               "maintenance: worker security patch (rolling)"),
-    ActionDef("upgrade-server", upgrade.upgrade_server, upgrade.UpgradeServerParams, True,
+    ActionDef(Action.UPGRADE_SERVER, upgrade.upgrade_server, True,
               "Set the server's version, check /health and a test inference, roll back on failure.",
               "maintenance: vLLM server upgrade with validation and rollback"),
-    ActionDef("rollback", rollback.rollback, rollback.RollbackParams, True,
+    ActionDef(Action.ROLLBACK, rollback.rollback, True,
               "Roll back to monolithic workers (--to monolithic: each worker runs the model, no "
               "shared server) or return to split (--to split); the dry run shows the change, the "
               "GPUs needed and whether the cluster fits.",
               "the split architecture must be rolled back (or restored): deployment_mode"),
-    ActionDef("migrate", migrate.migrate, migrate.MigrateParams, True,
+    ActionDef(Action.MIGRATE, migrate.migrate, True,
               "Move the split share of documents one step (--to 10, 50, 100; 0 aborts) when the live "
               "cohorts gate passes on the last window; --to 100 then stops the monolithic pool.",
               "production rollout: both topologies at once, a share of documents on split"),
-    ActionDef("migrate-guard", migrate.migrate_guard, migrate.MigrateGuardParams, True,
+    ActionDef(Action.MIGRATE_GUARD, migrate.migrate_guard, True,
               "Judge both cohorts every --every-s for --watch-s; on a breach set the split share to 0 "
               "and page.",
               "production rollout: automatic abort"),
 ]}
+
+
+assert set(ACTIONS) == set(Action), "every action name needs its registry entry"
 
 
 def get_action(name: str) -> ActionDef:

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from contract import metrics as catalog
 from contract.metrics import MetricType
-from contract.models import Strict
+from contract.models import Strict, error_lines
 from contract.prometheus_jobs import JOB_SERVER, JOB_WORKERS
 from contract.slo_window import SLO_WINDOW_MAX_D
 from slo.windows import BurnWindows, Severity, load_burn_windows
@@ -430,15 +430,8 @@ def parse_spec(data: object, origin: str = "<data>") -> SLOSpec:
     try:
         return SLOSpec.model_validate(data)
     except ValidationError as e:
-        lines = []
-        for err in e.errors():
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown key; remove it or fix its spelling"
-            elif err["type"] == "missing":
-                msg = "required key is missing; add it"
-            path = _loc(err["loc"], data)
-            lines.append(f"{path}: {msg}" if path else msg)
+        lines = error_lines(e, root="", loc=lambda loc: _loc(loc, data), model=SLOSpec,
+                            schema="slo/objectives.schema.json")
         raise SpecError(f"{origin}: invalid SLO spec:\n  " + "\n  ".join(lines)) from None
 
 

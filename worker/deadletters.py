@@ -89,6 +89,18 @@ def find(r: redis.Redis, spec: Spec, key: str) -> DeadLetter:
     raise DeadLetterError(f"no dead letter {key!r} in {stream}; `splitstack dead-letters list` shows them")
 
 
+def redrive_named(r: redis.Redis, spec: Spec, keys: list[str], kind: str | None = None,
+                  every: bool = False) -> list[str]:
+    """Re-drive the dead letters named by entry or job id, plus every one of ``kind`` (every one
+    at all with ``every``), each once; the job ids re-driven. DeadLetterError for a key that
+    names none (nothing is re-driven then) or a letter that holds no valid job (those before it
+    are re-driven)."""
+    letters = [find(r, spec, k) for k in keys]
+    if kind or every:
+        letters += list_dead(r, spec, limit=100_000, kind=kind)
+    return redrive(r, spec, list({d.entry_id: d for d in letters}.values()))
+
+
 def redrive(r: redis.Redis, spec: Spec, letters: list[DeadLetter]) -> list[str]:
     """Put each dead letter's job back on the queue; the job ids re-driven (a letter re-driven
     meanwhile by someone else is skipped)."""

@@ -14,6 +14,7 @@ import redis
 from contract.inputs import file_refusal, forbidden_dirs, input_roots, max_input_bytes, path_refusal
 from contract.spec import Spec
 from worker.jobs import Job, PageRange
+from worker.pagecount import page_count
 from worker.queue import DEAD_SILENT_S, process_gone
 
 
@@ -27,7 +28,29 @@ def connect(spec: Spec, url: str | None = None) -> redis.Redis:
 
 
 class InputRefused(ValueError):
-    """A file the workers may not read (outside the input roots); the message says why and how."""
+    """A file the workers may not read (outside the input roots, not a file); the message says
+    why and how."""
+
+
+class PagesPastEnd(InputRefused):
+    """A page range past a document's last page."""
+
+    def __init__(self, path: Path, count: int) -> None:
+        super().__init__(f"{path} has {count} page{'s' if count != 1 else ''}; give a range within 1-{count}")
+        self.path, self.count = path, count
+
+
+def check_files(paths: list[Path], pages: PageRange | None = None) -> None:
+    """Before the spec is read: InputRefused naming every path that is not a file, PagesPastEnd
+    for a range past a document's end (a document whose pages cannot be counted here is left to
+    the worker, which dead-letters it as bad_page_range). Nothing is queued either way."""
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise InputRefused(f"not a file: {', '.join(missing)}")
+    for path in paths if pages is not None else []:
+        count = page_count(path)
+        if pages is not None and count is not None and pages.last > count:
+            raise PagesPastEnd(path, count)
 
 
 def check_inputs(spec: Spec, paths: list[Path], project_root: Path) -> None:
@@ -117,6 +140,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 TERMINAL = frozenset({"done", "dead_lettered"})
+
+
+def any_dead_lettered(rows: list[dict[str, Any]]) -> bool:
+    return any(row.get("state") == "dead_lettered" for row in rows)
 
 
 def wait_terminal(r: redis.Redis, spec: Spec, ids: list[str], timeout_s: float,

@@ -41,5 +41,5 @@ def load_gate_file(name_or_path: str) -> GateFile:
     try:
         return GateFile.model_validate(read_yaml(path, "gate file"))
     except ValidationError as exc:
-        lines = [f"{path}: {line}" for line in error_lines(exc)]
+        lines = [f"{path}: {line}" for line in error_lines(exc, model=GateFile)]
         raise GateFileError("invalid gate file:\n  " + "\n  ".join(lines)) from None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import naming, sizing
+from contract import image_refs, naming, sizing
 from contract.cluster_fit import require_cluster_fit, storage_class
 from contract.migration import MONOLITHIC, MONOLITHIC_POOL_DEPLOYMENT, SPLIT
 from contract.outputs import store_root
@@ -42,7 +42,7 @@ from infra.components.secrets import (
     worker_refs,
 )
 from infra.components.storage_classes import StorageClassesArgs, StorageClassesComponent
-from infra.components.worker_pool import WorkerPoolArgs, WorkerPoolComponent
+from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, WorkerPoolComponent, spec_document
 
 BENCH_SCENARIO = "chat-images"  # bench/scenarios: vision chat, what the workers send
 BENCH_GATE = "phase1-server"  # bench/gates: the server alone, before workers
@@ -155,9 +155,9 @@ def build(spec: Spec, root: Path) -> Deployment:
     migrating = sizing.migrating(spec)
     worker_cache = storage.shared if sizing.worker_cache_shared(spec) else storage.block
     out.workers = WorkerPoolComponent(
-        "workers", WorkerPoolArgs(spec, output_claim=store.claim_name, cache_class=worker_cache,
-                                  cache_min_gib=storage_min_gib(cloud, worker_cache),
-                                  cohort=SPLIT if migrating else None),
+        "workers", worker_pool_args(spec, output_claim=store.claim_name, cache_class=worker_cache,
+                                    cache_min_gib=storage_min_gib(cloud, worker_cache),
+                                    cohort=SPLIT if migrating else None),
         opts=secret_opts(worker_refs(spec), workload_opts))
     if migrating:
         # Both topologies at once: the monolithic pool as deployment_mode monolithic renders it,
@@ -165,9 +165,9 @@ def build(spec: Spec, root: Path) -> Deployment:
         mono = monolithic_pool_spec(spec)
         mono_cache = storage.shared if sizing.worker_cache_shared(mono) else storage.block
         out.monolithic_workers = WorkerPoolComponent(
-            "workers-monolithic", WorkerPoolArgs(mono, output_claim=store.claim_name, cache_class=mono_cache,
-                                                 cache_min_gib=storage_min_gib(cloud, mono_cache),
-                                                 cohort=MONOLITHIC, object_name=MONOLITHIC_POOL_DEPLOYMENT),
+            "workers-monolithic", worker_pool_args(mono, output_claim=store.claim_name, cache_class=mono_cache,
+                                                   cache_min_gib=storage_min_gib(cloud, mono_cache),
+                                                   cohort=MONOLITHIC, object_name=MONOLITHIC_POOL_DEPLOYMENT),
             opts=secret_opts(worker_refs(mono), workload_opts))
         out.router = RouterComponent("router", RouterArgs(spec), opts=secret_opts(queue_refs, storage_opts))
     out.secrets = secrets
@@ -177,6 +177,29 @@ def build(spec: Spec, root: Path) -> Deployment:
                  *([secrets] if secrets else []), *out.servers, out.workers,
                  *([out.monolithic_workers, out.router] if out.monolithic_workers and out.router else [])]
     return out
+
+
+def worker_pool_args(spec: Spec, *, output_claim: str | None = None, autoscaler: Autoscaler = Autoscaler.keda,
+                     cache_class: str | None = None, cache_min_gib: int = 1, cohort: str | None = None,
+                     object_name: str | None = None) -> WorkerPoolArgs:
+    """What the worker pool renders, taken from ``spec``: its settings, the server its workers
+    call, the queue, the image, and the spec document the workers read. ``cache_min_gib``: the
+    smallest volume ``cache_class`` provisions (monolithic workers' model cache)."""
+    server = spec.worker_server
+    mono = spec.deployment_mode is DeploymentMode.monolithic
+    return WorkerPoolArgs(
+        pool=spec.worker_pool, server=server, server_url=naming.server_url(spec, server),
+        queue=spec.queue, redis_address=naming.redis_address(spec),
+        lag_threshold=sizing.worker_lag_threshold(spec), namespace=spec.namespace, stack=spec.stack,
+        monolithic=mono, image=image_refs.pull_ref(spec, image_refs.worker_source(spec)),
+        wait_image=image_refs.pull_ref(spec, sizing.WAIT_IMAGE), pull_secrets=image_refs.pull_secrets(spec),
+        env=naming.worker_env(spec, mono), spec_document=spec_document(spec),
+        gpu_tolerations=naming.gpu_tolerations(spec), gpu_node_selector=naming.gpu_node_selector(spec),
+        cache_shared=sizing.worker_cache_shared(spec),
+        cache_gib=max(sizing.model_cache_gib(server), cache_min_gib),
+        monitor_labels=naming.monitor_labels(spec), scrape_interval_s=spec.observability.scrape_interval_s,
+        output_claim=output_claim, autoscaler=autoscaler, cache_class=cache_class, cohort=cohort,
+        object_name=object_name)
 
 
 def stack_outputs(spec: Spec, prometheus_url: pulumi.Output[str],

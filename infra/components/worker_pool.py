@@ -13,9 +13,9 @@ from enum import Enum
 import pulumi
 import pulumi_kubernetes as k8s
 
-from contract import image_refs, naming, sizing
+from contract import naming, sizing
 from contract.migration import ENV_COHORT_STREAMS, TOPOLOGY_LABEL, cohort_stream
-from contract.spec import DeploymentMode, Spec
+from contract.spec import InferenceServer, Queue, Spec, WorkerPool
 from infra.components.base import PATCH_FORCE, child, metadata, quantity_gib, replicas_ignored
 from infra.components.inference_server import custom_timeouts
 from infra.policy.rules import SPEC_PATH_ANNOTATION, STARTUP_BUDGET_ANNOTATION
@@ -31,11 +31,33 @@ class Autoscaler(str, Enum):
 
 @dataclass(frozen=True)
 class WorkerPoolArgs:
-    spec: Spec
+    """What the pool renders, from the spec (program.py's ``worker_pool_args`` builds it): the
+    pool's own settings, the server its workers call, the queue they read, the image and the
+    spec document they run with."""
+
+    pool: WorkerPool  # replicas, resources, port, request timeout
+    server: InferenceServer  # the server the workers call: its start-up budget paces theirs
+    server_url: str
+    queue: Queue
+    redis_address: str  # the in-cluster Redis, for KEDA's scaler
+    lag_threshold: int  # stream lag per worker KEDA scales on
+    namespace: str
+    stack: str  # the worker process reads its spec by stack name
+    monolithic: bool  # each worker runs the model itself, on a GPU of its own
+    image: str  # the worker image's pull reference
+    wait_image: str  # the init container's (it waits for the server)
+    pull_secrets: list[dict]
+    env: list[dict]  # the worker's environment (contract/naming.py worker_env)
+    spec_document: str  # the resolved spec the workers read (SecretRefs only)
+    gpu_tolerations: list[dict]  # monolithic: where the GPU nodes are
+    gpu_node_selector: dict[str, str]
+    cache_shared: bool  # monolithic: more than one worker mounts the model cache (ReadWriteMany)
+    cache_gib: int  # monolithic: the model cache's size, at least what cache_class provisions
+    monitor_labels: dict[str, str]  # what the Prometheus selects ServiceMonitors by
+    scrape_interval_s: int
     output_claim: str | None = None  # PVC of the output store (kind=directory)
     autoscaler: Autoscaler = Autoscaler.keda  # derived until the spec has worker_pool.autoscaler
     cache_class: str | None = None  # monolithic: StorageClass of the workers' model cache
-    cache_min_gib: int = 1  # smallest volume that class provisions
     # While migrating (migration.monolithic_workers): the cohort this pool is, "split" or
     # "monolithic"; its workers read that cohort's stream and its series carry the topology.
     cohort: str | None = None
@@ -46,7 +68,7 @@ class WorkerPoolArgs:
 
 
 def validate(args: WorkerPoolArgs) -> None:
-    w = args.spec.worker_pool
+    w = args.pool
     if args.autoscaler is not Autoscaler.none and (w.max_replicas or w.replicas) > w.replicas:
         if w.replicas == 0 and args.autoscaler is Autoscaler.hpa:
             raise ValueError(
@@ -55,16 +77,12 @@ def validate(args: WorkerPoolArgs) -> None:
             )
 
 
-def monolithic(spec: Spec) -> bool:
-    return spec.deployment_mode is DeploymentMode.monolithic
-
-
 TOPOLOGY_POD_LABEL = "splitstack.dev/topology"  # the cohort of a pool's pods while migrating
 
 
-def container(spec: Spec, cohort: str | None = None) -> dict:
-    w = spec.worker_pool
-    mono = monolithic(spec)
+def container(args: WorkerPoolArgs) -> dict:
+    w = args.pool
+    mono = args.monolithic
     resources: dict = {
         "requests": {"cpu": f"{w.cpu_millicores}m", "memory": f"{w.memory_mib}Mi"},
         "limits": {"cpu": f"{w.cpu_limit_millicores}m", "memory": f"{w.memory_limit_mib}Mi"},
@@ -83,16 +101,16 @@ def container(spec: Spec, cohort: str | None = None) -> dict:
         probes["startup_probe"] = {
             "http_get": {**http, "path": "/healthz"}, "period_seconds": sizing.STARTUP_PERIOD_S,
             "timeout_seconds": 5,
-            "failure_threshold": sizing.startup_failure_threshold(spec.worker_server)}
+            "failure_threshold": sizing.startup_failure_threshold(args.server)}
     return {
         **probes,
         "name": "worker",
         # Monolithic: the image with vLLM's engine (the CPU-only worker image would exit at once,
         # worker/inprocess.py's preflight).
-        "image": image_refs.pull_ref(spec, image_refs.worker_source(spec)),
-        "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", spec.stack],
+        "image": args.image,
+        "command": ["python", "-m", "splitstack.cli.worker_process", "--stack", args.stack],
         # While migrating the worker reads its cohort's stream (worker/config.py).
-        "env": naming.worker_env(spec, mono) + ([{"name": ENV_COHORT_STREAMS, "value": "1"}] if cohort else []),
+        "env": args.env + ([{"name": ENV_COHORT_STREAMS, "value": "1"}] if args.cohort else []),
         "ports": [{"name": naming.METRICS_PORT_NAME, "container_port": w.metrics_port}],
         "resources": resources,
         "volume_mounts": mounts,
@@ -106,16 +124,12 @@ def container(spec: Spec, cohort: str | None = None) -> dict:
     }
 
 
-def spec_config_map_name(spec: Spec) -> str:
-    return naming.worker_spec_config_map(monolithic(spec))
-
-
-def wait_for_server(spec: Spec) -> dict:
+def wait_for_server(args: WorkerPoolArgs) -> dict:
     """Init container: the worker starts only once the server answers /health."""
-    url = f"{naming.server_url(spec, spec.worker_server)}/health"
+    url = f"{args.server_url}/health"
     return {
         "name": "wait-for-server",
-        "image": image_refs.pull_ref(spec, sizing.WAIT_IMAGE),
+        "image": args.wait_image,
         "command": ["sh", "-c", f"until wget -q -O /dev/null {url}; do sleep 5; done"],
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                       "limits": {"cpu": "100m", "memory": "32Mi"}},
@@ -124,58 +138,52 @@ def wait_for_server(spec: Spec) -> dict:
     }
 
 
-def cache_claim_name(spec: Spec, min_gib: int = 1, prefix: str = naming.MONOLITHIC_NAME) -> str:
+def cache_claim_name(args: WorkerPoolArgs, prefix: str = naming.MONOLITHIC_NAME) -> str:
     """Monolithic workers' model and compile cache: a claim that outlives the pods (a restart or
     a reschedule finds the weights and the compiled graphs). As for the server's cache, the
     access mode and the size are in the name: a new worker ceiling or model makes a new claim."""
-    mode = "rwx" if sizing.worker_cache_shared(spec) else "rwo"
-    return f"{prefix}-model-cache-{mode}-{cache_size_gib(spec, min_gib)}gi"
+    mode = "rwx" if args.cache_shared else "rwo"
+    return f"{prefix}-model-cache-{mode}-{args.cache_gib}gi"
 
 
-def cache_size_gib(spec: Spec, min_gib: int = 1) -> int:
-    return max(sizing.model_cache_gib(spec.worker_server), min_gib)
-
-
-def pod_spec(spec: Spec, output_claim: str | None, cache_claim: str | None = None,
-             cohort: str | None = None, config_map: str | None = None) -> dict:
-    mono = monolithic(spec)
-    outputs = ({"persistent_volume_claim": {"claim_name": output_claim}} if output_claim
+def pod_spec(args: WorkerPoolArgs, cache_claim: str | None, config_map: str) -> dict:
+    outputs = ({"persistent_volume_claim": {"claim_name": args.output_claim}} if args.output_claim
                else {"empty_dir": {}})
     pod: dict = {
         "enable_service_links": False,
         "automount_service_account_token": False,
         "security_context": naming.pod_security_context(),
-        "termination_grace_period_seconds": int(spec.worker_pool.request_timeout_s) + 30,
-        **({"image_pull_secrets": image_refs.pull_secrets(spec)} if image_refs.pull_secrets(spec) else {}),
-        "containers": [container(spec, cohort)],
+        "termination_grace_period_seconds": int(args.pool.request_timeout_s) + 30,
+        **({"image_pull_secrets": args.pull_secrets} if args.pull_secrets else {}),
+        "containers": [container(args)],
         "volumes": [{"name": "outputs", **outputs},
-                    {"name": "spec", "config_map": {"name": config_map or spec_config_map_name(spec)}}],
+                    {"name": "spec", "config_map": {"name": config_map}}],
     }
-    if mono:
-        pod["tolerations"] = naming.gpu_tolerations(spec)
-        pod["node_selector"] = naming.gpu_node_selector(spec)
+    if args.monolithic:
+        pod["tolerations"] = args.gpu_tolerations
+        pod["node_selector"] = args.gpu_node_selector
         pod["volumes"] += [
             {"name": "dshm", "empty_dir": {"medium": "Memory",
                                            "size_limit": quantity_gib(sizing.shm_gib(1))}},
             {"name": "model-cache", "persistent_volume_claim": {"claim_name": cache_claim}},
         ]
     else:
-        pod["init_containers"] = [wait_for_server(spec)]
+        pod["init_containers"] = [wait_for_server(args)]
     return pod
 
 
-def keda_spec(spec: Spec, name: str, auth: str | None, cohort: str | None = None) -> dict:
-    w = spec.worker_pool
-    q = spec.queue
+def keda_spec(args: WorkerPoolArgs, name: str, auth: str | None) -> dict:
+    w = args.pool
+    q = args.queue
     # While migrating a pool's backlog is its cohort's stream (the router empties the jobs stream).
-    stream = cohort_stream(q.stream, cohort) if cohort else q.stream
+    stream = cohort_stream(q.stream, args.cohort) if args.cohort else q.stream
     meta = {"stream": stream, "consumerGroup": q.group,
-            "lagCount": str(sizing.worker_lag_threshold(spec)), "activationLagCount": "0"}
+            "lagCount": str(args.lag_threshold), "activationLagCount": "0"}
     trigger: dict = {"type": "redis-streams", "metadata": meta}
     if auth:
         trigger["authenticationRef"] = {"name": auth}
     if q.kind != "external":
-        meta["address"] = naming.redis_address(spec)
+        meta["address"] = args.redis_address
     return {
         "scaleTargetRef": {"name": name},
         "minReplicaCount": w.replicas,
@@ -190,44 +198,45 @@ def spec_document(spec: Spec) -> str:
     return spec.model_dump_json(indent=2)
 
 
-def monitor_endpoint(spec: Spec, cohort: str | None = None) -> dict:
+def monitor_endpoint(args: WorkerPoolArgs) -> dict:
     """The ServiceMonitor endpoint; while migrating every series of the pool gets the label
     ``topology`` (the local stack's scrape config sets the same label, stack/prometheus_config.py),
     which the cohort recording rules group by."""
     endpoint: dict = {"port": naming.METRICS_PORT_NAME, "path": "/metrics",
-                      "interval": f"{spec.observability.scrape_interval_s}s"}
-    if cohort:
-        endpoint["relabelings"] = [{"action": "replace", "targetLabel": TOPOLOGY_LABEL, "replacement": cohort}]
+                      "interval": f"{args.scrape_interval_s}s"}
+    if args.cohort:
+        endpoint["relabelings"] = [{"action": "replace", "targetLabel": TOPOLOGY_LABEL,
+                                    "replacement": args.cohort}]
     return endpoint
 
 
-def template_annotations(spec: Spec) -> dict:
+def template_annotations(args: WorkerPoolArgs) -> dict:
     # The worker reads its spec once, at start: a digest of it in the pod template makes any
     # change of the ConfigMap (concurrency, retries, timeouts...) roll the workers.
     out = {SPEC_PATH_ANNOTATION: "worker_pool",
-           naming.WORKER_SPEC_DIGEST_ANNOTATION: naming.spec_digest(spec_document(spec))}
-    if monolithic(spec):
-        out[STARTUP_BUDGET_ANNOTATION] = str(spec.worker_server.startup_budget_s)
+           naming.WORKER_SPEC_DIGEST_ANNOTATION: naming.spec_digest(args.spec_document)}
+    if args.monolithic:
+        out[STARTUP_BUDGET_ANNOTATION] = str(args.server.startup_budget_s)
     return {"annotations": out}
 
 
-def progress_deadline_s(spec: Spec) -> int:
+def progress_deadline_s(args: WorkerPoolArgs) -> int:
     """Split workers stay unready until the server answers (init container, /readyz), so the
     first rollout lasts as long as the server's cold start: the default 600 s deadline would
     fail `pulumi up` while the model still loads."""
-    return sizing.server_progress_deadline_s(spec.worker_server)
+    return sizing.server_progress_deadline_s(args.server)
 
 
-def trigger_auth_targets(spec: Spec) -> list[dict]:
+def trigger_auth_targets(queue: Queue) -> list[dict]:
     """What KEDA's redis-streams scaler reads from Secrets: the external Redis' address, or
     the in-cluster Redis' password (https://keda.sh/docs/2.19/scalers/redis-streams/)."""
-    if spec.queue.kind == "external":
+    if queue.kind == "external":
         return [{"parameter": p, "name": ref.name, "key": ref.key}
                 for p, ref in (("address", naming.EXTERNAL_REDIS_ADDRESS),
                                ("password", naming.EXTERNAL_REDIS_PASSWORD))]
-    if spec.queue.password is not None:
-        return [{"parameter": "password", "name": spec.queue.password.name,
-                 "key": spec.queue.password.key}]
+    if queue.password is not None:
+        return [{"parameter": "password", "name": queue.password.name,
+                 "key": queue.password.key}]
     return []
 
 
@@ -236,32 +245,30 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("splitstack:infra:WorkerPool", name, None, opts)
         validate(args)
-        spec = args.spec
-        w = spec.worker_pool
-        mono = monolithic(spec)
+        w = args.pool
+        mono = args.monolithic
         dep_name = args.object_name or (naming.MONOLITHIC_NAME if mono else naming.WORKER_NAME)
-        config_map = f"{dep_name}-spec" if args.object_name else spec_config_map_name(spec)
-        ns = spec.namespace
+        config_map = f"{dep_name}-spec" if args.object_name else naming.worker_spec_config_map(mono)
+        ns = args.namespace
         sel = naming.worker_labels(mono)
         scales = args.autoscaler is not Autoscaler.none and (w.max_replicas or 0) > w.replicas
         # The worker reads the resolved spec (SecretRefs only, no secret values) from here.
         self.spec_config = k8s.core.v1.ConfigMap(
             f"{name}-spec",
             metadata=metadata(config_map, ns, sel),
-            data={naming.WORKER_SPEC_KEY: spec_document(spec)},
+            data={naming.WORKER_SPEC_KEY: args.spec_document},
             opts=child(self),
         )
         self.cache = None
-        cache_claim = cache_claim_name(spec, args.cache_min_gib, dep_name) if mono else None
+        cache_claim = cache_claim_name(args, dep_name) if mono else None
         if cache_claim is not None:
             self.cache = k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-{cache_claim.removeprefix(dep_name + '-')}",
                 # Bound once the first worker pod exists (WaitForFirstConsumer): not awaited.
                 metadata=metadata(cache_claim, ns, sel, annotations={"pulumi.com/skipAwait": "true"}),
-                spec={"access_modes": ["ReadWriteMany" if sizing.worker_cache_shared(spec)
-                                       else "ReadWriteOnce"],
+                spec={"access_modes": ["ReadWriteMany" if args.cache_shared else "ReadWriteOnce"],
                       "storage_class_name": args.cache_class,
-                      "resources": {"requests": {"storage": f"{cache_size_gib(spec, args.cache_min_gib)}Gi"}}},
+                      "resources": {"requests": {"storage": f"{args.cache_gib}Gi"}}},
                 opts=child(self),
             )
         self.deployment = k8s.apps.v1.Deployment(
@@ -270,18 +277,18 @@ class WorkerPoolComponent(pulumi.ComponentResource):
             spec={
                 "replicas": w.replicas,  # with a scaler: its minimum, then ignored (base.py)
                 "selector": {"match_labels": sel},
-                "progress_deadline_seconds": progress_deadline_s(spec),
+                "progress_deadline_seconds": progress_deadline_s(args),
                 "strategy": ({"type": "RollingUpdate", "rolling_update": {"max_surge": 0,
                               "max_unavailable": 1}} if mono else {"type": "RollingUpdate"}),
                 "template": {"metadata": {"labels": {**sel, **({TOPOLOGY_POD_LABEL: args.cohort}
                                                                if args.cohort else {})},
-                                          **template_annotations(spec)},
-                             "spec": pod_spec(spec, args.output_claim, cache_claim, args.cohort, config_map)},
+                                          **template_annotations(args)},
+                             "spec": pod_spec(args, cache_claim, config_map)},
             },
             # Pulumi waits for the workers to be ready, which waits for the server's cold start.
             opts=child(self, depends_on=[self.spec_config, *([self.cache] if self.cache else [])],
                        ignore_changes=replicas_ignored(scales),
-                       custom_timeouts=custom_timeouts(spec.worker_server)),
+                       custom_timeouts=custom_timeouts(args.server)),
         )
         self.pdb = None
         if mono:
@@ -304,16 +311,16 @@ class WorkerPoolComponent(pulumi.ComponentResource):
         self.service_monitor = k8s.apiextensions.CustomResource(
             f"{name}-monitor",
             api_version="monitoring.coreos.com/v1", kind="ServiceMonitor",
-            metadata=metadata(dep_name, ns, {**sel, **naming.monitor_labels(spec)}),
+            metadata=metadata(dep_name, ns, {**sel, **args.monitor_labels}),
             spec={"selector": {"matchLabels": sel}, "namespaceSelector": {"matchNames": [ns]},
                   "jobLabel": naming.JOB_LABEL,
-                  "endpoints": [monitor_endpoint(spec, args.cohort)]},
+                  "endpoints": [monitor_endpoint(args)]},
             opts=child(self),
         )
         self.scaler: pulumi.Resource | None = None
         if scales and args.autoscaler is Autoscaler.keda:
             auth = None
-            targets = trigger_auth_targets(spec)
+            targets = trigger_auth_targets(args.queue)
             if targets:
                 auth = f"{dep_name}-redis"
                 self.trigger_auth = k8s.apiextensions.CustomResource(
@@ -327,7 +334,7 @@ class WorkerPoolComponent(pulumi.ComponentResource):
                 f"{name}-scaler",
                 api_version="keda.sh/v1alpha1", kind="ScaledObject",
                 metadata=metadata(dep_name, ns, sel),
-                spec=keda_spec(spec, dep_name, auth, args.cohort),
+                spec=keda_spec(args, dep_name, auth),
                 opts=child(self, depends_on=[self.deployment]),
             )
         elif scales:

@@ -12,20 +12,13 @@ from __future__ import annotations
 
 from functools import partial
 
-from pydantic import Field
-
 from runbooks.actions.runner import Step, health_step, run_plan
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.model import Report
-from runbooks.params import ActionParams
+from runbooks.names import Action
+from runbooks.params import RestartComponentParams
 from runbooks.platforms.base import WORKERS
-
-
-class RestartComponentParams(ActionParams):
-    component: str = Field(description="What to restart: queue, prometheus, server-<name>, workers "
-                           "(all, one at a time) or worker-<i> (names as `splitstack status` lists them).",
-                           json_schema_extra={"cli_example": "server-vlm"})
-    reason: str = Field(default="", description="Why, for the audit log.")
 
 
 def restart_component(ctx: ActionContext, p: RestartComponentParams) -> Report:
@@ -43,5 +36,5 @@ def restart_component(ctx: ActionContext, p: RestartComponentParams) -> Report:
         rolling = " (rolling: one at a time)" if p.component == WORKERS and len(units) > 1 else ""
         steps += [Step("restart", unit, why + rolling, partial(ctx.platform.restart, unit), restarts=unit),
                   health_step(ctx, unit, timeout)]
-    return run_plan(ctx, "restart", steps, case="component-restart", evidence=evidence,
+    return run_plan(ctx, Action.RESTART, steps, case=Case.COMPONENT_RESTART, evidence=evidence,
                     summary=f"restart {p.component} and wait until it is healthy")

@@ -17,52 +17,18 @@ before and after).
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
 from bench.gating.cohorts import CohortVerdict, Criteria, judge
 from bench.gating.models import CohortsGate
 from bench.gating.spec import GateFileError, load_gate_file
 from contract.migration import MONOLITHIC, SHARE_STEPS, SPLIT
 from runbooks.actions.runner import Step, StepFailed, run_plan
+from runbooks.cases import Case
 from runbooks.cohorts import CohortControl, kubernetes_cohort_control
 from runbooks.context import ActionContext
 from runbooks.model import Refused, Report
-from runbooks.params import ActionParams
-
-GATE = "migration-cohorts"  # bench/gates/migration-cohorts.yaml
-CASE = "production rollout: split share of documents"
-
-
-class WindowParams(ActionParams):
-    gate: str = Field(default=GATE, description="Gate file (bench/gates name or path) whose `cohorts` gate "
-                      "holds the criteria; a drill with short windows may pass one with looser bounds.")
-    window_s: float = Field(default=300.0, gt=0, description="The window judged: documents submitted in the "
-                            "last this many seconds, both cohorts.")
-    stuck_after_s: float = Field(default=120.0, gt=0, description="A document unfinished this long after its "
-                                 "submission counts as failed (a hung server is a breach).")
-    redis_url: str | None = Field(default=None, description="Kubernetes: the cluster's Redis, where the share "
-                                  "lives, port-forwarded (`kubectl -n NAMESPACE port-forward svc/redis 6379`, "
-                                  "then redis://127.0.0.1:6379; the password comes from the cluster's Secret). "
-                                  "A local stack's own queue is found without it.")
-
-
-class MigrateParams(WindowParams):
-    to: Literal[0, 10, 50, 100] = Field(
-        description="Split share to move to, in percent of documents: the next step of 10, 50, 100 "
-        "(0: abort, every document back on the monolithic pool).", json_schema_extra={"cli_example": "10"})
-    drain_timeout_s: float = Field(default=300.0, gt=0, description="--to 100: how long to wait for the "
-                                   "monolithic cohort's stream to drain before stopping its pool.")
-    shadow: int | None = Field(default=None, ge=0, le=100, description="Shadow sample: percent of documents "
-                               "also processed by the other cohort, outputs compared by the gate (unchanged "
-                               "when not given; copies are made while both cohorts take documents).",
-                               json_schema_extra={"cli_example": "10"})
-
-
-class MigrateGuardParams(WindowParams):
-    watch_s: float = Field(default=0.0, ge=0, description="How long to keep judging (0: once).")
-    every_s: float = Field(default=10.0, gt=0, description="Seconds between two judgements.")
+from runbooks.names import Action
+from runbooks.params import MIGRATION_GATE, MigrateGuardParams, MigrateParams, WindowParams
+from runbooks.suggestion import Suggestion
 
 
 def criteria(gate_file: str) -> Criteria:
@@ -73,7 +39,7 @@ def criteria(gate_file: str) -> Criteria:
     for g in gates:
         if isinstance(g, CohortsGate):
             return g.criteria
-    raise Refused(f"--gate {gate_file}: the gate file has no gate of kind `cohorts`; use {GATE}")
+    raise Refused(f"--gate {gate_file}: the gate file has no gate of kind `cohorts`; use {MIGRATION_GATE}")
 
 
 def control(ctx: ActionContext, p: WindowParams) -> CohortControl:
@@ -109,8 +75,8 @@ def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
     current = c.share()
     evidence = [f"split share now: {current} %"]
     if p.to == current:
-        return Report(action="migrate", outcome="noop", summary=f"the split share is {current} % already",
-                      case=CASE, evidence=evidence)
+        return Report(action=Action.MIGRATE, outcome="noop", summary=f"the split share is {current} % already",
+                      case=Case.MIGRATION, evidence=evidence)
     if p.to != 0 and p.to != _next_step(current):
         raise Refused(f"--to {p.to}: the share moves one step at a time (10, 50, 100) and is {current} %; "
                       f"run `runbook migrate --to {_next_step(current)}` first")
@@ -164,7 +130,7 @@ def migrate(ctx: ActionContext, p: MigrateParams) -> Report:
                               lambda: "stopped " + (", ".join(c.decommission()) or "nothing"), compensate=False))
         else:  # the pool is the deployment program's: the change that removes it, not a step here
             evidence.append(f"the monolithic pool is not stopped here: {c.decommission_change}")
-    return run_plan(ctx, "migrate", steps, case=CASE, evidence=evidence,
+    return run_plan(ctx, Action.MIGRATE, steps, case=Case.MIGRATION, evidence=evidence,
                     summary=f"move the split share {current} % -> {p.to} %",
                     next_steps=([f"decommission the monolithic pool: {c.decommission_change}"]
                                 if p.to == 100 and c.decommission_change else [])
@@ -186,10 +152,10 @@ def finish(ctx: ActionContext, c: CohortControl, p: MigrateParams) -> Report:
         moved = c.return_leftovers()
         return f"returned {moved[SPLIT]} split and {moved[MONOLITHIC]} monolithic entries; the share is removed"
 
-    return run_plan(ctx, "migrate", [Step("move", "cohort streams", f"{left[SPLIT]} split and {left[MONOLITHIC]} "
+    return run_plan(ctx, Action.MIGRATE, [Step("move", "cohort streams", f"{left[SPLIT]} split and {left[MONOLITHIC]} "
                                           "monolithic entries back to the jobs stream (the workers read it now); "
                                           "drop the share", move, compensate=False)],
-                    case=CASE, evidence=[f"the split share was {c.share()} %; the cluster runs no router"],
+                    case=Case.MIGRATION, evidence=[f"the split share was {c.share()} %; the cluster runs no router"],
                     summary="end the migration: return the cohort streams' entries to the jobs stream")
 
 
@@ -207,19 +173,21 @@ def migrate_guard(ctx: ActionContext, p: MigrateGuardParams) -> Report:
         if verdict.judgement == "fail" and share > 0:
             breach = "; ".join(line for line, x in zip(verdict.lines(), verdict.checks) if x.judgement == "fail")
             if not ctx.apply:
-                return Report(action="migrate-guard", outcome="planned", case=CASE, evidence=judged,
+                return Report(action=Action.MIGRATE_GUARD, outcome="planned", case=Case.MIGRATION, evidence=judged,
                               summary=f"would abort: set the split share {share} % -> 0 % ({breach})")
             old = c.set_share(0)
             ctx.audit.append({"actor": ctx.actor, "action": "migrate-abort", "apply": True,
                               "target": ctx.platform.target(), "outcome": "applied",
                               "params": {"share_before": old, "share_after": 0}, "summary": breach})
             paged = c.page(f"migration aborted on {ctx.spec.stack}: split share {old} % -> 0 %: {breach}")
-            return Report(action="migrate-guard", outcome="rolled_back", case=CASE, evidence=judged,
+            return Report(action=Action.MIGRATE_GUARD, outcome="rolled_back", case=Case.MIGRATION, evidence=judged,
                           summary=f"aborted: split share {old} % -> 0 % ({breach})",
                           done=[f"set split share {old} % -> 0 %", paged],
                           data={"share_before": old, "aborted_after_s": round(t, 3)},
-                          next_steps=["runbook diagnose", "runbook migrate --to 10  # once the cause is fixed"])
+                          suggestions=[Suggestion(action=Action.DIAGNOSE),
+                                       Suggestion(action=Action.MIGRATE, params={"to": 10},
+                                                  comment="once the cause is fixed")])
         if ctx.clock() - start + p.every_s > p.watch_s:
-            return Report(action="migrate-guard", outcome="report", case=CASE, evidence=judged,
+            return Report(action=Action.MIGRATE_GUARD, outcome="report", case=Case.MIGRATION, evidence=judged,
                           summary=f"no breach in {len(judged)} judgement(s); the split share is {share} %")
         ctx.sleep(p.every_s)

@@ -4,20 +4,14 @@ GPU node can take them. Never uncordons a node after a successful move: it is th
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from runbooks.actions.runner import Step, health_step, run_plan
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.diagnose.signatures import match_logs
 from runbooks.model import Refused, Report
-from runbooks.params import ServerParams
+from runbooks.names import Action
+from runbooks.params import DrainGpuNodeParams, GpuNodeFailureParams
 from runbooks.platforms.base import NodeState
-
-
-class DrainGpuNodeParams(ServerParams):
-    node: str | None = Field(default=None, description="Node to drain; default: the node of the "
-                             "server's crashing pod.")
-    force: bool = Field(default=False, description="Drain without a CUDA/Xid signature in the logs.")
 
 
 def _spare(nodes: list[NodeState], leaving: set[str]) -> list[NodeState]:
@@ -38,7 +32,7 @@ def drain_gpu_node(ctx: ActionContext, p: DrainGpuNodeParams) -> Report:
     comp = ctx.server_component(p.server)
     state = ctx.platform.state(comp)
     matches = [m for m in match_logs(ctx.platform.logs(comp, 300))
-               if m.signature.case == "server-crashloop-cuda"]
+               if m.signature.case is Case.SERVER_CRASHLOOP_CUDA]
     evidence = [state.line()] + [m.evidence(comp) for m in matches[:3]]
     nodes = ctx.platform.nodes()
     node = p.node or (state.nodes[0] if state.nodes else None)
@@ -48,7 +42,7 @@ def drain_gpu_node(ctx: ActionContext, p: DrainGpuNodeParams) -> Report:
     if this is None:
         raise Refused(f"node {node!r} is not in the cluster (nodes: {', '.join(n.name for n in nodes)})")
     if not this.schedulable and node not in state.nodes:
-        return Report(action="drain-gpu-node", outcome="noop", evidence=evidence,
+        return Report(action=Action.DRAIN_GPU_NODE, outcome="noop", evidence=evidence,
                       summary=f"{node} is already cordoned and runs no {comp} pod")
     if not matches and not p.force:
         raise Refused(f"{comp}: no CUDA/Xid signature in its recent log, so this is not a GPU driver "
@@ -60,7 +54,7 @@ def drain_gpu_node(ctx: ActionContext, p: DrainGpuNodeParams) -> Report:
                       "(raise gpu_node_pool.node_count and `pulumi up`)")
     evidence.append(f"spare GPU nodes: {', '.join(n.name for n in spare)}")
     steps = [*_move_steps(ctx, comp, node, False), _final_health(ctx, comp, p.server)]
-    return run_plan(ctx, "drain-gpu-node", steps, case="server-crashloop-cuda", evidence=evidence,
+    return run_plan(ctx, Action.DRAIN_GPU_NODE, steps, case=Case.SERVER_CRASHLOOP_CUDA, evidence=evidence,
                     summary=f"cordon {node} and move {comp} to {spare[0].name}",
                     next_steps=[f"reboot {node} or reset its GPU, then `kubectl uncordon {node}`"])
 
@@ -72,10 +66,6 @@ def _final_health(ctx: ActionContext, comp: str, server: str | None) -> Step:
     return step
 
 
-class GpuNodeFailureParams(ServerParams):
-    pass
-
-
 def gpu_node_failure(ctx: ActionContext, p: GpuNodeFailureParams) -> Report:
     comp = ctx.server_component(p.server)
     state = ctx.platform.state(comp)
@@ -84,12 +74,12 @@ def gpu_node_failure(ctx: ActionContext, p: GpuNodeFailureParams) -> Report:
     evidence = [state.line()] + [f"node {n.name}: NotReady ({n.conditions.get('Ready', 'no Ready condition')})"
                                  for n in lost]
     if not lost:
-        return Report(action="gpu-node-failure", outcome="noop", evidence=evidence,
+        return Report(action=Action.GPU_NODE_FAILURE, outcome="noop", evidence=evidence,
                       summary="every GPU node is Ready: no node failure to handle")
     hosting = [n for n in lost if n.name in state.nodes]
     todo = [n for n in lost if n.schedulable or n.name in state.nodes]
     if not todo:
-        return Report(action="gpu-node-failure", outcome="noop", evidence=evidence,
+        return Report(action=Action.GPU_NODE_FAILURE, outcome="noop", evidence=evidence,
                       summary="failed nodes are cordoned and run no server pod")
     spare = _spare(nodes, {n.name for n in lost})
     nxt = [] if spare else ["raise gpu_node_pool.node_count in the spec and `pulumi up` (no spare GPU node)"]
@@ -100,6 +90,6 @@ def gpu_node_failure(ctx: ActionContext, p: GpuNodeFailureParams) -> Report:
     if hosting and spare:
         steps.append(_final_health(ctx, comp, p.server))
     evidence.append(f"spare GPU nodes: {', '.join(n.name for n in spare) or 'none'}")
-    return run_plan(ctx, "gpu-node-failure", steps, case="gpu-node-failure", evidence=evidence,
+    return run_plan(ctx, Action.GPU_NODE_FAILURE, steps, case=Case.GPU_NODE_FAILURE, evidence=evidence,
                     summary=f"cordon {', '.join(n.name for n in todo)} and reschedule {comp}",
                     next_steps=nxt)

@@ -8,22 +8,18 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from pydantic import Field
-
 from contract.outputs import store_root
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.model import PlatformError, Refused, Report
-from runbooks.params import ActionParams
+from runbooks.names import Action
+from runbooks.params import SloStatusParams, SlowPdfsParams
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.local import LocalPlatform
+from runbooks.suggestion import Suggestion
 from slo.prom_source import PrometheusSource, PrometheusUnreachable, QueryFailed
 from slo.report import evaluate_prometheus, parse_duration_s
 from slo.spec import load_spec
-
-
-class SloStatusParams(ActionParams):
-    window: str | None = Field(default=None, description="SLO window, e.g. 30d; default: each SLO's own.")
-    current: str = Field(default="1h", description="Window of the current burn rate.")
 
 
 def slo_status(ctx: ActionContext, p: SloStatusParams) -> Report:
@@ -52,11 +48,11 @@ def slo_status(ctx: ActionContext, p: SloStatusParams) -> Report:
     worst = [e.slo for e in evals if e.status.value == "exhausted" or (e.burn_rate or 0) > 1]
     counts = Counter(e.status.value for e in evals)
     tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    return Report(action="slo-status", outcome="report", evidence=lines,
+    return Report(action=Action.SLO_STATUS, outcome="report", evidence=lines,
                   summary=(f"{len(evals)} SLOs ({tally}); need attention: {', '.join(worst)}" if worst
                            else f"{len(evals)} SLOs ({tally}); none exhausted or burning faster than budget"),
                   data={"slos": [e.as_dict() for e in evals]},
-                  next_steps=["runbook diagnose"] if worst else [])
+                  suggestions=[Suggestion(action=Action.DIAGNOSE)] if worst else [])
 
 
 def _pct(x: float | None) -> str:
@@ -65,11 +61,6 @@ def _pct(x: float | None) -> str:
 
 def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}x"
-
-
-class SlowPdfsParams(ActionParams):
-    top: int = Field(default=20, ge=1, le=1000, description="How many documents to list.")
-    log_lines: int = Field(default=5000, ge=10, description="Worker log lines scanned.")
 
 
 def slow_pdfs(ctx: ActionContext, p: SlowPdfsParams) -> Report:
@@ -102,9 +93,9 @@ def slow_pdfs(ctx: ActionContext, p: SlowPdfsParams) -> Report:
     lines = [f"{m['processing_s']:.1f} s, {m.get('pages', '?')} pages, "
              f"{float(m['processing_s']) / max(int(m.get('pages') or 1), 1):.2f} s/page: "
              f"{m.get('source', '?')} (job {m.get('job_id', '?')})" for m in ranked]
-    return Report(action="slow-pdfs", outcome="report", case="large-pdfs", evidence=lines,
+    return Report(action=Action.SLOW_PDFS, outcome="report", case=Case.LARGE_PDFS, evidence=lines,
                   summary=(f"{len(rows)} processed documents in {', '.join(sources) or 'no source'}; "
                            f"slowest {len(ranked)} listed" if rows else "no processed documents found"),
-                  next_steps=["if the slow ones are the large ones: accept (update the p99 target), "
-                              "split them (worker_pool.split_pages_over) or raise request_timeout_s"],
+                  suggestions=["if the slow ones are the large ones: accept (update the p99 target), "
+                               "split them (worker_pool.split_pages_over) or raise request_timeout_s"],
                   data={"documents": ranked})

@@ -16,27 +16,21 @@ worker died is reclaimed after queue.visibility_timeout_s (the queue's claim mec
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from contract.cluster_fit import check_cluster_fit
 from contract.spec import DeploymentMode, Spec
 from contract.spec_rules import gpu_slots_needed
 from runbooks.actions.runner import Step, StepFailed, run_plan, wait_healthy
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.model import Refused, Report
-from runbooks.params import ActionParams
+from runbooks.names import Action
+from runbooks.params import RollbackParams
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.specpatch import effective_spec
+from runbooks.suggestion import Suggestion
 from stack.topology import mode_overrides
 
 GATE = "rollback"  # bench/gates/rollback.yaml
-
-
-class RollbackParams(ActionParams):
-    to: DeploymentMode = Field(
-        description="The deployment mode to switch to: monolithic (each worker runs the model "
-        "itself, the rollback) or split (one shared inference server, CPU-only workers).",
-        json_schema_extra={"cli_example": "monolithic"})
 
 
 def target_spec(spec: Spec, to: DeploymentMode) -> Spec:
@@ -92,7 +86,7 @@ def rollback(ctx: ActionContext, p: RollbackParams) -> Report:
     if current is p.to:
         checks = [Step("check", WORKERS, f"ready in mode {p.to.value}",
                        lambda: _workers_serve_mode(ctx, p.to))]
-        report = run_plan(ctx, "rollback", checks, case="rollback", evidence=evidence,
+        report = run_plan(ctx, Action.ROLLBACK, checks, case=Case.ROLLBACK, evidence=evidence,
                           summary=f"check that the stack runs deployment_mode {p.to.value} (it does)",
                           next_steps=[gate_next])
         if report.outcome == "applied":
@@ -136,8 +130,8 @@ def rollback(ctx: ActionContext, p: RollbackParams) -> Report:
              "(finished or released to the queue)", switch, undo=switch_back, restarts=WORKERS),
         Step("check", WORKERS, f"ready in mode {p.to.value}", check_mode),
     ]
-    return run_plan(ctx, "rollback", steps, case="rollback", evidence=evidence,
+    return run_plan(ctx, Action.ROLLBACK, steps, case=Case.ROLLBACK, evidence=evidence,
                     summary=f"switch deployment_mode {current.value} -> {p.to.value} "
                             "(switched back if the workers are not ready after it)",
                     next_steps=[gate_next + "  # the rollback's gates: health, errors, no lost documents",
-                                "runbook diagnose"])
+                                Suggestion(action=Action.DIAGNOSE)])

@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.model import Outcome, PlannedStep, PlatformError, Refused, Report
+from runbooks.names import Action
 from runbooks.platforms.base import ComponentState
+from runbooks.suggestion import NextStep
 
 FAILED_GRACE_S = 3.0
 
@@ -39,9 +42,9 @@ class Step:
         return PlannedStep(verb=self.verb, target=self.target, detail=self.detail)
 
 
-def run_plan(ctx: ActionContext, action: str, steps: Sequence[Step], *, summary: str,
-             case: str | None = None, evidence: Sequence[str] = (),
-             next_steps: Sequence[str] = ()) -> Report:
+def run_plan(ctx: ActionContext, action: Action, steps: Sequence[Step], *, summary: str,
+             case: Case | None = None, evidence: Sequence[str] = (),
+             next_steps: Sequence[NextStep] = ()) -> Report:
     for component in dict.fromkeys(s.restarts for s in steps if s.restarts):
         ctx.check_restart_budget(component)
     plan = [s.planned() for s in steps]
@@ -49,7 +52,7 @@ def run_plan(ctx: ActionContext, action: str, steps: Sequence[Step], *, summary:
     def report(outcome: Outcome, text: str, done: Sequence[str] = (),
                data: dict[str, Any] | None = None) -> Report:
         return Report(action=action, outcome=outcome, summary=text, case=case, plan=plan, done=list(done),
-                      evidence=list(evidence), next_steps=list(next_steps), data=data or {})
+                      evidence=list(evidence), suggestions=list(next_steps), data=data or {})
 
     if not ctx.apply:
         return report("planned", f"would {summary}")

@@ -3,26 +3,21 @@ failure. KV-cache fragmentation of a healthy server is `restart-server --force`.
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from runbooks.actions.runner import Step, health_step, run_plan
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.diagnose.advice import memory_knob
 from runbooks.diagnose.signatures import match_logs
 from runbooks.model import Refused, Report
-from runbooks.params import ServerParams
+from runbooks.names import Action
+from runbooks.params import RestartServerParams, UpdateHfTokenParams
+from runbooks.suggestion import Suggestion
 
 # A restart cannot fix these: the fault moves with the process (the GPU, the token).
 _NOT_FIXED_BY_RESTART = {
-    "server-crashloop-cuda": "runbook drain-gpu-node --apply (move the server off the faulty GPU)",
-    "server-down-model-load": "runbook update-hf-token --apply (after fixing the token)",
+    Case.SERVER_CRASHLOOP_CUDA: (Action.DRAIN_GPU_NODE, "move the server off the faulty GPU"),
+    Case.SERVER_DOWN_MODEL_LOAD: (Action.UPDATE_HF_TOKEN, "after fixing the token"),
 }
-
-
-class RestartServerParams(ServerParams):
-    force: bool = Field(default=False, description="Restart a healthy server too (KV-cache "
-                        "fragmentation, weekly cache clearing), or despite a GPU/token signature.")
-    reason: str = Field(default="", description="Why, for the audit log.")
 
 
 def restart_server(ctx: ActionContext, p: RestartServerParams) -> Report:
@@ -32,34 +27,30 @@ def restart_server(ctx: ActionContext, p: RestartServerParams) -> Report:
     matches = match_logs(ctx.platform.logs(comp, 200))
     evidence += [m.evidence(comp) for m in matches[:3]]
     if state.healthy and not p.force:
-        return Report(action="restart-server", outcome="noop", evidence=evidence,
+        return Report(action=Action.RESTART_SERVER, outcome="noop", evidence=evidence,
                       summary=f"{comp} is healthy: nothing to restart (--force restarts a healthy "
                               "server, e.g. to clear KV-cache fragmentation)")
     blocking = next((m for m in matches if m.signature.case in _NOT_FIXED_BY_RESTART), None)
     if blocking and not p.force:
+        action, why_that = _NOT_FIXED_BY_RESTART[blocking.signature.case]
         raise Refused(f"{comp}: its log shows '{blocking.signature.id}' ({blocking.signature.meaning}); "
-                      f"a restart will not fix that: run `{_NOT_FIXED_BY_RESTART[blocking.signature.case]}`"
+                      f"a restart will not fix that: run `{Suggestion(action=action).line()} --apply ({why_that})`"
                       " (or --force to restart anyway)")
     # An OOM kill only with evidence (the same rule as diagnose): the platform's "OOMKilled"
     # (the kubelet's verdict, or the kernel log naming the pid: runbooks/platforms/oom.py) or an
     # out-of-memory line in the server's log. A bare SIGKILL is a kill ("kill -9"), nothing more.
     oom = (state.exit_reason or "").startswith("OOMKilled") or any(
-        m.signature.case == "server-down-oom" for m in matches)
+        m.signature.case is Case.SERVER_DOWN_OOM for m in matches)
     why = p.reason or ("healthy server, forced (KV-cache fragmentation / maintenance)" if state.healthy
                        else f"{state.state}, last exit: {state.exit_reason or 'unknown'}")
     steps = [Step("restart", comp, why, lambda: ctx.platform.restart(comp), restarts=comp),
              health_step(ctx, comp, min(ctx.safety.ready_timeout_s, ctx.server(p.server).startup_budget_s))]
     knob = memory_knob(ctx.spec, ctx.server(p.server), ctx.platform.kind) if oom else None
     nxt = [knob] if knob else []
-    return run_plan(ctx, "restart-server", steps, summary=f"restart {comp} and wait for /health",
-                    case="server-down-oom" if oom else ("kv-fragmentation" if state.healthy else "server-down"),
+    return run_plan(ctx, Action.RESTART_SERVER, steps, summary=f"restart {comp} and wait for /health",
+                    case=(Case.SERVER_DOWN_OOM if oom
+                          else Case.KV_FRAGMENTATION if state.healthy else Case.SERVER_DOWN),
                     evidence=evidence, next_steps=nxt)
-
-
-class UpdateHfTokenParams(ServerParams):
-    token_env: str | None = Field(default=None, description="Environment variable holding the new "
-                                  "token; default: the spec's hf_token.env.")
-    force: bool = Field(default=False, description="Update even when the logs show no token failure.")
 
 
 def update_hf_token(ctx: ActionContext, p: UpdateHfTokenParams, environ: dict[str, str] | None = None) -> Report:
@@ -81,9 +72,9 @@ def update_hf_token(ctx: ActionContext, p: UpdateHfTokenParams, environ: dict[st
     evidence = [state.line()] + [m.evidence(comp) for m in matches[:3]]
     current = ctx.platform.secret_value(ref.name, ref.key)
     if current == value and state.healthy:
-        return Report(action="update-hf-token", outcome="noop", evidence=evidence,
+        return Report(action=Action.UPDATE_HF_TOKEN, outcome="noop", evidence=evidence,
                       summary=f"secret {ref.name}/{ref.key} already holds that token and {comp} is healthy")
-    if not p.force and not any(m.signature.case == "server-down-model-load" for m in matches):
+    if not p.force and not any(m.signature.case is Case.SERVER_DOWN_MODEL_LOAD for m in matches):
         raise Refused(f"{comp}: no model-load or Hugging Face auth failure in its recent log; the "
                       "token is probably not the cause (run `runbook diagnose`, or --force)")
     steps = [
@@ -95,5 +86,5 @@ def update_hf_token(ctx: ActionContext, p: UpdateHfTokenParams, environ: dict[st
              lambda: ctx.platform.restart(comp), restarts=comp),
         health_step(ctx, comp, server.startup_budget_s),
     ]
-    return run_plan(ctx, "update-hf-token", steps, case="server-down-model-load", evidence=evidence,
+    return run_plan(ctx, Action.UPDATE_HF_TOKEN, steps, case=Case.SERVER_DOWN_MODEL_LOAD, evidence=evidence,
                     summary=f"store the new Hugging Face token and restart {comp}")

@@ -4,26 +4,15 @@ replica count, validated by the spec model, with the old value restored if healt
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
-
 from runbooks.actions.runner import Step, health_step, run_plan, wait_healthy
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.model import Refused, Report
-from runbooks.params import ActionParams, ServerParams
+from runbooks.names import Action
+from runbooks.params import ScaleParams, TuneParams
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.specpatch import SERVER_SETTINGS, WORKER_SETTINGS, typed_changes
-
-
-class TuneParams(ServerParams):
-    set: dict[str, str] = Field(description="Knob=value pairs; knobs are spec field names.",
-                                json_schema_extra={"cli_key": "KNOB", "cli_example": "max_num_batched_tokens=4096"})
-
-    @field_validator("set")
-    @classmethod
-    def _not_empty(cls, v: dict[str, str]) -> dict[str, str]:
-        if not v:
-            raise ValueError("give at least one --set KNOB=VALUE, e.g. --set concurrency_per_worker=2")
-        return v
+from runbooks.suggestion import Suggestion
 
 
 def _component_for(ctx: ActionContext, keys: set[str], server: str | None) -> str:
@@ -44,7 +33,7 @@ def tune(ctx: ActionContext, p: TuneParams) -> Report:
     changes = {k: v for k, v in new.items() if current.get(k) != v}
     evidence = [f"{comp} now: " + ", ".join(f"{k}={current.get(k)}" for k in new)]
     if not changes:
-        return Report(action="tune", outcome="noop", evidence=evidence,
+        return Report(action=Action.TUNE, outcome="noop", evidence=evidence,
                       summary=f"{comp} already runs with " + ", ".join(f"{k}={v}" for k, v in new.items()))
     before = {k: current.get(k) for k in changes}
 
@@ -58,14 +47,10 @@ def tune(ctx: ActionContext, p: TuneParams) -> Report:
              + " (restarts it)", lambda: ctx.platform.apply_settings(comp, changes), undo=undo),
         health_step(ctx, comp),
     ]
-    return run_plan(ctx, "tune", steps, evidence=evidence, case="tuning",
+    return run_plan(ctx, Action.TUNE, steps, evidence=evidence, case=Case.TUNING,
                     summary=f"set {', '.join(f'{k}={v}' for k, v in changes.items())} on {comp}",
-                    next_steps=["runbook diagnose  # watch queue depth, KV usage and TTFT p95 afterwards"])
-
-
-class ScaleParams(ActionParams):
-    component: str = Field(description="server-<name> or workers.", json_schema_extra={"cli_example": "workers"})
-    replicas: int = Field(ge=0, description="Replicas wanted.", json_schema_extra={"cli_example": "4"})
+                    next_steps=[Suggestion(action=Action.DIAGNOSE,
+                                           comment="watch queue depth, KV usage and TTFT p95 afterwards")])
 
 
 def scale(ctx: ActionContext, p: ScaleParams) -> Report:
@@ -89,12 +74,12 @@ def scale(ctx: ActionContext, p: ScaleParams) -> Report:
     current = len(state.pids_or_pods)
     evidence = [state.line()]
     if current == p.replicas and state.healthy:
-        return Report(action="scale", outcome="noop", evidence=evidence,
+        return Report(action=Action.SCALE, outcome="noop", evidence=evidence,
                       summary=f"{p.component} already runs {p.replicas} healthy replicas")
     steps = [Step("scale", p.component, f"{current} -> {p.replicas} replicas",
                   lambda: ctx.platform.scale(p.component, p.replicas),
                   undo=lambda: ctx.platform.scale(p.component, current))]
     if p.replicas > 0:
         steps.append(health_step(ctx, p.component))
-    return run_plan(ctx, "scale", steps, evidence=evidence, case="queue-backlog",
+    return run_plan(ctx, Action.SCALE, steps, evidence=evidence, case=Case.QUEUE_BACKLOG,
                     summary=f"scale {p.component} to {p.replicas}")

@@ -6,38 +6,14 @@ from __future__ import annotations
 
 import json
 
-import yaml
-from pydantic import Field, field_validator
-
 from runbooks.actions.runner import Step, StepFailed, health_step, run_plan, wait_healthy
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.model import Refused, Report
-from runbooks.params import ServerParams
+from runbooks.names import Action
+from runbooks.params import UpgradeServerParams
 from runbooks.platforms.specpatch import typed_changes
-
-VERSION_KEYS = ("image_tag", "sim_profile", "extra_args")
-
-
-class UpgradeServerParams(ServerParams):
-    to: dict[str, object] = Field(description="New version settings: image_tag (k8s), sim_profile "
-                                  "or extra_args (the local simulator), e.g. {'image_tag': 'v0.33.0'}.",
-                                  json_schema_extra={"cli_flag": "set", "cli_key": "SETTING",
-                                                     "cli_example": "image_tag=v0.33.0"})
-    prompt: str = Field(default="Test", description="Content of the test chat completion.")
-
-    @field_validator("to")
-    @classmethod
-    def _version_keys(cls, v: dict[str, object]) -> dict[str, object]:
-        bad = sorted(set(v) - set(VERSION_KEYS))
-        if not v or bad:
-            raise ValueError(f"upgrade sets only {', '.join(VERSION_KEYS)}"
-                             + (f"; not {', '.join(bad)} (use `runbook tune` for knobs)" if bad else ""))
-        if isinstance(v.get("extra_args"), str):  # from the command line: a YAML list
-            try:
-                v = {**v, "extra_args": yaml.safe_load(str(v["extra_args"]))}
-            except yaml.YAMLError as exc:
-                raise ValueError(f"extra_args {v['extra_args']!r} is not a YAML list: {exc}") from None
-        return v
+from runbooks.suggestion import Suggestion
 
 
 def test_inference(ctx: ActionContext, comp: str, model: str, prompt: str) -> str:
@@ -62,7 +38,7 @@ def upgrade_server(ctx: ActionContext, p: UpgradeServerParams) -> Report:
     state = ctx.platform.state(comp)
     evidence = [state.line(), "running: " + ", ".join(f"{k}={current.get(k)}" for k in new)]
     if not changes and state.healthy:
-        return Report(action="upgrade-server", outcome="noop", evidence=evidence,
+        return Report(action=Action.UPGRADE_SERVER, outcome="noop", evidence=evidence,
                       summary=f"{comp} already runs " + ", ".join(f"{k}={v}" for k, v in new.items()))
     if not state.healthy:
         raise Refused(f"{comp} is not healthy before the upgrade ({state.detail}): the checks after "
@@ -88,7 +64,7 @@ def upgrade_server(ctx: ActionContext, p: UpgradeServerParams) -> Report:
         Step("test-inference", comp, f"POST /v1/chat/completions model={server.model.name}",
              lambda: test_inference(ctx, comp, server.model.name, p.prompt)),
     ]
-    return run_plan(ctx, "upgrade-server", steps, case="vllm-upgrade", evidence=evidence,
+    return run_plan(ctx, Action.UPGRADE_SERVER, steps, case=Case.VLLM_UPGRADE, evidence=evidence,
                     summary=f"upgrade {comp} to " + ", ".join(f"{k}={v}" for k, v in changes.items())
                             + " (automatic rollback if health or test inference fails)",
-                    next_steps=["runbook diagnose  # watch the next 30 min (RUNBOOK-10)"])
+                    next_steps=[Suggestion(action=Action.DIAGNOSE, comment="watch the next 30 min (RUNBOOK-10)")])

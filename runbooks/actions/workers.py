@@ -6,16 +6,18 @@ from __future__ import annotations
 from functools import partial
 
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import Field
 
 from contract.metrics import BREAKER_STATE, BreakerState
 from runbooks.actions.runner import Step, StepFailed, health_step, run_plan, wait_healthy
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.diagnose.engine import server_fault
 from runbooks.model import PlatformError, Refused, Report
-from runbooks.params import ActionParams
+from runbooks.names import Action
+from runbooks.params import PatchWorkersParams, RestartWorkersParams
 from runbooks.platforms.base import WORKERS
 from runbooks.platforms.specpatch import typed_changes
+from runbooks.suggestion import Suggestion
 
 
 def breaker_states(ctx: ActionContext) -> tuple[dict[str, float], str]:
@@ -39,10 +41,6 @@ def breaker_states(ctx: ActionContext) -> tuple[dict[str, float], str]:
     return out, "the workers' /metrics"
 
 
-class RestartWorkersParams(ActionParams):
-    force: bool = Field(default=False, description="Restart even when no breaker is open.")
-
-
 def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
     server = ctx.server_component(None)
     s_state = ctx.platform.state(server)
@@ -64,7 +62,7 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
     evidence += [w_state.line(), f"breaker state from {source}: " + (
         ", ".join(f"{k}={BreakerState(int(v)).name}" for k, v in sorted(states.items())) or "no data")]
     if not open_ and w_state.healthy and not p.force:
-        return Report(action="restart-workers", outcome="noop", evidence=evidence,
+        return Report(action=Action.RESTART_WORKERS, outcome="noop", evidence=evidence,
                       summary="no worker breaker is open and every worker is healthy")
     steps: list[Step] = []
     for unit in ctx.platform.units(WORKERS):
@@ -85,15 +83,11 @@ def restart_workers(ctx: ActionContext, p: RestartWorkersParams) -> Report:
             ctx.sleep(ctx.safety.poll_interval_s)
 
     steps.append(Step("check", WORKERS, "no circuit breaker open", breakers_closed, compensate=False))
-    return run_plan(ctx, "restart-workers", steps, case="breaker-stuck-open", evidence=evidence,
+    return run_plan(ctx, Action.RESTART_WORKERS, steps, case=Case.BREAKER_STUCK_OPEN, evidence=evidence,
                     summary=f"restart {len(steps) // 2} worker unit(s) one at a time to reset open breakers",
-                    next_steps=["runbook tune --set circuit_breaker.recovery_timeout_s=30"
-                                "  # if it recurs: the recovery timeout is too long"])
-
-
-class PatchWorkersParams(ActionParams):
-    image_tag: str = Field(description="The patched worker image tag, e.g. 0.1.1-cve-2026-1234.",
-                           json_schema_extra={"cli_example": "0.1.1-cve-2026-1234"})
+                    next_steps=[Suggestion(action=Action.TUNE,
+                                           params={"set": {"circuit_breaker.recovery_timeout_s": "30"}},
+                                           comment="if it recurs: the recovery timeout is too long")])
 
 
 def patch_workers(ctx: ActionContext, p: PatchWorkersParams) -> Report:
@@ -102,7 +96,7 @@ def patch_workers(ctx: ActionContext, p: PatchWorkersParams) -> Report:
     current = ctx.platform.settings(WORKERS)["image_tag"]
     evidence = [state.line(), f"workers run image tag {current} (replicas report {state.version or 'n/a'})"]
     if current == tag and state.version == tag and state.healthy:
-        return Report(action="patch-workers", outcome="noop", evidence=evidence,
+        return Report(action=Action.PATCH_WORKERS, outcome="noop", evidence=evidence,
                       summary=f"every worker already runs {tag} and is healthy")
     if not state.healthy:
         raise Refused(f"workers are not healthy before the patch ({state.detail}): a rolling update "
@@ -123,6 +117,6 @@ def patch_workers(ctx: ActionContext, p: PatchWorkersParams) -> Report:
                   lambda: ctx.platform.apply_settings(WORKERS, {"image_tag": tag}), undo=undo),
              health_step(ctx, WORKERS),
              Step("check", WORKERS, f"every replica runs {tag}", all_patched)]
-    return run_plan(ctx, "patch-workers", steps, case="worker-security-patch", evidence=evidence,
+    return run_plan(ctx, Action.PATCH_WORKERS, steps, case=Case.WORKER_SECURITY_PATCH, evidence=evidence,
                     summary=f"roll the workers to image tag {tag} with zero downtime",
                     next_steps=["re-scan the image to confirm the CVE is gone"])

@@ -4,7 +4,8 @@ Order of the walk (requirements RUNBOOK-1 and RUNBOOK-5, docs/requirements.md): 
 up (process/pod state, exit reason, log signatures), what does the GPU say, what do the
 Prometheus signals say (queue depth, running, KV usage, TTFT p95, breaker state, whether
 documents still finish and requests still get answers), are the workers healthy. Every finding
-carries the evidence that produced it; the first finding by priority is the case reported.
+carries the evidence that produced it; the first finding by priority (runbooks/cases.py) is the
+case reported, its heading the summary.
 
 It reads the stack that runs (a local stack's recorded spec, runbooks/connect.py), counts the
 queue once (every worker reports the same consumer group), calls a kill an OOM kill only with
@@ -19,65 +20,31 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
-
 from contract.metrics import CHAT_ENDPOINT
 from contract.spec import DeploymentMode, Spec
+from runbooks.cases import Case
 from runbooks.context import ActionContext
 from runbooks.diagnose.advice import memory_knob, refusal
 from runbooks.diagnose.signals import load_thresholds
 from runbooks.diagnose.signatures import match_logs
 from runbooks.gpu.probe import probe
 from runbooks.model import PlatformError, Refused, Report
-from runbooks.params import ActionParams
+from runbooks.names import Action
+from runbooks.params import DiagnoseParams
 from runbooks.platforms.base import QUEUE, WORKERS, HttpResult, server_component
+from runbooks.suggestion import NextStep, Suggestion, render
 
 COMPLETION_PROBES = 3  # diagnose's own 1-token completions to a server whose /health answers
-
-# Priority of cases when several hold: an outage before a slowdown, a cause before a symptom.
-PRIORITY = ["platform-unreachable", "stack-down", "server-crashloop-cuda", "server-down-model-load",
-            "server-down-oom", "gpu-node-failure", "server-down", "queue-down", "server-hung",
-            "server-errors", "workers-down", "breaker-stuck-open", "pipeline-stalled", "queue-backlog",
-            "kv-fragmentation", "large-pdfs", "breaker-recovering", "workers-starting", "healthy"]
-TITLES = {
-    "platform-unreachable": "the platform did not answer",
-    "stack-down": "the local stack is not running",
-    "queue-down": "queue down: Redis does not answer",
-    "workers-starting": "a worker is starting again (it restarted by itself; the others took over its jobs)",
-    "server-crashloop-cuda": "server down: GPU driver crash (CUDA error / Xid)",
-    "server-down-model-load": "server down: model loading failure (Hugging Face token or network)",
-    "server-down-oom": "server down: out of memory (OOMKilled)",
-    "gpu-node-failure": "GPU node failure",
-    "server-down": "server down",
-    "server-hung": "server hung: it answers /health but requests time out unanswered",
-    "server-errors": "server failing: it answers /health but every request fails",
-    "breaker-stuck-open": "worker circuit breaker stuck open",
-    "pipeline-stalled": "pipeline stalled: documents wait and none finishes",
-    "breaker-recovering": "circuit breaker recovering: the server answers again, trials are under way",
-    "workers-down": "workers down: a worker process is not running",
-    "queue-backlog": "high latency: queue backlog at the inference server",
-    "kv-fragmentation": "high latency: KV cache near full (fragmentation / memory pressure)",
-    "large-pdfs": "high latency without a backlog: large or complex PDFs",
-    "healthy": "no runbook case matches: the deployment looks healthy",
-}
+# The GPU probe is a `runbook` command of its own (splitstack/cli/runbook.py), not an action: a step in words.
+GPU_PROBE = "runbook gpu-probe"
 
 
 @dataclass
 class Finding:
-    case: str
-    commands: list[str]
+    case: Case
+    commands: list[NextStep]
     evidence: list[str] = field(default_factory=list)
     probed: bool = False  # from diagnose's own completions (not from Prometheus' windows)
-
-
-class DiagnoseParams(ActionParams):
-    thresholds: dict[str, str] = Field(default_factory=dict, description="Overrides of "
-                                       "runbooks/diagnose/thresholds.yaml, e.g. queue_waiting_max=5.",
-                                       json_schema_extra={"cli_flag": "threshold", "cli_key": "NAME",
-                                                          "cli_example": "queue_waiting_max=5"})
-    log_lines: int = Field(default=300, ge=10, le=100_000, description="Log lines scanned per component.")
-    gpu: bool = Field(default=True, description="Read this machine's GPUs through NVML.",
-                      json_schema_extra={"cli_flag": "nvml"})
 
 
 def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
@@ -114,37 +81,38 @@ def diagnose(ctx: ActionContext, p: DiagnoseParams) -> Report:
         platform_ok = False
         evidence.append(f"{ctx.platform.target()}: {exc}")
         if ctx.platform.kind == "local":
-            findings.append(Finding("stack-down", [f"splitstack up --stack {spec.stack}"]))
+            findings.append(Finding(Case.STACK_DOWN, [f"splitstack up --stack {spec.stack}"]))
         else:
-            findings.append(Finding("platform-unreachable", ["runbook diagnose  # once the platform answers"]))
+            findings.append(Finding(Case.PLATFORM_UNREACHABLE,
+                                    [Suggestion(action=Action.DIAGNOSE, comment="once the platform answers")]))
         w = []
     if p.gpu:
         findings += _gpu(ctx, evidence)
     signals = _prometheus(ctx, th, evidence, findings, servers_down,
-                          workers_down=any(f.case == "workers-down" for f in w),
+                          workers_down=any(f.case is Case.WORKERS_DOWN for f in w),
                           platform_ok=platform_ok, servers_up=servers_up)
     waiting = signals.get("waiting")
-    if waiting is not None and waiting > th["queue_waiting_max"] and any(f.case == "server-hung" for f in findings):
+    if waiting is not None and waiting > th["queue_waiting_max"] and any(f.case is Case.SERVER_HUNG for f in findings):
         # Completions that wait behind a queue of requests are slow, not lost: a backlog.
-        findings = [f for f in findings if f.case != "server-hung" or not f.probed]
+        findings = [f for f in findings if f.case is not Case.SERVER_HUNG or not f.probed]
         evidence.append(f"diagnose's completions waited behind {waiting:g} waiting requests: a backlog "
                         "(queue-backlog), not a hang")
     findings += w
     if not findings:
-        findings.append(Finding("healthy", []))
+        findings.append(Finding(Case.HEALTHY, []))
     evidence += _reconcile(ctx, signals, findings)
-    findings.sort(key=lambda f: PRIORITY.index(f.case))
+    findings.sort(key=lambda f: f.case.priority)
     top = findings[0]
-    nxt = []
-    for command in dict.fromkeys(c for f in findings for c in f.commands):
-        why_not = refusal(spec, ctx.platform.kind, command)
+    nxt: list[NextStep] = []
+    for step in {render(c): c for f in findings for c in f.commands}.values():  # once each, first first
+        why_not = refusal(spec, ctx.platform.kind, step)
         if why_not:
-            evidence.append(f"not suggested: `{command.split('  #')[0]}` ({why_not})")
+            evidence.append(f"not suggested: `{step if isinstance(step, str) else step.line()}` ({why_not})")
         else:
-            nxt.append(command)
+            nxt.append(step)
     return Report(
-        action="diagnose", outcome="report", case=top.case, summary=TITLES[top.case],
-        evidence=evidence + [e for f in findings for e in f.evidence], next_steps=nxt,
+        action=Action.DIAGNOSE, outcome="report", case=top.case, summary=top.case.heading,
+        evidence=evidence + [e for f in findings for e in f.evidence], suggestions=nxt,
         data={"cases": [f.case for f in findings], "signals": signals, "thresholds": th})
 
 
@@ -158,10 +126,10 @@ def _reconcile(ctx: ActionContext, signals: dict[str, Any], findings: list[Findi
         notes.append(f"workers: Prometheus sees {workers_up:g} worker(s) up although the spec read says "
                      "worker_pool.replicas = 0: the spec read is not the one this stack runs with (pass the "
                      "--spec-override values it was started with)")
-    if "workers-down" in cases and workers_up:
+    if Case.WORKERS_DOWN in cases and workers_up:
         notes.append(f"workers: Prometheus still sees {workers_up:g} up: its last scrape predates the failure "
                      "(the platform's state above is current)")
-    if cases & {"server-down", "server-down-oom", "server-down-model-load", "server-crashloop-cuda"} \
+    if cases & {Case.SERVER_DOWN, Case.SERVER_DOWN_OOM, Case.SERVER_DOWN_MODEL_LOAD, Case.SERVER_CRASHLOOP_CUDA} \
             and signals.get("server_up") == 1:
         notes.append("inference server: Prometheus still sees it up: its last scrape predates the failure "
                      "(the platform's state above is current)")
@@ -177,19 +145,19 @@ def _server(ctx: ActionContext, spec: Spec, comp: str, lines: int, evidence: lis
     sig = [m.evidence(comp) for m in matches[:3]]
     cases = {m.signature.case for m in matches}
     reason = state.exit_reason or ""
-    if "server-crashloop-cuda" in cases:
-        return Finding("server-crashloop-cuda", ["runbook drain-gpu-node", "runbook gpu-probe"], sig)
-    if "server-down-model-load" in cases:
-        return Finding("server-down-model-load", ["runbook update-hf-token"], sig)
+    if Case.SERVER_CRASHLOOP_CUDA in cases:
+        return Finding(Case.SERVER_CRASHLOOP_CUDA, [Suggestion(action=Action.DRAIN_GPU_NODE), GPU_PROBE], sig)
+    if Case.SERVER_DOWN_MODEL_LOAD in cases:
+        return Finding(Case.SERVER_DOWN_MODEL_LOAD, [Suggestion(action=Action.UPDATE_HF_TOKEN)], sig)
     # An OOM only with evidence: the kubelet's OOMKilled, the kernel log naming the pid (the
     # local platform checks it), or an out-of-memory error in the server's own log. A bare
     # SIGKILL is a kill, nothing more.
-    if "OOMKilled" in reason or "server-down-oom" in cases:
+    if "OOMKilled" in reason or Case.SERVER_DOWN_OOM in cases:
         server = spec.server(comp[len("server-"):])
         knob = memory_knob(spec, server, ctx.platform.kind)
-        return Finding("server-down-oom", ["runbook restart-server", *([knob] if knob else [])],
+        return Finding(Case.SERVER_DOWN_OOM, [Suggestion(action=Action.RESTART_SERVER), *([knob] if knob else [])],
                        sig + [f"{comp}: exit reason {reason or 'n/a'}"])
-    return Finding("server-down", ["runbook restart-server"],
+    return Finding(Case.SERVER_DOWN, [Suggestion(action=Action.RESTART_SERVER)],
                    sig + [f"{comp}: {state.state}, exit reason {reason or 'n/a'}"])
 
 
@@ -197,7 +165,7 @@ def _nodes(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
     if ctx.platform.kind == "local":
         return []
     lost = [n for n in ctx.platform.nodes() if not n.ready]
-    return [Finding("gpu-node-failure", ["runbook gpu-node-failure"],
+    return [Finding(Case.GPU_NODE_FAILURE, [Suggestion(action=Action.GPU_NODE_FAILURE)],
                     [f"node {n.name} NotReady: {n.conditions.get('Ready', '')}" for n in lost])] if lost else []
 
 
@@ -211,9 +179,9 @@ def _queue(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
     if state.healthy:
         return []
     if state.state in ("starting", "running") and not state.failed:
-        return [Finding("queue-down", [], [f"{QUEUE}: {state.state} again after it stopped; the "
+        return [Finding(Case.QUEUE_DOWN, [], [f"{QUEUE}: {state.state} again after it stopped; the "
                                            "workers reconnect and retry their acks by themselves"])]
-    return [Finding("queue-down", [f"runbook restart --component {QUEUE}"],
+    return [Finding(Case.QUEUE_DOWN, [Suggestion(action=Action.RESTART, params={"component": QUEUE})],
                     [f"{QUEUE}: {state.state}, last exit {state.exit_reason or 'n/a'}; the workers wait for it "
                      "(no job is lost: Redis keeps them in its append-only file)"])]
 
@@ -245,11 +213,12 @@ def _workers(ctx: ActionContext, spec: Spec, evidence: list[str]) -> list[Findin
             evidence.append(f"{line}: waiting on the queue, not a worker fault")
         elif (part.state == "starting" or (alive and any(k in why for k in _STARTING_WORDS))) \
                 and not part.failed:
-            out.append(Finding("workers-starting", [], [f"{line}; its documents were taken over by the "
+            out.append(Finding(Case.WORKERS_STARTING, [], [f"{line}; its documents were taken over by the "
                                                         "other workers (worker/queue.py)"]))
         else:
-            command = "runbook restart-workers" if part.name == WORKERS else f"runbook restart --component {part.name}"
-            out.append(Finding("workers-down", [command], [line]))
+            command = (Suggestion(action=Action.RESTART_WORKERS) if part.name == WORKERS
+                       else Suggestion(action=Action.RESTART, params={"component": part.name}))
+            out.append(Finding(Case.WORKERS_DOWN, [command], [line]))
     return out
 
 
@@ -292,15 +261,16 @@ def _completions(ctx: ActionContext, spec: Spec, comp: str, th: dict[str, Any],
     seen = (f"diagnose's {COMPLETION_PROBES} 1-token completions to {comp}: {len(answered)} answered, "
             f"{len(hung)} got no answer in {timeout_s:g} s, {len(failed)} answered 5xx")
     evidence.append(seen)
-    restart = (f"runbook restart-server --force  # its /health answers but its completions do not: "
-               f"a restart clears a hung or failing engine (check `splitstack logs {comp}` first)")
+    restart = Suggestion(action=Action.RESTART_SERVER, params={"force": True},
+                         comment="its /health answers but its completions do not: a restart clears a hung "
+                                 f"or failing engine (check `splitstack logs {comp}` first)")
     if hung:
-        return [Finding("server-hung", [restart], [f"{comp}: {len(hung)} of {COMPLETION_PROBES} completions "
+        return [Finding(Case.SERVER_HUNG, [restart], [f"{comp}: {len(hung)} of {COMPLETION_PROBES} completions "
                                                     f"got no answer in {timeout_s:g} s while /health answers"],
                         probed=True)]
     if len(failed) * 2 > COMPLETION_PROBES:
         first = failed[0]
-        return [Finding("server-errors", [restart], [f"{comp}: {len(failed)} of {COMPLETION_PROBES} completions "
+        return [Finding(Case.SERVER_ERRORS, [restart], [f"{comp}: {len(failed)} of {COMPLETION_PROBES} completions "
                                                       f"answered HTTP {first.status}: {first.text[:120]}"])]
     return []
 
@@ -314,13 +284,13 @@ def _gpu(ctx: ActionContext, evidence: list[str]) -> list[Finding]:
     out = []
     for g in result.gpus:
         if g.lost or (g.ecc_volatile_uncorrected or 0) > 0 or g.remapping_failed:
-            out.append(Finding("server-crashloop-cuda", ["runbook drain-gpu-node", "runbook gpu-probe"],
+            out.append(Finding(Case.SERVER_CRASHLOOP_CUDA, [Suggestion(action=Action.DRAIN_GPU_NODE), GPU_PROBE],
                                [f"GPU {g.index} {g.uuid}: lost={g.lost}, uncorrected ECC "
                                 f"{g.ecc_volatile_uncorrected}, remapping failed {g.remapping_failed}"]))
         elif g.memory_total_mib and g.memory_used_mib and g.memory_used_mib / g.memory_total_mib > 0.98:
             evidence.append(f"GPU {g.index}: memory {g.memory_used_mib:.0f}/{g.memory_total_mib:.0f} MiB used")
     for e in result.xid_events:
-        out.append(Finding("server-crashloop-cuda", ["runbook drain-gpu-node"],
+        out.append(Finding(Case.SERVER_CRASHLOOP_CUDA, [Suggestion(action=Action.DRAIN_GPU_NODE)],
                            [f"GPU {e.gpu_index} Xid {e.xid}: {e.meaning}"]))
     return out
 
@@ -343,23 +313,24 @@ def _prometheus(ctx: ActionContext, th: dict[str, Any], evidence: list[str],
         evidence.append("Prometheus: up{job=\"inference-server\"} == 0 is older than the platform's "
                         f"state ({', '.join(sorted(servers_up))} healthy): its last scrape predates the start")
     elif s["server_up"] == 0 and not servers_down and not platform_ok:
-        findings.append(Finding("server-down", ["runbook restart-server"],
+        findings.append(Finding(Case.SERVER_DOWN, [Suggestion(action=Action.RESTART_SERVER)],
                                 ["Prometheus: up{job=\"inference-server\"} == 0"]))
     server = ctx.spec.worker_server
     waiting, running, kv = s["waiting"], s["running"], s["kv_usage"]
     if waiting is not None and waiting > th["queue_waiting_max"]:
         peak = s.get("running_peak") if s.get("running_peak") is not None else running
-        findings.append(Finding("queue-backlog", [recommend_knob(ctx, peak, kv, th)], [
+        findings.append(Finding(Case.QUEUE_BACKLOG, [recommend_knob(ctx, peak, kv, th)], [
             f"vllm:num_requests_waiting = {waiting:g} > {th['queue_waiting_max']} "
             f"(running {_fmt(running)}, peak {_fmt(peak)} of max_num_seqs {server.max_num_seqs})"]))
     if kv is not None and kv > th["kv_usage_max"]:
-        findings.append(Finding("kv-fragmentation", ["runbook restart-server --force  # clears the KV cache"], [
+        findings.append(Finding(Case.KV_FRAGMENTATION, [Suggestion(action=Action.RESTART_SERVER, params={"force": True},
+                                                                   comment="clears the KV cache")], [
             f"vllm:kv_cache_usage_perc = {kv:.2f} > {th['kv_usage_max']}"
             + (f", preemptions {s['preemptions_per_s']:.2f}/s" if s.get("preemptions_per_s") else "")]))
     ttft = s["ttft_p95_s"]
-    backlog = any(f.case == "queue-backlog" for f in findings)
+    backlog = any(f.case is Case.QUEUE_BACKLOG for f in findings)
     if ttft is not None and ttft > th["ttft_p95_max_s"] and not backlog:
-        findings.append(Finding("large-pdfs", ["runbook slow-pdfs"], [
+        findings.append(Finding(Case.LARGE_PDFS, [Suggestion(action=Action.SLOW_PDFS)], [
             f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s with no queue backlog"]))
     elif ttft is not None and ttft > th["ttft_p95_max_s"]:
         evidence.append(f"TTFT p95 = {ttft:.2f} s > {th['ttft_p95_max_s']} s (explained by the backlog)")
@@ -388,17 +359,18 @@ def _flow(ctx: ActionContext, th: dict[str, Any], s: dict[str, Any], findings: l
     evidence = [stall_line] if stalled else []
     if is_open:
         evidence.append(f"mineru_vllm_circuit_breaker_state = {breaker:g} (open) on at least one worker")
-    restart_force = (f"runbook restart-server --force  # its /health answers but its requests do not: "
-                     f"a restart clears a hung engine (check `splitstack logs {comp}` first)")
+    restart_force = Suggestion(action=Action.RESTART_SERVER, params={"force": True},
+                               comment="its /health answers but its requests do not: a restart clears a hung "
+                                       f"engine (check `splitstack logs {comp}` first)")
     if server_up and (overdue or (timeouts > 0 and unanswered)):
         what = [f"{timeouts:g} request(s) timed out in the last {window} and none got an answer "
                 f"(deadline {_fmt(deadline)} s)"] if timeouts > 0 else []
         if overdue:
             what.append(f"a request has waited {oldest:.0f} s, past its deadline of {deadline:.0f} s")
-        findings.append(Finding("server-hung", [restart_force], what + evidence))
+        findings.append(Finding(Case.SERVER_HUNG, [restart_force], what + evidence))
         return
     if server_up and errors > 0 and unanswered:
-        findings.append(Finding("server-errors", [restart_force], [
+        findings.append(Finding(Case.SERVER_ERRORS, [restart_force], [
             f"{errors:g} request(s) failed (5xx, 4xx or connection) in the last {window} and none "
             "got an answer"] + evidence))
         return
@@ -407,24 +379,25 @@ def _flow(ctx: ActionContext, th: dict[str, Any], s: dict[str, Any], findings: l
         up_all_along = s.get("server_up_all_along") == 1
         idle = (s.get("requests_recent") or 0) <= 0
         if open_all_along and up_all_along and idle:
-            findings.append(Finding("breaker-stuck-open", ["runbook restart-workers"], evidence + [
+            findings.append(Finding(Case.BREAKER_STUCK_OPEN, [Suggestion(action=Action.RESTART_WORKERS)], evidence + [
                 f"open for all of the last {window} while the server was up and no request was sent: "
                 "a breaker closes within seconds of the server answering /v1/models, so this one is stuck"]))
         else:
-            findings.append(Finding("breaker-recovering", [], evidence + [
+            findings.append(Finding(Case.BREAKER_RECOVERING, [], evidence + [
                 "within its recovery window: a breaker lets a trial through as soon as the server "
                 "answers /v1/models, and closes on its success (worker/breaker.py); run diagnose again "
                 "in a minute if it stays open"]))
         return
-    known = any(f.case in ("server-hung", "server-errors") for f in findings)  # diagnose's own completions
+    known = any(f.case in (Case.SERVER_HUNG, Case.SERVER_ERRORS) for f in findings)  # diagnose's own completions
     if stalled and server_up and not workers_down and not known:
-        findings.append(Finding("pipeline-stalled", [
-            "runbook restart-workers --force  # the server answers and no breaker is open, yet nothing "
-            "finishes: the workers are stuck"], evidence))
+        findings.append(Finding(Case.PIPELINE_STALLED, [Suggestion(
+            action=Action.RESTART_WORKERS, params={"force": True},
+            comment="the server answers and no breaker is open, yet nothing finishes: the workers are stuck")],
+            evidence))
 
 
 def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,
-                   th: dict[str, Any]) -> str:
+                   th: dict[str, Any]) -> Suggestion:
     """The knob that relieves a backlog, from where the limit is (requirement RUNBOOK-6's three remedies)."""
     spec = ctx.spec
     server = spec.worker_server
@@ -433,16 +406,19 @@ def recommend_knob(ctx: ActionContext, running: float | None, kv: float | None,
     offered = pool.replicas * pool.concurrency_per_worker
     if pool.replicas and offered > slots:
         per_worker = max(1, slots // pool.replicas)
-        return (f"runbook tune --set concurrency_per_worker={per_worker}  # workers offer {offered} "
-                f"in-flight requests for {slots} batch slots")
+        return Suggestion(action=Action.TUNE, params={"set": {"concurrency_per_worker": str(per_worker)}},
+                          comment=f"workers offer {offered} in-flight requests for {slots} batch slots")
     if kv is not None and kv > th["kv_usage_max"]:
-        return (f"runbook scale --component server-{server.name} --replicas {server.replicas + 1}"
-                f"  # KV cache full ({kv:.2f}): more batch slots need more GPU memory")
+        return Suggestion(action=Action.SCALE,
+                          params={"component": server_component(server.name), "replicas": server.replicas + 1},
+                          comment=f"KV cache full ({kv:.2f}): more batch slots need more GPU memory")
     if running is not None and running >= server.max_num_seqs:  # the peak over the window
-        return (f"runbook tune --set max_num_seqs={server.max_num_seqs * 2}  # the batch is capped at "
-                f"max_num_seqs={server.max_num_seqs} while the KV cache has room ({_fmt(kv)})")
-    return (f"runbook tune --set max_num_batched_tokens={server.max_num_batched_tokens * 2}  # prefill "
-            "budget per step limits admission (RUNBOOK-6: more throughput per step)")
+        return Suggestion(action=Action.TUNE, params={"set": {"max_num_seqs": str(server.max_num_seqs * 2)}},
+                          comment=f"the batch is capped at max_num_seqs={server.max_num_seqs} while the KV cache "
+                                  f"has room ({_fmt(kv)})")
+    return Suggestion(action=Action.TUNE,
+                      params={"set": {"max_num_batched_tokens": str(server.max_num_batched_tokens * 2)}},
+                      comment="prefill budget per step limits admission (RUNBOOK-6: more throughput per step)")
 
 
 def _fmt(v: float | None) -> str:

@@ -1,4 +1,5 @@
-"""Match log text against the known failure signatures kept as data (signatures.yaml)."""
+"""Match log text against the known failure signatures kept as data (signatures.yaml); each
+names the case it points to, one diagnose names (runbooks/cases.py), checked when the file loads."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 
 import yaml
 
+from runbooks.cases import DIAGNOSED, Case
+
 SIGNATURES_FILE = Path(__file__).with_name("signatures.yaml")
 
 
 @dataclass(frozen=True)
 class Signature:
     id: str
-    case: str
+    case: Case
     pattern: re.Pattern[str]
     meaning: str
     source: str
@@ -40,8 +43,17 @@ def load_signatures(path: Path = SIGNATURES_FILE) -> tuple[Signature, ...]:
             pattern = re.compile(item["pattern"])
         except re.error as exc:
             raise ValueError(f"{path}: signature {item.get('id')!r}: bad pattern: {exc}") from exc
-        out.append(Signature(item["id"], item["case"], pattern, item["meaning"], item["source"]))
+        out.append(Signature(item["id"], _case(path, item), pattern, item["meaning"], item["source"]))
     return tuple(out)
+
+
+def _case(path: Path, item: dict[str, str]) -> Case:
+    case = item.get("case")
+    known = {c.value: c for c in DIAGNOSED}
+    if case not in known:
+        raise ValueError(f"{path}: signature {item.get('id')!r}: case {case!r} is not a case diagnose names; "
+                         f"use one of: {', '.join(known)} (runbooks/cases.py)")
+    return known[case]
 
 
 def match_logs(text: str, signatures: tuple[Signature, ...] | None = None) -> list[Match]:

@@ -24,6 +24,7 @@ import httpx
 
 from contract.spec import DeploymentMode, Engine, Spec
 from runbooks.model import PlatformError, Refused
+from runbooks.names import Action
 from runbooks.platforms.base import WORKERS, ComponentState, HttpResult, NodeState
 from runbooks.platforms.local_procs import (
     exit_reason,
@@ -58,12 +59,12 @@ _STATES = {"RUNNING": "running", "STARTING": "starting", "BACKOFF": "crashloop",
 # refuses with these words (and the fix for the stack at hand), and `runbook diagnose` suggests
 # none of these actions on a local stack (runbooks/diagnose/advice.py).
 _NO_OTHER_NODE = "the local stack runs on one machine: there is no other node to move the server to"
-REFUSES = {
-    "scale": "the local stack gives each replica its own port from the spec: set the replicas in the spec "
+REFUSES: dict[Action, str] = {
+    Action.SCALE: "the local stack gives each replica its own port from the spec: set the replicas in the spec "
              "and restart the stack",
-    "drain-gpu-node": _NO_OTHER_NODE,
-    "gpu-node-failure": _NO_OTHER_NODE,
-    "update-hf-token": "the local stack keeps no Kubernetes secrets and loads models from local folders "
+    Action.DRAIN_GPU_NODE: _NO_OTHER_NODE,
+    Action.GPU_NODE_FAILURE: _NO_OTHER_NODE,
+    Action.UPDATE_HF_TOKEN: "the local stack keeps no Kubernetes secrets and loads models from local folders "
                        "(no Hugging Face download, no HF token)",
 }
 
@@ -328,14 +329,14 @@ class LocalPlatform:
         return HttpResult(r.status_code, r.text)
 
     def scale(self, component: str, replicas: int) -> None:
-        raise Refused(f"cannot scale {component}: {REFUSES['scale']} (replicas in "
+        raise Refused(f"cannot scale {component}: {REFUSES[Action.SCALE]} (replicas in "
                       f"Pulumi.{self.base_spec.stack}.yaml, then `splitstack down && splitstack up`)")
 
     def nodes(self) -> list[NodeState]:
         return [NodeState(socket.gethostname(), ready=True, schedulable=True, gpu_allocatable=0)]
 
     def cordon(self, node: str, on: bool = True) -> None:
-        raise Refused(f"{REFUSES['drain-gpu-node']}; on a GPU fault, stop the stack and check the driver "
+        raise Refused(f"{REFUSES[Action.DRAIN_GPU_NODE]}; on a GPU fault, stop the stack and check the driver "
                       "(`runbook gpu-probe`)")
 
     def evict_component_pods(self, component: str, node: str, force: bool = False) -> list[str]:
@@ -343,7 +344,7 @@ class LocalPlatform:
         return []
 
     def secret_value(self, name: str, key: str) -> str | None:
-        raise Refused(f"{REFUSES['update-hf-token']}; check model.source in Pulumi.{self.base_spec.stack}.yaml")
+        raise Refused(f"{REFUSES[Action.UPDATE_HF_TOKEN]}; check model.source in Pulumi.{self.base_spec.stack}.yaml")
 
     def set_secret_value(self, name: str, key: str, value: str) -> None:
         self.secret_value(name, key)

@@ -19,6 +19,7 @@ from contract.models import parse_assignments
 from contract.spec import DeploymentMode, Engine, LocalRuntime
 from contract.spec_loader import SpecError, available_stacks, load_file, load_stack, project_root, stack_file
 from contract.spec_schema import SCHEMA_PATH, render_schema
+from runbooks.names import Action
 from splitstack.cli import bench as bench_cli
 from splitstack.cli import cluster as cluster_cli
 from splitstack.cli import images as images_cli
@@ -172,7 +173,7 @@ def restart(
 ) -> None:
     """Restart one component and wait until it is healthy (the `runbook restart` action, applied
     and audited; workers drain first, one at a time)."""
-    runbook_actions.run("restart", {"component": component, "reason": reason}, stack, True, None,
+    runbook_actions.run(Action.RESTART, {"component": component, "reason": reason}, stack, True, None,
                         None, None, None, Output.text)
 
 

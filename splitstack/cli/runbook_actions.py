@@ -27,6 +27,7 @@ from contract.models import parse_assignments
 from runbooks.audit import AuditLog as AuditLogFile
 from runbooks.connect import build_context
 from runbooks.model import PlatformError, Refused, Report
+from runbooks.params import cli_flag, cli_spelling
 from runbooks.registry import ACTIONS, ActionDef, invoke
 from splitstack.cli.options import (
     Apply,
@@ -79,16 +80,6 @@ def run(name: str, raw: dict[str, Any], stack: str, apply: bool, spec_override: 
     raise typer.Exit(EXIT[report.outcome])
 
 
-def _cli(field: FieldInfo, key: str, default: str) -> str:
-    """Command-line spelling a field asks for in its json_schema_extra (cli_flag, cli_key, cli_example)."""
-    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    return str(extra.get(key, default))
-
-
-def _flag(name: str, field: FieldInfo) -> str:
-    return _cli(field, "cli_flag", name.replace("_", "-"))
-
-
 def _is_mapping(annotation: Any) -> bool:
     return typing.get_origin(annotation) is dict
 
@@ -113,13 +104,13 @@ def _bounds(field: FieldInfo) -> tuple[float | None, float | None]:
 
 def _option(name: str, field: FieldInfo) -> inspect.Parameter:
     """The typer option of one parameter-model field."""
-    flag = _flag(name, field)
+    flag = cli_flag(name, field)
     required = field.is_required()
     default: Any = inspect.Parameter.empty if required else field.get_default(call_default_factory=True)
     help_text = field.description or ""
     if _is_mapping(field.annotation):
         annotation: Any = Annotated[list[str] | None, typer.Option(
-            f"--{flag}", metavar=f"{_cli(field, 'cli_key', 'KEY')}=VALUE", help=f"{help_text} Repeatable.")]
+            f"--{flag}", metavar=f"{cli_spelling(field, 'cli_key', 'KEY')}=VALUE", help=f"{help_text} Repeatable.")]
         default = inspect.Parameter.empty if required else None
     elif field.annotation is bool:
         annotation = Annotated[bool, typer.Option(f"--{flag}/--no-{flag}", help=help_text)]
@@ -154,10 +145,10 @@ def _raw_params(action: ActionDef, values: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if _is_mapping(field.annotation):
-            flag = f"--{_flag(name, field)}"
+            flag = f"--{cli_flag(name, field)}"
             try:
-                value = parse_assignments(value, flag, _cli(field, "cli_example", "KEY=VALUE"), yaml_values=False,
-                                          key_name=_cli(field, "cli_key", "KEY"))
+                value = parse_assignments(value, flag, cli_spelling(field, "cli_example", "KEY=VALUE"),
+                                          yaml_values=False, key_name=cli_spelling(field, "cli_key", "KEY"))
             except ValueError as exc:
                 echo(f"error: {exc}", err=True)
                 raise typer.Exit(2) from None
@@ -191,8 +182,8 @@ def action_epilog(action: ActionDef) -> str:
     required = []
     for name, field in action.params.model_fields.items():
         if field.is_required():
-            value = _cli(field, "cli_example", "VALUE")
-            required.append(f"--{_flag(name, field)} {value if ' ' not in value else repr(value)}")
+            value = cli_spelling(field, "cli_example", "VALUE")
+            required.append(f"--{cli_flag(name, field)} {value if ' ' not in value else repr(value)}")
     base = " ".join([f"runbook {action.name}", *required, "--stack local"])
     examples = [base, f"{base} --apply"] if action.mutating else [base, f"{base} --output json"]
     return epilog(*examples, exits=ACTION_EXITS)

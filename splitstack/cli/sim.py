@@ -11,6 +11,7 @@ import typer
 from pydantic import ValidationError
 
 from contract.extras import MissingExtra
+from contract.models import error_lines
 from simulator.config import SimConfig
 from simulator.faults import FaultError, parse_fault_args
 from simulator.fit import FitError, drive_and_scrape, fit_profile, read_snapshot, render_profile
@@ -78,7 +79,7 @@ def serve(
     except (ProfileError, FaultError, TokenizerError) as exc:
         _fail(str(exc))
     except ValidationError as exc:
-        _fail("; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors()))
+        _fail("; ".join(error_lines(exc, loc=lambda loc: "--" + "-".join(map(str, loc)).replace("_", "-"))))
     except ServeError as exc:
         _fail(str(exc), exc.exit_code)
     except MissingExtra as exc:

@@ -21,10 +21,13 @@ from contract.spec_loader import SpecError, load_stack, project_root
 from splitstack.cli.options import Output, OutputOpt, SpecOverride, Stack, epilog
 from splitstack.cli.terminal import SafeConsole, echo, printable
 from stack.secrets import client_queue_url
-from worker.deadletters import DeadLetterError, find, list_dead, redrive
+from worker.deadletters import DeadLetterError, find, list_dead, redrive_named
 from worker.jobs import PageRange
 from worker.jobs_view import (
     InputRefused,
+    PagesPastEnd,
+    any_dead_lettered,
+    check_files,
     check_inputs,
     connect,
     list_jobs,
@@ -34,7 +37,6 @@ from worker.jobs_view import (
     typed,
     wait_terminal,
 )
-from worker.pagecount import page_count
 
 console = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -78,17 +80,6 @@ def _pages(value: str | None):
         raise typer.BadParameter(f"--pages {value!r}: pages are numbered from 1 and the last is not before "
                                  "the first, e.g. 1-10", param_hint="'--pages'")
     return PageRange(first=a, last=b)
-
-
-def _check_range(value: str, pages: PageRange, files: list[Path]) -> None:
-    """Refuse a range past a document's end before anything is queued (a document whose pages
-    cannot be counted here is left to the worker, which dead-letters it as bad_page_range)."""
-    for f in files:
-        count = page_count(f)
-        if count is not None and pages.last > count:
-            echo(f"--pages {value}: {f} has {count} page{'s' if count != 1 else ''}; give a range within "
-                 f"1-{count}. Nothing was submitted.", err=True)
-            raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -140,12 +131,14 @@ def register(app: typer.Typer) -> None:
         as_json = output is Output.json
 
         page_range = _pages(pages)
-        missing = [str(f) for f in files if not f.is_file()]
-        if missing:
-            echo(f"not a file: {', '.join(missing)}", err=True)
-            raise typer.Exit(2)
-        if page_range is not None:
-            _check_range(pages or "", page_range, files)
+        try:
+            check_files(files, page_range)
+        except PagesPastEnd as exc:
+            echo(f"--pages {pages}: {exc}. Nothing was submitted.", err=True)
+            raise typer.Exit(2) from None
+        except InputRefused as exc:
+            echo(str(exc), err=True)
+            raise typer.Exit(2) from None
         spec = _spec(stack, spec_override)  # the input roots the stack was started with
         try:
             check_inputs(spec, files, project_root())
@@ -173,7 +166,7 @@ def register(app: typer.Typer) -> None:
                 echo(json.dumps(row))
         else:
             _table(rows)
-        raise typer.Exit(1 if any(row.get("state") == "dead_lettered" for row in rows) else 0)
+        raise typer.Exit(1 if any_dead_lettered(rows) else 0)
 
     @app.command("jobs", epilog=epilog("splitstack jobs --limit 10", "splitstack jobs --output json",
                                            exits="0 listed; 1 the queue is unreachable; 2 bad input"))
@@ -258,10 +251,7 @@ def register_dead_letters(app: typer.Typer) -> None:
         spec = _spec(stack)
         r = _connect(spec)
         try:
-            letters = [find(r, spec, k) for k in keys or []]
-            if kind or all_:
-                letters += list_dead(r, spec, limit=100_000, kind=kind)
-            ids = redrive(r, spec, list({d.entry_id: d for d in letters}.values()))
+            ids = redrive_named(r, spec, keys or [], kind, all_)
         except DeadLetterError as exc:
             echo(f"{exc}; nothing more was re-driven", err=True)
             raise typer.Exit(2) from None

@@ -103,7 +103,7 @@ def test_missing_required_field() -> None:
     with pytest.raises(SpecError) as info:
         parse_spec({"stack": "x", "inference_servers": [{"name": "vlm"}]})
     assert info.value.problems == [
-        "inference_servers[0].model: required field is missing; add it (see `splitstack spec schema`)"
+        "inference_servers[0].model: required key is missing; add it (see `splitstack spec schema`)"
     ]
 
 

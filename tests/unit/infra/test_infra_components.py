@@ -234,14 +234,15 @@ def test_bad_rule_and_dashboard_files_are_named(tmp_path):
 
 
 def test_hpa_fallback_when_keda_is_absent(mocks):
-    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, WorkerPoolComponent
+    from infra.components.program import worker_pool_args
+    from infra.components.worker_pool import Autoscaler, WorkerPoolComponent
     from infra.policy.manifests import validate_object
 
     spec = make_spec("existing", "split")
 
     @pulumi.runtime.test
     def run():
-        WorkerPoolComponent("workers", WorkerPoolArgs(spec, autoscaler=Autoscaler.hpa))
+        WorkerPoolComponent("workers", worker_pool_args(spec, autoscaler=Autoscaler.hpa))
 
     run()
     (hpa,) = [o for o in mocks.kubernetes_objects if o["kind"] == "HorizontalPodAutoscaler"]
@@ -255,13 +256,14 @@ def test_hpa_fallback_when_keda_is_absent(mocks):
 
 
 def test_hpa_cannot_scale_from_zero():
-    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs
+    from infra.components.program import worker_pool_args
+    from infra.components.worker_pool import Autoscaler
     from infra.components.worker_pool import validate as validate_pool
 
     raw = make_raw("existing")
     raw["worker_pool"].update(replicas=0, max_replicas=2)
     with pytest.raises(ValueError, match="an HPA cannot scale from zero"):
-        validate_pool(WorkerPoolArgs(parse_spec(raw), autoscaler=Autoscaler.hpa))
+        validate_pool(worker_pool_args(parse_spec(raw), autoscaler=Autoscaler.hpa))
 
 
 def test_worker_pod_runs_the_worker_with_its_own_contract(mocks):
@@ -301,15 +303,15 @@ def test_worker_pod_runs_the_worker_with_its_own_contract(mocks):
 def test_external_redis_gives_keda_the_keys_create_secrets_writes(mocks):
     """KEDA's redis-streams scaler takes address and password, never a URL: the
     TriggerAuthentication reads keys of Secret splitstack-redis that `create_secrets` writes."""
-    from infra.components.program import secret_commands
-    from infra.components.worker_pool import Autoscaler, WorkerPoolArgs, WorkerPoolComponent
+    from infra.components.program import secret_commands, worker_pool_args
+    from infra.components.worker_pool import Autoscaler, WorkerPoolComponent
 
     spec = make_spec("existing", "split", queue={"kind": "external"},
                      worker_pool={"replicas": 1, "max_replicas": 3})
 
     @pulumi.runtime.test
     def run():
-        WorkerPoolComponent("workers", WorkerPoolArgs(spec, autoscaler=Autoscaler.keda))
+        WorkerPoolComponent("workers", worker_pool_args(spec, autoscaler=Autoscaler.keda))
 
     run()
     (auth,) = [o for o in mocks.kubernetes_objects if o["kind"] == "TriggerAuthentication"]
@@ -318,3 +320,22 @@ def test_external_redis_gives_keda_the_keys_create_secrets_writes(mocks):
     (line,) = [c for c in secret_commands(spec) if "splitstack-redis " in c]
     for key in ("url", "address", "password"):
         assert f"--from-literal={key}=" in line
+
+
+def test_the_worker_pool_takes_its_settings_not_the_whole_spec():
+    """program.py reads the spec once for the pool (worker_pool_args): the pool's own settings, the
+    server it calls, the queue, its image and environment, and the document its workers read."""
+    import dataclasses
+
+    from infra.components.program import worker_pool_args
+    from infra.components.worker_pool import WorkerPoolArgs, cache_claim_name
+
+    assert "spec" not in {f.name for f in dataclasses.fields(WorkerPoolArgs)}
+    spec = make_spec("existing", "monolithic")
+    args = worker_pool_args(spec, cache_class="fast-rwo", cache_min_gib=100)
+    assert (args.pool, args.server, args.queue) == (spec.worker_pool, spec.worker_server, spec.queue)
+    assert args.monolithic and args.server_url.endswith(f":{spec.worker_server.port}")
+    assert json.loads(args.spec_document)["stack"] == spec.stack
+    # the model cache is at least what the class provisions, and its size is in the claim's name
+    assert args.cache_gib == max(sizing.model_cache_gib(spec.worker_server), 100) == 100
+    assert cache_claim_name(args, "worker-gpu").endswith("-100gi")

@@ -43,7 +43,7 @@ def test_good_minimal_fixture_gets_defaults():
     ("bad_unknown_metric.yaml",
      "slos[0 kv].sli: metric 'vllm:gpu_cache_usage_perc' is not in the catalog contract/metrics.py "
      "(did you mean vllm:kv_cache_usage_perc?)"),
-    ("bad_misspelled_key.yaml", "slos[0 errors].taget: unknown key; remove it or fix its spelling"),
+    ("bad_misspelled_key.yaml", "slos[0 errors].taget: unknown key; did you mean 'target'?"),
     ("bad_window_too_short.yaml",
      "slos[0] (slo 'uptime'): window_d 1 is shorter than the longest burn-rate window (3 d); "
      "use window_d >= 3 or set alerts: []"),

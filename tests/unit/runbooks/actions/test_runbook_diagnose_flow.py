@@ -8,8 +8,10 @@ import pytest
 from contract.spec_loader import load_stack
 from runbooks.diagnose.advice import memory_knob, refusal
 from runbooks.diagnose.signals import Signals, queries
+from runbooks.names import Action
 from runbooks.platforms.oom import kernel_oom_pids, oom_evidence
 from runbooks.registry import invoke
+from runbooks.suggestion import Suggestion
 
 SERVER = "mineru-vlm"
 
@@ -99,22 +101,26 @@ def test_kernel_log_oom_lines_name_the_pid():
 def test_next_steps_are_only_what_the_target_accepts():
     local = load_stack("local", overrides={"inference_servers.0.engine": "sim"})
     prod = load_stack("prod")
-    assert "one machine" in refusal(local, "local", "runbook drain-gpu-node")
-    assert "its own port" in refusal(local, "local", "runbook scale --component workers --replicas 4")
-    assert refusal(local, "local", "runbook tune --set gpu_memory_utilization=0.85  # if it recurs")
-    assert refusal(local, "local", "runbook restart-server") is None
-    assert refusal(prod, "kubernetes", "runbook tune --set gpu_memory_utilization=0.85") is None
-    assert refusal(prod, "kubernetes", "runbook tune --set kv_cache_space_gib=1")
+    gpu_fraction = Suggestion(action=Action.TUNE, params={"set": {"gpu_memory_utilization": "0.85"}},
+                              comment="if it recurs")
+    assert "one machine" in refusal(local, "local", Suggestion(action=Action.DRAIN_GPU_NODE))
+    assert "its own port" in refusal(local, "local", Suggestion(action=Action.SCALE,
+                                                                params={"component": "workers", "replicas": 4}))
+    assert refusal(local, "local", gpu_fraction)
+    assert refusal(local, "local", Suggestion(action=Action.RESTART_SERVER)) is None
+    assert refusal(prod, "kubernetes", gpu_fraction) is None
+    assert refusal(prod, "kubernetes", Suggestion(action=Action.TUNE, params={"set": {"kv_cache_space_gib": "1"}}))
+    assert refusal(prod, "kubernetes", "splitstack up --stack prod") is None  # a step in words: nothing to check
     assert memory_knob(local, local.worker_server, "local") is None  # the simulator holds no model
     vllm_local = load_stack("local")
     knob = memory_knob(vllm_local, vllm_local.worker_server, "local")
-    assert knob is not None and knob.startswith("runbook tune --set kv_cache_space_gib=")
+    assert knob is not None and knob.command().startswith("runbook tune --set kv_cache_space_gib=")
 
 
 @pytest.mark.parametrize("engine", ["sim", "vllm"])
 def test_restart_is_accepted_everywhere(engine):
     spec = load_stack("local", overrides={"inference_servers.0.engine": engine})
-    assert refusal(spec, "local", "runbook restart --component queue") is None
+    assert refusal(spec, "local", Suggestion(action=Action.RESTART, params={"component": "queue"})) is None
 
 
 def test_diagnose_never_leaves_a_contradiction_unexplained(make_ctx):
