@@ -177,8 +177,12 @@ def bindir_of(tool: str, skip_install: bool) -> Path | str | None:
     return bindir
 
 
+LAST_WAKEUPS: list[int] = [0]  # voluntary context switches (sleeps) of the last run_child's tool
+
+
 def run_child(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, float, str]:
-    """Run a tool to its end: (CPU-seconds of it and its waited-for children, wall seconds, output)."""
+    """Run a tool to its end: (CPU-seconds of it and its waited-for children, wall seconds, output).
+    ``LAST_WAKEUPS[0]``: the times it went to sleep and was woken (rusage ``ru_nvcsw``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=cwd or ROOT, capture_output=True, text=True,
@@ -189,4 +193,5 @@ def run_child(argv: list[str], env: dict | None = None, cwd: Path | None = None)
         raise RuntimeError(f"{argv[0]} {' '.join(argv[1:4])} failed ({r.returncode}):\n"
                            f"{r.stdout[-1500:]}\n{r.stderr[-2500:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    LAST_WAKEUPS[0] = after.ru_nvcsw - before.ru_nvcsw
     return cpu, wall, r.stdout + r.stderr

@@ -25,7 +25,8 @@ Parts (all by default; each prints its own table):
   (RUSAGE_CHILDREN); server CPU ms per request likewise from /proc/PID/stat; req/s: the
   server's served count polled every 0.2 s during the N run, between the first and the last
   poll that saw it move (start-up and exit left out; closed loop: the throughput the tool
-  reaches; open loop: the rate it delivers). Served
+  reaches; open loop: the rate it delivers); client wake-ups per request likewise from the tool's
+  voluntary context switches (``ru_nvcsw``: each time it slept in epoll and was woken). Served
   counts come from the server (the stub's /stub/stats, the simulator's e2e histogram count),
   never from a tool. ``--repeats`` times each.
 * ``wakeup``: the machine's own wake-up latency on the client's CPU (10,000 sleeps of 1 ms): no
@@ -74,7 +75,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._bench_servers import ROOT, pinned, set_affinity, sim_process  # noqa: E402
-from benchmarks._tools import MODEL_DIR, TOOL_CWD, TOOLS, Shape, bindir_of, run_child  # noqa: E402
+from benchmarks._tools import LAST_WAKEUPS, MODEL_DIR, TOOL_CWD, TOOLS, Shape, bindir_of, run_child  # noqa: E402
 from testsupport.procs import free_port, running  # noqa: E402
 
 IN_TOK, OUT_TOK, USERS = 16, 64, 64
@@ -205,12 +206,13 @@ def measure(tool: str, kind: str, url: str, server_pid: int, shape: str, rate: f
                 return row | {"error": str(exc)[-600:]}
             finally:
                 rate_seen = poll.stop() if poll else None
-            points[size] = (cpu, wall, served(kind, url) - s0, proc_cpu_s(server_pid) - c0)
-    (c1, _, s1, sc1), (c2, w2, s2, sc2) = points[small], points[n]
+            points[size] = (cpu, wall, served(kind, url) - s0, proc_cpu_s(server_pid) - c0, LAST_WAKEUPS[0])
+    (c1, _, s1, sc1, k1), (c2, w2, s2, sc2, k2) = points[small], points[n]
     if s2 < 0.8 * n:
         return row | {"error": f"the server saw only {s2:.0f} of {n} requests"}
     per = max(1.0, s2 - s1)
     return row | {"client_ms_per_req": 1000 * (c2 - c1) / per, "server_ms_per_req": 1000 * (sc2 - sc1) / per,
+                  "wakeups_per_req": (k2 - k1) / per,
                   "req_per_s": rate_seen, "served": s2, "wall_s": round(w2, 2)}
 
 
@@ -237,16 +239,17 @@ def part_table(a: argparse.Namespace) -> None:
           f"open = Poisson {a.rate:g} req/s; N = {a.requests} closed, {a.open_requests or a.requests} open "
           f"(marginal over {a.requests_small or 'N/4'}..N); server on CPU "
           f"{a.server_cpu}, client on CPU {a.client_cpu}")
-    print("| server | shape | tool | repeat | client CPU ms/req | server CPU ms/req | req/s | load average |")
-    print("|---|---|---|---:|---:|---:|---:|---|")
+    print("| server | shape | tool | repeat | client CPU ms/req | client wake-ups/req | server CPU ms/req | req/s "
+          "| load average |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | — | — | — | "
+            print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | — | — | — | — | "
                   f"{r['error'].strip().splitlines()[-1][:100]} |")
         else:
             rps = "—" if r["req_per_s"] is None else f"{r['req_per_s']:.0f}"
             print(f"| {r['server']} | {r['shape']} | {r['tool']} | {r['repeat']} | {r['client_ms_per_req']:.3f} | "
-                  f"{r['server_ms_per_req']:.3f} | {rps} | {r['load'][13:]} |")
+                  f"{r['wakeups_per_req']:.1f} | {r['server_ms_per_req']:.3f} | {rps} | {r['load'][13:]} |")
     for kind in a.servers.split(","):
         for shape in a.shapes.split(","):
             mine = [r["client_ms_per_req"] for r in rows if r["tool"] == "ours" and r["server"] == kind
