@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.metrics import derive
+from bench.metric_table import derive
 from bench.records import AnyRecord, RequestRecord
 
 ABS_MS = 3.0

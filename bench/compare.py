@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.gating.models import _latency_values
+from bench import metric_table
+from bench.gating.models import latency_values
 from bench.records import AnyRecord
 from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for_ci, quantile_ci
 
-CHAT_METRICS = ("ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms")
-PIPELINE_METRICS = ("doc_latency_s",)
+CHAT_METRICS = metric_table.names(m for m in metric_table.of("chat") if m.compared)
+PIPELINE_METRICS = metric_table.names(m for m in metric_table.of("pipeline") if m.compared)
 STATS = ("mean", "p50", "p95", "p99")
 MIN_EFFECT = 0.05  # relative change below which a difference is "same"
 MIN_EFFECT_ERROR_RATE = 0.01  # absolute difference of error fractions below which it is "same"
@@ -165,8 +166,8 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
     rows: list[dict[str, Any]] = []
     metrics = CHAT_METRICS if b_sum.get("kind") == "chat" else PIPELINE_METRICS
     for metric in metrics:
-        b = np.asarray(_latency_values(None, metric, b_rec), dtype=float)
-        c = np.asarray(_latency_values(None, metric, c_rec), dtype=float)
+        b = np.asarray(latency_values(metric, b_rec), dtype=float)
+        c = np.asarray(latency_values(metric, c_rec), dtype=float)
         for stat in STATS:
             row: dict[str, Any] = {"metric": metric, "stat": stat,
                                    "n_baseline": int(b.size), "n_candidate": int(c.size)}

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from bench.compare import compare
-from bench.gating.models import _latency_values
+from bench.gating.models import latency_values
 from bench.metrics import chat_summary, pipeline_summary
 from bench.records import PipelineRecord, RequestRecord
 from bench.report.series import build
@@ -101,7 +101,7 @@ def outputs() -> dict[str, Any]:
                                  "latency_name": rs.latency_name, "itl_by_request": rs.itl_by_request}
     out["chat_compare"] = compare((chat_a, chat_sa), (chat_b, chat_sb), resamples=200)
     out["pipeline_compare"] = compare((pipe_a, pipe_sa), (pipe_b, pipe_sb), resamples=200)
-    out["gate_samples"] = {m: _latency_values(None, m, chat_a + pipe_a)
+    out["gate_samples"] = {m: latency_values(m, chat_a + pipe_a)
                            for m in ("ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "doc_latency_s")}
     return out
 

@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import httpx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench import metric_table
 from bench.gating.cohorts import Criteria, judge
 from bench.gating.context import GateContext, GateResult, Status
-from bench.metrics import derive, itl_gaps_ms
 from bench.probes import breaker_cycle, time_worker_startup
-from bench.records import PipelineRecord, RequestRecord
+from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.stats import bootstrap_diff_ci, min_samples_for, pct_stat
 from slo.records import Record as SLORecord
 from slo.records import RecordError, from_bench, sli_counts
 from slo.spec import SpecError, load_spec
 
-LatencyMetric = Literal["ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "doc_latency_s"]
+if TYPE_CHECKING:
+    LatencyMetric = str
+else:  # the gated metrics of bench/metric_table.py (the gate file's schema and docs list them)
+    LatencyMetric = Literal[metric_table.GATED]
 
 
 class Gate(BaseModel):
@@ -44,24 +48,10 @@ class Gate(BaseModel):
                           measured=measured, threshold=threshold, reason=reason, required=self.required)
 
 
-def _latency_values(summary_or_records, metric: str, records) -> list[float]:
-    out: list[float] = []
-    for r in records:
-        if r.phase != "measure" or not r.ok:
-            continue
-        if isinstance(r, PipelineRecord):
-            if metric == "doc_latency_s" and r.end_ns is not None:
-                out.append((r.end_ns - r.sent_ns) / 1e9)
-            continue
-        if metric == "itl_ms":
-            out.extend(itl_gaps_ms(r))
-            continue
-        if metric == "doc_latency_s":
-            continue
-        v = getattr(derive(r), metric)
-        if v is not None:
-            out.append(v)
-    return out
+def latency_values(metric: str, records: Iterable[AnyRecord]) -> list[float]:
+    """The samples of ``metric`` (bench/metric_table.py) over the measured records, as the summary
+    takes them."""
+    return metric_table.samples((r for r in records if r.phase == "measure"), [metric_table.BY_NAME[metric]])[metric]
 
 
 class HealthGate(Gate):
@@ -111,7 +101,7 @@ class LatencyGate(Gate):
         default=True, description="Not evaluable when fewer samples than the percentile needs.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        vals = _latency_values(ctx.summary, self.metric, ctx.records)
+        vals = latency_values(self.metric, ctx.records)
         thr = f"p{self.percentile:g} <= {self.max:g} {self.metric.rsplit('_', 1)[1]}"
         need = min_samples_for(self.percentile)
         if not vals:
@@ -187,8 +177,8 @@ class LatencyVsBaselineGate(Gate):
         thr = f"p{self.percentile:g} <= baseline + {self.max_increase_fraction:.0%}"
         if ctx.baseline_records is None:
             return self._r("not_evaluable", None, thr, "no baseline run given (--baseline DIR)")
-        cand = np.asarray(_latency_values(None, self.metric, ctx.records))
-        base = np.asarray(_latency_values(None, self.metric, ctx.baseline_records))
+        cand = np.asarray(latency_values(self.metric, ctx.records))
+        base = np.asarray(latency_values(self.metric, ctx.baseline_records))
         need = min_samples_for(self.percentile)
         if min(cand.size, base.size) < need:
             return self._r("not_evaluable", None, thr, f"samples baseline {base.size}, candidate {cand.size}; "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.metrics import derive
+from bench.metric_table import derive
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.html import _ENV, plotly_js

@@ -10,7 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from bench.metrics import chunk_gaps_ms, derive, itl_gaps_ms
+from bench import metric_table
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.series import RunSeries, build
@@ -37,6 +37,16 @@ def _fmt(v: Any, digits: int = 3) -> str:
 _ENV.filters["fmt"] = _fmt
 
 
+# The report's CDF figures, in page order: title and what the y axis counts. Which metrics each
+# draws is the metric table's ``figure`` (bench/metric_table.py).
+CDF_FIGURES: dict[metric_table.Figure, tuple[str, str]] = {
+    "first_token": ("Time to first token: CDF (measured requests)", "requests"),
+    "inter_token": ("Inter-token latency: CDF (measured requests)", "samples"),
+    "end_to_end": ("End-to-end latency: CDF (measured requests)", "requests"),
+    "document": ("Document latency (enqueue to output written): CDF", "requests"),
+}
+
+
 def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> list[Any]:
     """The report's plotly figures, in page order."""
     rs = rs or build(records)
@@ -45,27 +55,16 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
     if sweep and sweep.get("points"):
         figs += [plots.sweep_latency(sweep), plots.sweep_throughput(sweep)]
     measured = [r for r in records if r.phase == "measure" and r.ok]
-    chats = [r for r in measured if isinstance(r, RequestRecord)]
+    kind: metric_table.Workload = "chat" if any(isinstance(r, RequestRecord) for r in measured) else "pipeline"
     slo = {k: float(v) for k, v in ((summary.get("goodput") or {}).get("slo") or {}).items()
            if isinstance(v, int | float)}  # the scenario's per-request objectives, ms
-    if chats:
-        ds = [derive(r) for r in chats]
-        gaps = [g for r in chats for g in itl_gaps_ms(r)]
-        chunk = [g for r in chats for g in chunk_gaps_ms(r)]
-        figs.append(plots.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
-                               "TTFC (first content)": [d.ttfc_ms for d in ds if d.ttfc_ms is not None],
-                               "TTFB (headers)": [d.ttfb_ms for d in ds if d.ttfb_ms is not None]},
-                              "ms", "Time to first token: CDF (measured requests)",
-                              slo=_pick(slo, "ttft_ms", "TTFT")))
-        figs.append(plots.cdf({"ITL (per token)": gaps, "chunk gap (per SSE event)": chunk,
-                               "TPOT (per request)": [d.tpot_ms for d in ds if d.tpot_ms is not None]},
-                              "ms", "Inter-token latency: CDF (measured requests)", of="samples",
-                              slo=_pick(slo, "tpot_ms", "TPOT")))
-        figs.append(plots.cdf({"E2E": [d.e2e_ms for d in ds if d.e2e_ms is not None]}, "ms",
-                              "End-to-end latency: CDF (measured requests)", slo=_pick(slo, "e2e_ms", "E2E")))
-    elif measured:
-        figs.append(plots.cdf({"document": [(r.end_ns - r.sent_ns) / 1e9 for r in measured if r.end_ns is not None]},
-                              "s", "Document latency (enqueue to output written): CDF"))
+    drawn = [m for m in metric_table.of(kind) if m.figure is not None]
+    values = metric_table.samples([r for r in measured if r.kind == kind], drawn)
+    for figure, (title, of) in CDF_FIGURES.items():
+        shown = [m for m in drawn if m.figure == figure]
+        if shown and measured:
+            figs.append(plots.cdf({m.label: values[m.name] for m in shown}, shown[0].unit, title, of=of,
+                                  slo={m.short: slo[m.name] for m in shown if m.name in slo}))
     if rs.rows:
         ok = [row for row in rs.rows if row["ok"]]
         lat_key = "ttft_ms" if rs.kind == "chat" else "doc_latency_s"
@@ -110,10 +109,6 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
                                     {}, "sent − intended, ms", "Client schedule lag (open loop: a late send "
                                     "means the client could not keep up)", rs.windows))
     return figs
-
-
-def _pick(slo: dict[str, float], key: str, label: str) -> dict[str, float]:
-    return {label: slo[key]} if key in slo else {}
 
 
 def plotly_js() -> str:

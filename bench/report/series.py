@@ -13,16 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from bench.metrics import chunk_gaps_ms, derive, itl_gaps_ms
+from bench import metric_table
+from bench.metric_table import derive, derive_pipeline, itl_gaps_ms
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 
 NS = 1e9
 
-CHAT_COLUMNS = ("request_id", "process", "phase", "ok", "error", "status", "sent_s", "lag_ms", "ttfb_ms", "ttft_ms",
-                "ttfc_ms", "e2e_ms", "tpot_ms", "itl_mean_ms", "chunk_gap_mean_ms", "prompt_tokens", "output_tokens",
-                "finish_reason")
-PIPELINE_COLUMNS = ("request_id", "process", "phase", "ok", "error", "status", "sent_s", "lag_ms", "doc_latency_s",
-                    "pages", "document", "worker_processing_s", "output_verified")
+_HEAD = ("request_id", "process", "phase", "ok", "error", "status", "sent_s")
+_CHAT_METRICS = metric_table.exported("chat")  # the per-request metrics' columns (bench/metric_table.py)
+_PIPELINE_METRICS = metric_table.exported("pipeline")
+CHAT_COLUMNS = (*_HEAD, *(m.column for m in _CHAT_METRICS), "prompt_tokens", "output_tokens", "finish_reason")
+PIPELINE_COLUMNS = (*_HEAD, *(m.column for m in _PIPELINE_METRICS), "pages", "document", "worker_processing_s",
+                    "output_verified")
 TIME_COLUMNS = ("t_s", "sent", "completed", "errors", "output_tokens", "latency_p50", "latency_p95", "itl_p50_ms",
                 "itl_p95_ms")
 
@@ -63,6 +65,26 @@ def _pct(vals: list[float], q: float) -> float | None:
     return float(np.percentile(vals, q)) if vals else None
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _metric_cells(metrics: tuple[metric_table.Metric, ...], r: AnyRecord,
+                  d: metric_table.Derived | metric_table.PipelineDerived,
+                  known: dict[str, list[float]] | None = None) -> dict[str, float | None]:
+    """The request's value of each metric (every request, failed ones too), rounded; a per-event
+    metric's is its mean (``known``: per-event values the caller computed already, by metric)."""
+    out: dict[str, float | None] = {}
+    for m in metrics:
+        if m.per_event is None:
+            out[m.column] = _r(getattr(d, m.name))
+        else:
+            assert isinstance(r, RequestRecord)
+            values = (known or {}).get(m.name)
+            out[m.column] = _r(_mean(values if values is not None else m.per_event(r)))
+    return out
+
+
 def build(records: list[AnyRecord]) -> RunSeries:
     chats = [r for r in records if isinstance(r, RequestRecord)]
     kind = "chat" if chats or not records else "pipeline"
@@ -91,16 +113,13 @@ def build(records: list[AnyRecord]) -> RunSeries:
         elif not r.ok:
             rs.errors[i] += 1
         row: dict[str, Any] = {"request_id": r.request_id, "process": r.process, "phase": r.phase, "ok": r.ok,
-                               "error": r.error, "status": r.status, "sent_s": _r(s_s, 6),
-                               "lag_ms": _r((r.sent_ns - r.intended_ns) / 1e6)}
+                               "error": r.error, "status": r.status, "sent_s": _r(s_s, 6)}
         if isinstance(r, RequestRecord):
             d = derive(r)
-            gaps, chunks = itl_gaps_ms(r), chunk_gaps_ms(r)
-            itl_mean = sum(gaps) / len(gaps) if gaps else None
-            row.update(ttfb_ms=_r(d.ttfb_ms), ttft_ms=_r(d.ttft_ms), ttfc_ms=_r(d.ttfc_ms), e2e_ms=_r(d.e2e_ms),
-                       tpot_ms=_r(d.tpot_ms), itl_mean_ms=_r(itl_mean),
-                       chunk_gap_mean_ms=_r(sum(chunks) / len(chunks) if chunks else None),
-                       prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
+            gaps = itl_gaps_ms(r)
+            itl_mean = _mean(gaps)
+            row.update(_metric_cells(_CHAT_METRICS, r, d, {"itl_ms": gaps}))
+            row.update(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
             rs.itl_by_request.append(itl_mean if r.ok else None)
             if r.ok and r.end_ns is not None and r.output_tokens:
                 rs.output_tokens[int((r.end_ns - t0) // NS)] += r.output_tokens
@@ -110,8 +129,10 @@ def build(records: list[AnyRecord]) -> RunSeries:
                 itl[i].extend(gaps)
         else:
             assert isinstance(r, PipelineRecord)
-            doc_s = (r.end_ns - r.sent_ns) / NS if r.end_ns is not None else None
-            row.update(doc_latency_s=_r(doc_s), pages=r.pages, document=r.document,
+            pd = derive_pipeline(r)
+            doc_s = pd.doc_latency_s
+            row.update(_metric_cells(_PIPELINE_METRICS, r, pd))
+            row.update(pages=r.pages, document=r.document,
                        worker_processing_s=_r(r.processing_s), output_verified=r.output_verified)
             if r.ok and doc_s is not None:
                 lat[i].append(doc_s)
