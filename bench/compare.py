@@ -37,6 +37,7 @@ from bench import metric_table
 from bench.gating.models import latency_values
 from bench.records import AnyRecord
 from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for_ci, quantile_ci
+from bench.summary import Summary
 
 CHAT_METRICS = metric_table.names(m for m in metric_table.of("chat") if m.compared)
 PIPELINE_METRICS = metric_table.names(m for m in metric_table.of("pipeline") if m.compared)
@@ -46,7 +47,7 @@ MIN_EFFECT_ERROR_RATE = 0.01  # absolute difference of error fractions below whi
 THROUGHPUT_WINDOWS_MIN = 10  # one-second windows a run needs for its throughput to be compared
 
 
-def _per_second(records: list[AnyRecord], summary: dict[str, Any], tokens: bool) -> np.ndarray:
+def _per_second(records: list[AnyRecord], summary: Summary, tokens: bool) -> np.ndarray:
     start = summary["run"]["measure_start_ns"]
     end = summary["run"]["measure_end_ns"]
     bins = max(1, int((end - start) // 1_000_000_000))
@@ -70,7 +71,7 @@ LOAD_KEYS = ("mode", "arrival", "rate_rps", "ramp_from_rps", "ramp_s", "burstine
              "max_in_flight", "processes")
 
 
-def differences(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> dict[str, list[str]]:
+def differences(b_sum: Summary, c_sum: Summary) -> dict[str, list[str]]:
     """What differs between the two runs besides the thing under test: ``load`` (the load shape:
     a throughput comparison then measures the offered load, not the system), ``setup`` (scenario,
     model: the requests differ) and ``target`` (usually the point of an A/B; said, not judged)."""
@@ -89,14 +90,14 @@ def differences(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> dict[str, list[
     return out
 
 
-def invalid_runs(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> list[str]:
+def invalid_runs(b_sum: Summary, c_sum: Summary) -> list[str]:
     """One line per invalid run (``baseline`` / ``candidate``) naming its failed validity checks;
     empty when both are valid. An invalid run's numbers describe the client or the failures, not
     the server: comparing them calls noise a regression."""
     out = []
     for role, s in (("baseline", b_sum), ("candidate", c_sum)):
-        validity = s.get("validity") or {}
-        if validity.get("valid") is False:
+        validity = s.get("validity")
+        if validity is not None and validity.get("valid") is False:
             failed = [str(c.get("check")) for c in validity.get("checks") or [] if not c.get("passed")]
             out.append(f"the {role} run is INVALID ({', '.join(failed) or 'validity failed'})")
     return out
@@ -153,7 +154,7 @@ def _bootstrap_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, *, resampl
     row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better))
 
 
-def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRecord], dict[str, Any]],
+def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], Summary],
             *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
             min_effect: float = MIN_EFFECT) -> dict[str, Any]:
     (b_rec, b_sum), (c_rec, c_sum) = base, cand
@@ -209,8 +210,7 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
     else:
         err_row.update(call="insufficient samples", note="a run has no measured requests")
     rows.append(err_row)
-    valid = {"baseline": (b_sum.get("validity") or {}).get("valid"),
-             "candidate": (c_sum.get("validity") or {}).get("valid")}
+    valid = {"baseline": _valid(b_sum), "candidate": _valid(c_sum)}
     # Runs of different topologies (monolithic baseline, split candidate) are compared like any
     # two runs of one kind; the result says so (older summaries carry no topology: None).
     topology = {"baseline": (b_sum.get("run") or {}).get("topology"),
@@ -227,12 +227,18 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
                       "runs resampled independently"}
 
 
-def _run_info(s: dict[str, Any]) -> dict[str, Any]:
+def _valid(s: Summary) -> bool | None:
+    """The run's validity verdict; None for a summary without one."""
+    validity = s.get("validity")
+    return validity.get("valid") if validity is not None else None
+
+
+def _run_info(s: Summary) -> dict[str, Any]:
     """What the side-by-side view shows of each run."""
     run = s.get("run") or {}
     return {"scenario": run.get("scenario"), "target": run.get("target"), "model": run.get("model"),
             "load": run.get("load_label"), "topology": run.get("topology"),
-            "window_s": s.get("window_s"), "valid": (s.get("validity") or {}).get("valid"),
+            "window_s": s.get("window_s"), "valid": _valid(s),
             "requests": s.get("requests") or {}, "throughput": s.get("throughput") or {},
             "latency": s.get("latency") or {}}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from bench.metric_table import Derived, Samples, derive
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import RequestSLO
 from bench.stats import PERCENTILE_METHOD
+from bench.summary import Describe, Summary
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
 LATENCY_METRICS = metric_table.names(metric_table.of("chat"))
@@ -32,15 +33,16 @@ def meets_slo(d: Derived, ok: bool, slo: RequestSLO) -> bool:
     return True
 
 
-def describe(values: list[float] | np.ndarray) -> dict[str, Any]:
+def describe(values: list[float] | np.ndarray) -> Describe:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         return {"n": 0}
     pct = np.percentile(arr, PERCENTILES, method="linear")
-    out = {"n": int(arr.size), "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
-           "min": float(arr.min()), "max": float(arr.max())}
+    out: dict[str, float] = {"n": int(arr.size), "mean": float(arr.mean()),
+                             "std": float(arr.std(ddof=1)) if arr.size > 1 else 0.0,
+                             "min": float(arr.min()), "max": float(arr.max())}
     out.update({f"p{q:g}": float(v) for q, v in zip(PERCENTILES, pct)})
-    return out
+    return cast(Describe, out)
 
 
 def error_breakdown(records: Sequence[AnyRecord]) -> dict[str, int]:
@@ -84,7 +86,7 @@ def _tokens_between(r: RequestRecord, start_ns: int, end_ns: int) -> float:
 
 
 def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: RequestSLO,
-                 tput_end_ns: int | None = None) -> dict[str, Any]:
+                 tput_end_ns: int | None = None) -> Summary:
     """Aggregate metrics over the measured window [start_ns, end_ns).
 
     Latency distributions use measured-phase requests (phase assigned by intended send time).
@@ -138,7 +140,7 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
 
 
 def pipeline_summary(records: list[PipelineRecord], start_ns: int, end_ns: int,
-                     tput_end_ns: int | None = None) -> dict[str, Any]:
+                     tput_end_ns: int | None = None) -> Summary:
     window_s = max(1e-9, (end_ns - start_ns) / 1e9)
     t_end = tput_end_ns or end_ns
     tput_s = max(1e-9, (t_end - start_ns) / 1e9)

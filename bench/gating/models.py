@@ -195,15 +195,16 @@ class GoodputGate(Gate):
     min_fraction: float = Field(gt=0, le=1, description="Share of requests meeting every request SLO.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        g = ctx.summary.get("goodput") or {}
+        g = ctx.summary.get("goodput")
         thr = f">= {self.min_fraction:.1%}"
-        if g.get("fraction") is None:
+        fraction = g.get("fraction") if g else None
+        if g is None or fraction is None:
             return self._r("not_evaluable", None, thr, "no goodput in this run (no chat requests)")
         if not g.get("slo"):
-            return self._r("not_evaluable", g["fraction"], thr,
+            return self._r("not_evaluable", fraction, thr,
                            "the scenario sets no request SLO (slo: ttft_ms/tpot_ms/e2e_ms)")
-        ok = g["fraction"] >= self.min_fraction
-        return self._r("pass" if ok else "fail", round(g["fraction"], 4), thr,
+        ok = fraction >= self.min_fraction
+        return self._r("pass" if ok else "fail", round(fraction, 4), thr,
                        f"{g['good']} requests met every objective ("
                        + ", ".join(f"{k} <= {v:g}" for k, v in g["slo"].items()) + ")")
 

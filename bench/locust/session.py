@@ -16,6 +16,7 @@ from bench.locust.settings import LocustSettings
 from bench.report.writer import write_run
 from bench.scenario import ChatScenario, load_chat_scenario
 from bench.server_view import ServerView
+from bench.summary import Summary
 from bench.target import Target, resolve
 from contract.extras import check
 
@@ -52,7 +53,7 @@ def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[dict[str, A
 
 def finish_run(paths: RunPaths, scn: ChatScenario, target: Target, settings: LocustSettings,
                rate_rps: float | None, server: dict[str, Any] | None,
-               source: str) -> tuple[dict[str, Any], dict[str, Path]]:
+               source: str) -> tuple[Summary, dict[str, Path]]:
     """Ingest the records folder into records.jsonl, summary.json and report.html."""
     recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
                            all_logs(paths), server=server, rate_rps=rate_rps)

@@ -14,6 +14,7 @@ from bench import metric_table
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.series import RunSeries, build
+from bench.summary import Summary
 
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"),
                    autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -47,7 +48,7 @@ CDF_FIGURES: dict[metric_table.Figure, tuple[str, str]] = {
 }
 
 
-def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> list[Any]:
+def figures(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = None) -> list[Any]:
     """The report's plotly figures, in page order."""
     rs = rs or build(records)
     figs: list[Any] = []
@@ -56,7 +57,8 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
         figs += [plots.sweep_latency(sweep), plots.sweep_throughput(sweep)]
     measured = [r for r in records if r.phase == "measure" and r.ok]
     kind: metric_table.Workload = "chat" if any(isinstance(r, RequestRecord) for r in measured) else "pipeline"
-    slo = {k: float(v) for k, v in ((summary.get("goodput") or {}).get("slo") or {}).items()
+    goodput = summary.get("goodput")
+    slo = {k: float(v) for k, v in ((goodput.get("slo") if goodput else None) or {}).items()
            if isinstance(v, int | float)}  # the scenario's per-request objectives, ms
     drawn = [m for m in metric_table.of(kind) if m.figure is not None]
     values = metric_table.samples([r for r in measured if r.kind == kind], drawn)
@@ -117,7 +119,7 @@ def plotly_js() -> str:
     return str(get_plotlyjs())
 
 
-def render(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> str:
+def render(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = None) -> str:
     divs = [plots.to_html(f, f"plot-{i}") for i, f in enumerate(figures(summary, records, rs))]
     n = 2 if (summary.get("sweep") or {}).get("points") else 0  # figures() puts the sweep's two first
     return _ENV.get_template("report.html.j2").render(s=summary, sweep_plots=divs[:n], plots=divs[n:],

@@ -8,11 +8,12 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench.records import AnyRecord, write_jsonl
 from bench.report.html import render
 from bench.report.series import TIME_COLUMNS, build
+from bench.summary import Summary
 from contract.spec_loader import project_root
 
 
@@ -45,17 +46,17 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
+def write_summary(path: Path, summary: Summary) -> None:
     path.write_text(json.dumps(summary, indent=2, default=str, allow_nan=False) + "\n")
 
 
-def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
+def write_run(out_dir: Path, records: list[AnyRecord], summary: Summary,
               gates: dict[str, Any] | None = None, sweep: dict[str, Any] | None = None) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"records": out_dir / "records.jsonl", "summary": out_dir / "summary.json",
              "report": out_dir / "report.html"}
     write_jsonl(paths["records"], records)
-    full = dict(summary)
+    full = summary.copy()
     if gates is not None:
         full["gates"] = gates
     if sweep is not None:
@@ -65,7 +66,7 @@ def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
     return paths
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], records: list[AnyRecord]) -> dict[str, Path]:
+def write_report(out_dir: Path, summary: Summary, records: list[AnyRecord]) -> dict[str, Path]:
     """report.html, requests.csv and timeseries.csv of a run folder, from its summary and records."""
     rs = build(records)
     paths = {"report": out_dir / "report.html", "requests_csv": out_dir / "requests.csv",
@@ -93,7 +94,7 @@ class RunFolderError(ValueError):
 _RUN_HINT = "pass a run folder written by `bench run` or `bench gate` (it holds summary.json and records.jsonl)"
 
 
-def load_summary(path: Path) -> dict[str, Any]:
+def load_summary(path: Path) -> Summary:
     if not path.exists():
         raise RunFolderError(f"{path}: no such file or folder; {_RUN_HINT}")
     p = path / "summary.json" if path.is_dir() else path
@@ -105,7 +106,7 @@ def load_summary(path: Path) -> dict[str, Any]:
         raise RunFolderError(f"{p}: not a bench summary ({type(exc).__name__}: {exc}); {_RUN_HINT}") from None
     if not isinstance(data, dict) or not isinstance(data.get("requests"), dict):
         raise RunFolderError(f"{p}: not a bench summary (no 'requests' section); {_RUN_HINT}")
-    return data
+    return cast(Summary, data)
 
 
 def records_path(run_dir: Path) -> Path:

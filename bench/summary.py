@@ -1,0 +1,113 @@
+"""The shape of a run's summary (summary.json), typed.
+
+TypedDicts, not models: the summary is built section by section (bench/metrics.py, then
+bench/runner.py, Locust's ingest, the gate and sweep commands) and written with ``json.dumps`` as
+it is, so typing it changes no byte of the file and costs nothing at run time; old summaries
+read back (``bench compare``, ``bench report``) are the same dicts. Sections are optional
+(``total=False``): a pipeline run has no ``goodput``, a chat run no ``requests_per_page``, a
+summary of an older version may lack newer ones. Sections owned by other modules (the server's
+metrics, the agreement checks, the sweep) stay plain mappings here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+# A distribution (bench/metrics.py: describe): {"n": 0} when empty. "p99.9" is not a Python name,
+# hence the functional form.
+Describe = TypedDict("Describe", {"n": int, "mean": float, "std": float, "min": float, "max": float,
+                                  "p50": float, "p90": float, "p95": float, "p99": float, "p99.9": float},
+                     total=False)
+
+
+class Requests(TypedDict):
+    sent: int
+    ok: int
+    errors: int
+    error_rate: float | None
+    all_phases: int
+
+
+class Throughput(TypedDict, total=False):
+    sent_rps: float
+    actual_sent_rps: float
+    completed_rps: float  # chat
+    output_tokens_per_s: float
+    goodput_rps: float
+    documents_per_h: float  # pipeline
+    pages_per_s: float
+
+
+class Goodput(TypedDict):
+    good: int
+    fraction: float | None
+    slo: dict[str, float]
+
+
+class Tokens(TypedDict, total=False):
+    output: Describe
+    prompt: Describe
+    prompt_mismatch_vs_server: int
+    prompt_source: str | None  # added by bench/runner.py
+    output_source: dict[str, int]
+    continuous_usage_stats: bool
+    merged_event_requests: Any
+
+
+class Check(TypedDict):
+    check: str
+    measured: Any
+    threshold: str
+    passed: bool
+    why: str | None
+
+
+class Validity(TypedDict):
+    valid: bool
+    checks: list[Check]
+    warnings: list[str]
+    limits: dict[str, Any]
+
+
+class RunFacts(TypedDict, total=False):
+    scenario: str
+    scenario_kind: str
+    target: str | None
+    queue: str | None
+    deployment: str | None
+    topology: str | None
+    model: str | None
+    stack: str | None
+    load: dict[str, Any]
+    load_label: str
+    started_at_unix_s: float
+    wall_s: float
+    measure_start_ns: int
+    measure_end_ns: int
+    client: dict[str, Any]
+
+
+class Summary(TypedDict, total=False):
+    kind: Literal["chat", "pipeline"]
+    window_s: float
+    throughput_window_s: float
+    requests: Requests
+    errors_by_reason: dict[str, int]
+    latency: dict[str, Describe]  # by metric of bench/metric_table.py
+    throughput: Throughput
+    goodput: Goodput  # chat
+    tokens: Tokens  # chat
+    requests_per_page: Describe  # pipeline
+    percentile_method: str
+    first_failures: list[dict[str, Any]]
+    validity: Validity
+    server: dict[str, Any] | None
+    agreement: list[dict[str, Any]]
+    count_agreement: list[dict[str, Any]]
+    run: RunFacts
+    pipeline: dict[str, Any]
+    server_source: str
+    observer: dict[str, Any] | None
+    tokenizer_crosscheck: dict[str, Any]
+    gates: dict[str, Any]
+    sweep: dict[str, Any]
