@@ -2,8 +2,9 @@
 
 One row of ``METRICS`` per metric: its name, unit, formula, how one record yields it, and where
 it is used -- the summary's ``latency`` section (bench/metrics.py), the gates that take a
-``metric`` (bench/gating/models.py), ``bench compare`` (bench/compare.py), the report's CDF
-figures (bench/report/html.py) and requests.csv (bench/report/series.py). Each of those reads
+``metric`` (bench/gating/models.py), ``bench compare`` (bench/compare.py) and its HTML view
+(bench/report/compare_html.py), the report's CDF figures (bench/report/html.py) and
+requests.csv (bench/report/series.py). Each of those reads
 its metrics from this table, and the table in docs/bench-metrics.md is generated from it
 (``python -m bench.reference``), so a new metric is one row here and a regenerated doc.
 
@@ -102,6 +103,7 @@ class Metric:
     successful_only: bool = True  # False: failed requests count too (the schedule lag)
     gated: bool = False  # a ``metric`` of the latency gates (bench/gating/models.py)
     compared: bool = False  # a row of `bench compare`
+    overlaid: bool = False  # a CDF of `bench compare`'s HTML view, baseline and candidate overlaid
     figure: Figure | None = None  # the report's CDF figure that draws it
     label: str = ""  # its legend in that figure
     short: str = ""  # its name in an SLO line of that figure
@@ -120,12 +122,12 @@ METRICS: tuple[Metric, ...] = (
            gated=True, figure="first_token", label="TTFB (headers)", short="TTFB"),
     Metric("ttft_ms", "ms", ("chat",), "(event_ns[0] - sent_ns) / 1e6",
            "first token **of any kind** (content, reasoning, or an empty-text token)",
-           gated=True, compared=True, figure="first_token", label="TTFT", short="TTFT"),
+           gated=True, compared=True, overlaid=True, figure="first_token", label="TTFT", short="TTFT"),
     Metric("ttfc_ms", "ms", ("chat",), "(first event_ns[i] with event_content[i] - sent_ns) / 1e6",
            "first **content** token", gated=True, compared=True, figure="first_token",
            label="TTFC (first content)", short="TTFC"),
     Metric("e2e_ms", "ms", ("chat",), "(end_ns - sent_ns) / 1e6", "last byte of the response",
-           gated=True, compared=True, figure="end_to_end", label="E2E", short="E2E"),
+           gated=True, compared=True, overlaid=True, figure="end_to_end", label="E2E", short="E2E"),
     Metric("tpot_ms", "ms", ("chat",), "(e2e_ms - ttft_ms) / (output_tokens - 1)",
            "only when `output_tokens >= 2` and the request succeeded",
            gated=True, compared=True, figure="inter_token", label="TPOT (per request)", short="TPOT"),
@@ -138,7 +140,7 @@ METRICS: tuple[Metric, ...] = (
            per_event=chunk_gaps_ms, figure="inter_token", label="chunk gap (per SSE event)", short="chunk gap"),
     Metric("doc_latency_s", "s", ("pipeline",), "(end_ns - sent_ns) / 1e9",
            "enqueue to the worker's `done` (see below for `end_ns`)",
-           gated=True, compared=True, figure="document", label="document", short="document latency"),
+           gated=True, compared=True, overlaid=True, figure="document", label="document", short="document latency"),
     Metric("lag_ms", "ms", ("chat", "pipeline"), "(sent_ns - intended_ns) / 1e6",
            "schedule lag, of every measured request (failed ones too); may be up to ~1 ms negative with uvloop, "
            "whose timers have millisecond resolution", successful_only=False),

@@ -161,9 +161,10 @@ def metric_table_block() -> str:
                "end_to_end": "end-to-end latency", "document": "document latency"}
     rows = ["| metric | unit | of | formula | notes | gated | compared | report CDF | requests.csv |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    compared = {(True, True): "yes, and its CDF in the HTML view", (True, False): "yes"}
     for m in metric_table.METRICS:
         cells = [f"`{m.name}`", m.unit, ", ".join(m.workloads), _code(m.formula), m.note,
-                 "yes" if m.gated else "", "yes" if m.compared else "",
+                 "yes" if m.gated else "", compared.get((m.compared, m.overlaid), ""),
                  figures[m.figure] if m.figure else "", f"`{m.column}`" if m.exported else ""]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"

@@ -15,6 +15,8 @@ from bench.compare import compare
 from bench.gating.models import latency_values
 from bench.metrics import chat_summary, pipeline_summary
 from bench.records import PipelineRecord, RequestRecord
+from bench.report.compare_html import figures as compare_figures
+from bench.report.html import figures
 from bench.report.series import build
 from bench.scenario import RequestSLO
 
@@ -87,6 +89,15 @@ def _summary(kind: str, records: list, start: int, end: int) -> dict[str, Any]:
     return s
 
 
+def _figures(figs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each plotly figure shows: its title and its traces (name, points, sum of x), the traces
+    in name order (the legend's order is the page's layout, not a number)."""
+    return [{"title": f["layout"]["title"]["text"],
+             "traces": sorted([str(t.get("name")), len(t.get("x") or []), round(sum(x for x in t.get("x") or []
+                                                                                  if isinstance(x, int | float)), 6)]
+                              for t in f["data"])} for f in figs]
+
+
 def outputs() -> dict[str, Any]:
     chat_a, chat_b = chat_records(0), chat_records(1, scale=1.2)
     pipe_a, pipe_b = pipeline_records(0), pipeline_records(1)
@@ -101,6 +112,9 @@ def outputs() -> dict[str, Any]:
                                  "latency_name": rs.latency_name, "itl_by_request": rs.itl_by_request}
     out["chat_compare"] = compare((chat_a, chat_sa), (chat_b, chat_sb), resamples=200)
     out["pipeline_compare"] = compare((pipe_a, pipe_sa), (pipe_b, pipe_sb), resamples=200)
+    out["report_figures"] = {"chat": _figures(figures(chat_sa, chat_a)), "pipeline": _figures(figures(pipe_sa, pipe_a))}
+    out["compare_figures"] = {"chat": _figures(compare_figures((chat_a, chat_sa), (chat_b, chat_sb))),
+                              "pipeline": _figures(compare_figures((pipe_a, pipe_sa), (pipe_b, pipe_sb)))}
     out["gate_samples"] = {m: latency_values(m, chat_a + pipe_a)
                            for m in ("ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "doc_latency_s")}
     return out
