@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.metric_table import derive
 from bench.records import AnyRecord, RequestRecord
+from bench.summary import Agreement, CountAgreement
 
 ABS_MS = 3.0
 REL = 0.05
@@ -25,11 +26,11 @@ PAIRS = (("ttft_ms", "vllm:time_to_first_token_seconds"), ("e2e_ms", "vllm:e2e_r
 
 
 def agreement(records: list[AnyRecord], server: dict[str, Any] | None,
-              abs_ms: float = ABS_MS, rel: float = REL) -> list[dict[str, Any]]:
+              abs_ms: float = ABS_MS, rel: float = REL) -> list[Agreement]:
     if not server:
         return []
     chats = [derive(r) for r in records if isinstance(r, RequestRecord) and r.ok]
-    out = []
+    out: list[Agreement] = []
     for metric, hist in PAIRS:
         h = server["histograms"].get(hist)
         vals = [getattr(d, metric) for d in chats if getattr(d, metric) is not None]
@@ -49,7 +50,7 @@ COUNT_PAIRS = (("requests", "vllm:request_success_total"), ("prompt_tokens", "vl
                ("output_tokens", "vllm:generation_tokens_total"))
 
 
-def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> list[dict[str, Any]]:
+def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> list[CountAgreement]:
     """Client vs server counts over the run (every phase: the server's counters see them all):
     successful requests, prompt tokens (the server's usage where it sent one, else the client's
     count) and output tokens. Exact equality is expected from a server this run alone loads; a
@@ -63,12 +64,12 @@ def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> 
                                    or 0 for r in ok),
               "output_tokens": sum(r.output_tokens or 0 for r in ok)}
     client_prompt = sum(r.prompt_tokens or 0 for r in ok)
-    out = []
+    out: list[CountAgreement] = []
     for name, counter in COUNT_PAIRS:
         srv = server["counters"].get(counter)
         if srv is None:
             continue
-        row = {"count": name, "client": client[name], "server": int(round(srv)), "counter": counter,
+        row: CountAgreement = {"count": name, "client": client[name], "server": int(round(srv)), "counter": counter,
                "agrees": int(round(srv)) == client[name]}
         if name == "prompt_tokens" and client_prompt and client_prompt != client[name]:
             row["client_counted"] = client_prompt  # what the client's own count (/tokenize, tokenizer) said

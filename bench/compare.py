@@ -29,7 +29,7 @@ here is NaN or infinite: a statistic that cannot be computed is a row with a not
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from bench import metric_table
 from bench.gating.models import latency_values
 from bench.records import AnyRecord
 from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for_ci, quantile_ci
-from bench.summary import Summary
+from bench.summary import Describe, Requests, Summary, Throughput
 
 CHAT_METRICS = metric_table.names(m for m in metric_table.of("chat") if m.compared)
 PIPELINE_METRICS = metric_table.names(m for m in metric_table.of("pipeline") if m.compared)
@@ -65,6 +65,53 @@ def _per_second(records: list[AnyRecord], summary: Summary, tokens: bool) -> np.
             if 0 <= i < bins:
                 counts[i] += 1
     return counts
+
+
+class Row(TypedDict, total=False):
+    """One statistic of one metric: both runs' values, the change, its interval and the call."""
+
+    metric: str
+    stat: str
+    n_baseline: int
+    n_candidate: int
+    min_samples: int
+    baseline: float
+    candidate: float
+    change: float
+    ci_low: float
+    ci_high: float
+    call: str
+    note: str
+
+
+class RunInfo(TypedDict):
+    """What the side-by-side view shows of each run."""
+
+    scenario: str | None
+    target: str | None
+    model: str | None
+    load: str | None
+    topology: str | None
+    window_s: float | None
+    valid: bool | None
+    requests: Requests | dict[str, int]
+    throughput: Throughput
+    latency: dict[str, Describe]
+
+
+class Comparison(TypedDict):
+    rows: list[Row]
+    confidence: float
+    resamples: int
+    validity: dict[str, bool | None]
+    topology: dict[str, str | None]
+    topologies_differ: bool
+    differences: dict[str, list[str]]
+    min_effect: float
+    min_effect_error_rate: float
+    min_samples: dict[str, int]
+    runs: dict[str, RunInfo]
+    method: str
 
 
 LOAD_KEYS = ("mode", "arrival", "rate_rps", "ramp_from_rps", "ramp_s", "burstiness", "concurrency", "trace_path",
@@ -119,44 +166,46 @@ def _finite(*values: float | None) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
 
-def _quantile_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, q: float, confidence: float,
+def _quantile_row(row: Row, b: np.ndarray, c: np.ndarray, q: float, confidence: float,
                   min_effect: float) -> None:
     each = math.sqrt(confidence)  # both runs' intervals hold together with `confidence`
     need = min_samples_for_ci(q, each)
     row["min_samples"] = need
     b_ci, c_ci = quantile_ci(b, q, each), quantile_ci(c, q, each)
     if b_ci is None or c_ci is None:
-        row.update(call="insufficient samples",
-                   note=f"p{q:g} needs >= {need} samples a run")
+        row.update({"call": "insufficient samples",
+                   "note": f"p{q:g} needs >= {need} samples a run"})
         return
     bq = float(np.percentile(b, q, method="linear"))
     cq = float(np.percentile(c, q, method="linear"))
-    row.update(baseline=bq, candidate=cq)
+    row.update({"baseline": bq, "candidate": cq})
     if b_ci[0] <= 0 or bq <= 0:
-        row.update(call="not compared", note="the baseline's value is 0: no relative change")
+        row.update({"call": "not compared", "note": "the baseline's value is 0: no relative change"})
         return
     point, lo, hi = cq / bq - 1, c_ci[0] / b_ci[1] - 1, c_ci[1] / b_ci[0] - 1
-    row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better=False))
+    row.update({"change": point, "ci_low": lo, "ci_high": hi,
+                "call": call(lo, hi, point, min_effect, higher_is_better=False)})
 
 
-def _bootstrap_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
+def _bootstrap_row(row: Row, b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
                    rng: np.random.Generator, min_effect: float, higher_is_better: bool, relative: bool = True) -> None:
     bm, cm = float(b.mean()), float(c.mean())
-    row.update(baseline=bm, candidate=cm)
+    row.update({"baseline": bm, "candidate": cm})
     if relative and bm <= 0:
-        row.update(call="not compared", note="the baseline's value is 0: no relative change")
+        row.update({"call": "not compared", "note": "the baseline's value is 0: no relative change"})
         return
     point, lo, hi = bootstrap_diff_ci(b, c, mean_stat, resamples=resamples, confidence=confidence, rng=rng,
                                       relative=relative)
     if not _finite(point, lo, hi):
-        row.update(call="insufficient samples", note="too many resamples of the baseline averaged 0")
+        row.update({"call": "insufficient samples", "note": "too many resamples of the baseline averaged 0"})
         return
-    row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better))
+    row.update({"change": point, "ci_low": lo, "ci_high": hi,
+                "call": call(lo, hi, point, min_effect, higher_is_better)})
 
 
 def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], Summary],
             *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
-            min_effect: float = MIN_EFFECT) -> dict[str, Any]:
+            min_effect: float = MIN_EFFECT) -> Comparison:
     (b_rec, b_sum), (c_rec, c_sum) = base, cand
     if b_sum.get("kind") != c_sum.get("kind"):
         raise ValueError(f"cannot compare a {b_sum.get('kind')} run with a {c_sum.get('kind')} run")
@@ -164,18 +213,18 @@ def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], 
         raise ValueError(f"min_effect {min_effect}: a relative change between 0 and 1 (0.05 is 5 %)")
     rng = np.random.default_rng(seed)
     diffs = differences(b_sum, c_sum)
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     metrics = CHAT_METRICS if b_sum.get("kind") == "chat" else PIPELINE_METRICS
     for metric in metrics:
         b = np.asarray(latency_values(metric, b_rec), dtype=float)
         c = np.asarray(latency_values(metric, c_rec), dtype=float)
         for stat in STATS:
-            row: dict[str, Any] = {"metric": metric, "stat": stat,
+            row: Row = {"metric": metric, "stat": stat,
                                    "n_baseline": int(b.size), "n_candidate": int(c.size)}
             if stat == "mean":
                 row["min_samples"] = 2
                 if min(b.size, c.size) < 2:
-                    row.update(call="insufficient samples", note="the mean needs >= 2 samples in each run")
+                    row.update({"call": "insufficient samples", "note": "the mean needs >= 2 samples in each run"})
                 else:
                     _bootstrap_row(row, b, c, resamples=resamples, confidence=confidence, rng=rng,
                                    min_effect=min_effect, higher_is_better=False)
@@ -190,25 +239,25 @@ def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], 
         row = {"metric": name, "stat": "mean", "n_baseline": int(b.size), "n_candidate": int(c.size),
                "min_samples": THROUGHPUT_WINDOWS_MIN}
         if min(b.size, c.size) < THROUGHPUT_WINDOWS_MIN:
-            row.update(call="insufficient samples",
-                       note=f"needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows a run")
+            row.update({"call": "insufficient samples",
+                       "note": f"needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows a run"})
         elif diffs["load"]:
-            row.update(baseline=float(b.mean()), candidate=float(c.mean()), call="not compared",
-                       note="the load shapes differ: throughput follows the load offered")
+            row.update({"baseline": float(b.mean()), "candidate": float(c.mean()), "call": "not compared",
+                       "note": "the load shapes differ: throughput follows the load offered"})
         else:
             _bootstrap_row(row, b, c, resamples=resamples, confidence=confidence, rng=rng, min_effect=min_effect,
                            higher_is_better=True)
         rows.append(row)
     b_err = np.array([0.0 if r.ok else 1.0 for r in b_rec if r.phase == "measure"])
     c_err = np.array([0.0 if r.ok else 1.0 for r in c_rec if r.phase == "measure"])
-    err_row: dict[str, Any] = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
+    err_row: Row = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
                                "n_candidate": int(c_err.size), "min_samples": 1,
                                "note": "absolute difference of error fractions"}
     if b_err.size and c_err.size:
         _bootstrap_row(err_row, b_err, c_err, resamples=resamples, confidence=confidence, rng=rng,
                        min_effect=MIN_EFFECT_ERROR_RATE, higher_is_better=False, relative=False)
     else:
-        err_row.update(call="insufficient samples", note="a run has no measured requests")
+        err_row.update({"call": "insufficient samples", "note": "a run has no measured requests"})
     rows.append(err_row)
     valid = {"baseline": _valid(b_sum), "candidate": _valid(c_sum)}
     # Runs of different topologies (monolithic baseline, split candidate) are compared like any
@@ -233,7 +282,7 @@ def _valid(s: Summary) -> bool | None:
     return validity.get("valid") if validity is not None else None
 
 
-def _run_info(s: Summary) -> dict[str, Any]:
+def _run_info(s: Summary) -> RunInfo:
     """What the side-by-side view shows of each run."""
     run = s.get("run") or {}
     return {"scenario": run.get("scenario"), "target": run.get("target"), "model": run.get("model"),
@@ -243,6 +292,6 @@ def _run_info(s: Summary) -> dict[str, Any]:
             "latency": s.get("latency") or {}}
 
 
-def regressions(result: dict[str, Any]) -> list[dict[str, Any]]:
+def regressions(result: Comparison) -> list[Row]:
     """The rows that make ``bench compare`` exit 1: significant and at least the minimum effect, worse."""
     return [r for r in result["rows"] if r.get("call") == "worse"]

@@ -11,7 +11,7 @@ metrics, the agreement checks, the sweep) stay plain mappings here.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 # A distribution (bench/metrics.py: describe): {"n": 0} when empty. "p99.9" is not a Python name,
 # hence the functional form.
@@ -69,6 +69,78 @@ class Validity(TypedDict):
     limits: dict[str, Any]
 
 
+class FirstFailure(TypedDict):
+    error: str
+    detail: str | None
+    at_s: float
+    request_id: str
+
+
+class Agreement(TypedDict):
+    """The client's mean latency beside the server's histogram mean (bench/agreement.py)."""
+
+    metric: str
+    histogram: str
+    client_ms: float
+    server_ms: float
+    client_n: int
+    server_n: int
+    diff_ms: float
+    tolerance_ms: float
+    agrees: bool
+
+
+class CountAgreement(TypedDict):
+    """The client's count beside the server's counter of the same thing (bench/agreement.py)."""
+
+    count: str
+    client: int
+    server: int
+    counter: str
+    agrees: bool
+    client_counted: NotRequired[int]
+
+
+class Observer(TypedDict):
+    """What the run asked of the server beyond its requests (bench/runner.py)."""
+
+    continuous_usage_stats: bool
+    server_gauge_interval_s: float
+    server_metrics_reads: int
+    text: NotRequired[str]
+
+
+class SweepPoint(TypedDict):
+    """One run of a sweep (bench/search.py)."""
+
+    rate_rps: float
+    repeat: int
+    achieved_rps: float
+    value: float | None
+    error_rate: float | None
+    valid: bool
+    meets: bool
+    percentiles: dict[str, float | None]
+    output_tokens_per_s: float | None
+
+
+class Sweep(TypedDict, total=False):
+    """``bench sweep``'s result (bench/search.py): the runs and the maximum rate meeting the SLO."""
+
+    metric: str
+    percentile: float
+    threshold: float
+    spec: dict[str, Any]
+    points: list[SweepPoint]
+    client_limited: bool
+    max_rate_rps: float | None
+    ci_rps: list[float] | None
+    bracket_rps: list[float]
+    saturation_rps: float | None
+    conclusion: str
+    scenario: str
+
+
 class RunFacts(TypedDict, total=False):
     scenario: str
     scenario_kind: str
@@ -99,15 +171,15 @@ class Summary(TypedDict, total=False):
     tokens: Tokens  # chat
     requests_per_page: Describe  # pipeline
     percentile_method: str
-    first_failures: list[dict[str, Any]]
+    first_failures: list[FirstFailure]
     validity: Validity
     server: dict[str, Any] | None
-    agreement: list[dict[str, Any]]
-    count_agreement: list[dict[str, Any]]
+    agreement: list[Agreement]
+    count_agreement: list[CountAgreement]
     run: RunFacts
     pipeline: dict[str, Any]
     server_source: str
-    observer: dict[str, Any] | None
+    observer: Observer | None
     tokenizer_crosscheck: dict[str, Any]
     gates: dict[str, Any]
-    sweep: dict[str, Any]
+    sweep: Sweep

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench import metric_table
+from bench.compare import Comparison
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.html import _ENV, plotly_js
@@ -36,7 +37,7 @@ def figures(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], 
     return figs
 
 
-def render_comparison(result: dict[str, Any], base: tuple[list[AnyRecord], Summary],
+def render_comparison(result: Comparison, base: tuple[list[AnyRecord], Summary],
                       cand: tuple[list[AnyRecord], Summary], names: tuple[str, str]) -> str:
     divs = [plots.to_html(f, f"cmp-{i}") for i, f in enumerate(figures(base, cand))]
     return _ENV.get_template("compare.html.j2").render(r=result, names=names, plots=divs, plotly_js=plotly_js())

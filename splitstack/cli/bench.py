@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bench.compare import MIN_EFFECT, invalid_runs, regressions
+from bench.compare import MIN_EFFECT, Row, invalid_runs, regressions
 from bench.compare import compare as do_compare
 from bench.gating.run import check_run, load_run, run_gate
 from bench.gating.spec import GATE_DIR
@@ -213,7 +213,7 @@ def _warn_differences(diffs: dict[str, list[str]]) -> None:
                   soft_wrap=True, highlight=False)
 
 
-def _change(r: dict) -> tuple[str, str]:
+def _change(r: Row) -> tuple[str, str]:
     """The change and its interval as text: relative (%) or, for the error rate, in percentage points."""
     if r["metric"] == "error_rate":
         def f(v: float) -> str:
@@ -328,7 +328,7 @@ def sweep(
                       factor=factor, max_rps=max_rps, repeats=repeats, bisect_steps=bisect_steps)
     last = {}
 
-    def run_at(rate: float, rep: int) -> dict:
+    def run_at(rate: float, rep: int) -> Summary:
         scn = load_scenario(scenario, {"rate_rps": rate, "seed": rep, "duration_s": duration_s})
         res = _run(scn, target, progress_every=every, label=f"sweep {rate:.3g} req/s #{rep}")
         last["res"] = res
