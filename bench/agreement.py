@@ -12,20 +12,18 @@ higher by HTTP parsing, loopback transfer and event-loop scheduling on both side
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from bench.metric_table import derive
 from bench.records import AnyRecord, RequestRecord
-from bench.summary import Agreement, CountAgreement
+from bench.summary import Agreement, CountAgreement, ServerDiff
 
 ABS_MS = 3.0
 REL = 0.05
 PAIRS = (("ttft_ms", "vllm:time_to_first_token_seconds"), ("e2e_ms", "vllm:e2e_request_latency_seconds"))
 
 
-def agreement(records: list[AnyRecord], server: dict[str, Any] | None,
+def agreement(records: list[AnyRecord], server: ServerDiff | None,
               abs_ms: float = ABS_MS, rel: float = REL) -> list[Agreement]:
     if not server:
         return []
@@ -34,10 +32,11 @@ def agreement(records: list[AnyRecord], server: dict[str, Any] | None,
     for metric, hist in PAIRS:
         h = server["histograms"].get(hist)
         vals = [getattr(d, metric) for d in chats if getattr(d, metric) is not None]
-        if not h or not h.get("count") or not vals:
+        mean_s = h.get("mean_s") if h else None  # None: no request in the window
+        if not h or not h.get("count") or mean_s is None or not vals:
             continue
         client = float(np.mean(vals))
-        srv = h["mean_s"] * 1000
+        srv = mean_s * 1000
         tol = abs_ms + rel * srv
         out.append({"metric": metric, "histogram": hist, "client_ms": client, "server_ms": srv,
                     "client_n": len(vals), "server_n": h["count"], "diff_ms": client - srv,
@@ -50,7 +49,7 @@ COUNT_PAIRS = (("requests", "vllm:request_success_total"), ("prompt_tokens", "vl
                ("output_tokens", "vllm:generation_tokens_total"))
 
 
-def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> list[CountAgreement]:
+def count_agreement(records: list[AnyRecord], server: ServerDiff | None) -> list[CountAgreement]:
     """Client vs server counts over the run (every phase: the server's counters see them all):
     successful requests, prompt tokens (the server's usage where it sent one, else the client's
     count) and output tokens. Exact equality is expected from a server this run alone loads; a

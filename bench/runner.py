@@ -25,7 +25,7 @@ from bench.promptlen import SERVER_TOKENIZE
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.server_view import ServerView
-from bench.summary import Check, FirstFailure, Observer, Summary
+from bench.summary import Check, FirstFailure, Observer, ServerDiff, Summary
 from bench.target import Target, TargetError, mask_url
 from bench.validity import ValidityLimits, check
 from worker.queue import JobQueue
@@ -277,7 +277,7 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
 
 
 def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunResult, limits: ValidityLimits,
-              t_start: float, server: dict[str, Any] | None,
+              t_start: float, server: ServerDiff | None,
               extra_checks: list[Check] | None = None) -> Summary:
     """Metrics, validity, server diff and run facts of a finished run (also for Locust runs)."""
     end_ns = result.measure_end_ns if result.measure_end_ns is not None else result.measure_start_ns

@@ -84,7 +84,7 @@ class Agreement(TypedDict):
     client_ms: float
     server_ms: float
     client_n: int
-    server_n: int
+    server_n: float
     diff_ms: float
     tolerance_ms: float
     agrees: bool
@@ -141,6 +141,56 @@ class Sweep(TypedDict, total=False):
     scenario: str
 
 
+class GateVerdict(TypedDict):
+    """The gates' verdict (bench/gating/verdict.py); each result is a GateResult dumped."""
+
+    verdict: Literal["go", "no-go", "invalid"]
+    exit_code: int
+    reason: str
+    results: list[dict[str, Any]]
+    gate_file: NotRequired[str]
+
+
+class Quantile(TypedDict):
+    """A histogram quantile as an estimate inside one bucket, or why there is none
+    (bench/server_metrics.py: bucket_quantile)."""
+
+    estimate_s: float | None
+    bucket_s: NotRequired[list[float]]
+    why: NotRequired[str]
+
+
+class HistogramDiff(TypedDict):
+    count: float
+    sum_s: float
+    mean_s: float | None
+    quantiles: dict[str, Quantile]
+    buckets: dict[str, float]
+
+
+class GaugeDiff(TypedDict):
+    before: float | None
+    after: float
+
+
+class GaugeSample(TypedDict):
+    t_s: float
+    metric: str
+    value: float
+
+
+class ServerDiff(TypedDict):
+    """The server's /metrics over the run (bench/server_metrics.py: diff), and its gauges sampled
+    during it (bench/runner.py adds ``sampled``, ``samples`` and ``source``)."""
+
+    histograms: dict[str, HistogramDiff]
+    counters: dict[str, float]
+    gauges: dict[str, GaugeDiff]
+    sampled: NotRequired[dict[str, dict[str, float]]]
+    samples: NotRequired[list[GaugeSample]]
+    source: NotRequired[str]
+
+
 class RunFacts(TypedDict, total=False):
     scenario: str
     scenario_kind: str
@@ -173,7 +223,7 @@ class Summary(TypedDict, total=False):
     percentile_method: str
     first_failures: list[FirstFailure]
     validity: Validity
-    server: dict[str, Any] | None
+    server: ServerDiff | None
     agreement: list[Agreement]
     count_agreement: list[CountAgreement]
     run: RunFacts
@@ -181,5 +231,5 @@ class Summary(TypedDict, total=False):
     server_source: str
     observer: Observer | None
     tokenizer_crosscheck: dict[str, Any]
-    gates: dict[str, Any]
+    gates: GateVerdict
     sweep: Sweep

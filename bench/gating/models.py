@@ -225,7 +225,8 @@ class SLOGate(Gate):
         thr = f">= {target:.1%} good ({slo.title})"
         recs = [x for x in (from_bench(r.model_dump()) for r in ctx.records) if x is not None]
         # gauges sampled during the run (bench/sampler.py) are slo.records' 'gauge' records
-        for smp in ((ctx.summary.get("server") or {}).get("samples") or []):
+        server = ctx.summary.get("server")
+        for smp in (server.get("samples") if server else None) or []:
             recs.append(SLORecord(kind="gauge", t_s=smp["t_s"], metric=smp["metric"], value=smp["value"]))
         try:
             counts = sli_counts(slo, recs)
@@ -259,15 +260,17 @@ class MemoryGrowthGate(Gate):
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f"<= {self.max_growth_mib:g} MiB over >= {self.min_requests} requests"
         n = ctx.summary["requests"]["all_phases"]
-        g = ((ctx.summary.get("server") or {}).get("gauges") or {}).get("process_resident_memory_bytes")
-        if g is None or g.get("before") is None:
+        server = ctx.summary.get("server")
+        g = ((server.get("gauges") if server else None) or {}).get("process_resident_memory_bytes")
+        before = g.get("before") if g else None
+        if g is None or before is None:
             return self._r("not_evaluable", None, thr, "the server exposes no process_resident_memory_bytes "
                            "(GPU memory needs DCGM: use kind gpu_utilization's Prometheus)")
         if n < self.min_requests:
             return self._r("not_evaluable", None, thr, f"only {n} requests; run at least {self.min_requests}")
-        growth = (g["after"] - g["before"]) / 2**20
+        growth = (g["after"] - before) / 2**20
         return self._r("pass" if growth <= self.max_growth_mib else "fail", round(growth, 2), thr,
-                       f"server RSS {g['before'] / 2**20:.0f} -> {g['after'] / 2**20:.0f} MiB over {n} requests")
+                       f"server RSS {before / 2**20:.0f} -> {g['after'] / 2**20:.0f} MiB over {n} requests")
 
 
 class DeterminismGate(Gate):

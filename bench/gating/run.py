@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 from rich.console import Console
@@ -20,7 +19,7 @@ from bench.records import AnyRecord, read_jsonl
 from bench.report.writer import load_summary, new_run_dir, records_path, write_run
 from bench.runner import run_scenario
 from bench.scenario import ChatScenario, PipelineScenario, load_scenario
-from bench.summary import Summary
+from bench.summary import GateVerdict, Summary
 from bench.target import QueueOptions, Target, resolve
 
 
@@ -29,7 +28,7 @@ class GateRun:
     """What a gate run produced: the run's summary, the verdict (exit code inside) and its files."""
 
     summary: Summary
-    gates: dict[str, Any]
+    gates: GateVerdict
     paths: dict[str, Path]
 
     @property
@@ -87,6 +86,6 @@ def check_run(run_dir: Path, gate_file: str, baseline: Path | None = None) -> Ga
     return GateRun(summary, g, paths)
 
 
-def _verdict(summary: Summary, results: list) -> dict[str, Any]:
+def _verdict(summary: Summary, results: list) -> GateVerdict:
     bad = [f"{c['check']}: {c['why']}" for c in summary["validity"]["checks"] if not c["passed"]]
     return verdict(results, summary["validity"]["valid"], bad)

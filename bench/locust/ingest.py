@@ -19,7 +19,7 @@ from bench.locust.manifest import MANIFEST, RECORD_GLOB, read_manifest
 from bench.records import AnyRecord, RequestRecord, read_jsonl
 from bench.runner import summarize
 from bench.scenario import ChatScenario
-from bench.summary import Check
+from bench.summary import Check, ServerDiff
 from bench.target import Target
 from bench.validity import ValidityLimits
 
@@ -59,7 +59,7 @@ def collection_check(manifest: dict[str, Any]) -> Check:
 
 def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, warmup_s: float,
            cooldown_s: float, locust_log: str = "", limits: ValidityLimits | None = None,
-           server: dict[str, Any] | None = None, rate_rps: float | None = None):
+           server: ServerDiff | None = None, rate_rps: float | None = None):
     """``server``: the server's /metrics diffed across the run (bench/locust/session.py scrapes it).
     ``rate_rps``: the run's --rate; the load is then a constant-rate open loop, and validity checks
     that Locust achieved it (its users pace themselves and fall short when responses are slow)."""

@@ -13,7 +13,7 @@ from typing import Any, cast
 from bench.records import AnyRecord, write_jsonl
 from bench.report.html import render
 from bench.report.series import TIME_COLUMNS, build
-from bench.summary import Summary, Sweep
+from bench.summary import GateVerdict, Summary, Sweep
 from contract.spec_loader import project_root
 
 
@@ -51,7 +51,7 @@ def write_summary(path: Path, summary: Summary) -> None:
 
 
 def write_run(out_dir: Path, records: list[AnyRecord], summary: Summary,
-              gates: dict[str, Any] | None = None, sweep: Sweep | None = None) -> dict[str, Path]:
+              gates: GateVerdict | None = None, sweep: Sweep | None = None) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"records": out_dir / "records.jsonl", "summary": out_dir / "summary.json",
              "report": out_dir / "report.html"}

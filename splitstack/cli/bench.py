@@ -24,7 +24,7 @@ from bench.report.writer import load_summary, new_run_dir, records_path, write_r
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
-from bench.summary import Summary
+from bench.summary import GateVerdict, Summary
 from bench.target import QueueOptions, mask_url, resolve
 from contract.enums import DeploymentMode
 from splitstack.cli.bench_locust import locust_app
@@ -177,7 +177,7 @@ def gate(
     raise typer.Exit(result.exit_code)
 
 
-def print_gate_run(summary: Summary, gates: dict, paths: dict[str, Path]) -> None:
+def print_gate_run(summary: Summary, gates: GateVerdict, paths: dict[str, Path]) -> None:
     print_summary(summary)
     print_gates(gates)
     out.print(f"report: {paths['report']}")

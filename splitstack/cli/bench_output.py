@@ -4,14 +4,13 @@ Shared by `bench run|gate|check`, `bench locust ...` and `splitstack demo`."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from bench.pipeline import summary_lines as pipeline_lines
-from bench.summary import Summary
+from bench.summary import GateVerdict, Summary
 from bench.tokcheck import summary_lines as tokcheck_lines
 from splitstack.cli.terminal import SafeConsole
 
@@ -83,7 +82,7 @@ def print_summary(s: Summary) -> None:
         out.print(f"  [yellow]warning:[/] {w}", soft_wrap=True, highlight=False)
 
 
-def print_gates(g: dict[str, Any]) -> None:
+def print_gates(g: GateVerdict) -> None:
     t = Table(title="gates")
     for c in ("gate", "kind", "measured", "threshold", "result", "why"):
         t.add_column(c)
