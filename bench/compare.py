@@ -29,7 +29,6 @@ here is NaN or infinite: a statistic that cannot be computed is a row with a not
 from __future__ import annotations
 
 import math
-from typing import TypedDict
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from bench import metric_table
 from bench.gating.models import latency_values
 from bench.records import AnyRecord
 from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for_ci, quantile_ci
-from bench.summary import Describe, Requests, Summary, Throughput
+from bench.summary import CompareRow, CompareRunInfo, Comparison, Summary
 
 CHAT_METRICS = metric_table.names(m for m in metric_table.of("chat") if m.compared)
 PIPELINE_METRICS = metric_table.names(m for m in metric_table.of("pipeline") if m.compared)
@@ -65,53 +64,6 @@ def _per_second(records: list[AnyRecord], summary: Summary, tokens: bool) -> np.
             if 0 <= i < bins:
                 counts[i] += 1
     return counts
-
-
-class Row(TypedDict, total=False):
-    """One statistic of one metric: both runs' values, the change, its interval and the call."""
-
-    metric: str
-    stat: str
-    n_baseline: int
-    n_candidate: int
-    min_samples: int
-    baseline: float
-    candidate: float
-    change: float
-    ci_low: float
-    ci_high: float
-    call: str
-    note: str
-
-
-class RunInfo(TypedDict):
-    """What the side-by-side view shows of each run."""
-
-    scenario: str | None
-    target: str | None
-    model: str | None
-    load: str | None
-    topology: str | None
-    window_s: float | None
-    valid: bool | None
-    requests: Requests | dict[str, int]
-    throughput: Throughput
-    latency: dict[str, Describe]
-
-
-class Comparison(TypedDict):
-    rows: list[Row]
-    confidence: float
-    resamples: int
-    validity: dict[str, bool | None]
-    topology: dict[str, str | None]
-    topologies_differ: bool
-    differences: dict[str, list[str]]
-    min_effect: float
-    min_effect_error_rate: float
-    min_samples: dict[str, int]
-    runs: dict[str, RunInfo]
-    method: str
 
 
 LOAD_KEYS = ("mode", "arrival", "rate_rps", "ramp_from_rps", "ramp_s", "burstiness", "concurrency", "trace_path",
@@ -166,7 +118,7 @@ def _finite(*values: float | None) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
 
-def _quantile_row(row: Row, b: np.ndarray, c: np.ndarray, q: float, confidence: float,
+def _quantile_row(row: CompareRow, b: np.ndarray, c: np.ndarray, q: float, confidence: float,
                   min_effect: float) -> None:
     each = math.sqrt(confidence)  # both runs' intervals hold together with `confidence`
     need = min_samples_for_ci(q, each)
@@ -187,7 +139,7 @@ def _quantile_row(row: Row, b: np.ndarray, c: np.ndarray, q: float, confidence: 
                 "call": call(lo, hi, point, min_effect, higher_is_better=False)})
 
 
-def _bootstrap_row(row: Row, b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
+def _bootstrap_row(row: CompareRow, b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
                    rng: np.random.Generator, min_effect: float, higher_is_better: bool, relative: bool = True) -> None:
     bm, cm = float(b.mean()), float(c.mean())
     row.update({"baseline": bm, "candidate": cm})
@@ -213,13 +165,13 @@ def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], 
         raise ValueError(f"min_effect {min_effect}: a relative change between 0 and 1 (0.05 is 5 %)")
     rng = np.random.default_rng(seed)
     diffs = differences(b_sum, c_sum)
-    rows: list[Row] = []
+    rows: list[CompareRow] = []
     metrics = CHAT_METRICS if b_sum.get("kind") == "chat" else PIPELINE_METRICS
     for metric in metrics:
         b = np.asarray(latency_values(metric, b_rec), dtype=float)
         c = np.asarray(latency_values(metric, c_rec), dtype=float)
         for stat in STATS:
-            row: Row = {"metric": metric, "stat": stat,
+            row: CompareRow = {"metric": metric, "stat": stat,
                                    "n_baseline": int(b.size), "n_candidate": int(c.size)}
             if stat == "mean":
                 row["min_samples"] = 2
@@ -250,7 +202,7 @@ def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], 
         rows.append(row)
     b_err = np.array([0.0 if r.ok else 1.0 for r in b_rec if r.phase == "measure"])
     c_err = np.array([0.0 if r.ok else 1.0 for r in c_rec if r.phase == "measure"])
-    err_row: Row = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
+    err_row: CompareRow = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
                                "n_candidate": int(c_err.size), "min_samples": 1,
                                "note": "absolute difference of error fractions"}
     if b_err.size and c_err.size:
@@ -282,7 +234,7 @@ def _valid(s: Summary) -> bool | None:
     return validity.get("valid") if validity is not None else None
 
 
-def _run_info(s: Summary) -> RunInfo:
+def _run_info(s: Summary) -> CompareRunInfo:
     """What the side-by-side view shows of each run."""
     run = s.get("run") or {}
     return {"scenario": run.get("scenario"), "target": run.get("target"), "model": run.get("model"),
@@ -292,6 +244,6 @@ def _run_info(s: Summary) -> RunInfo:
             "latency": s.get("latency") or {}}
 
 
-def regressions(result: Comparison) -> list[Row]:
+def regressions(result: Comparison) -> list[CompareRow]:
     """The rows that make ``bench compare`` exit 1: significant and at least the minimum effect, worse."""
     return [r for r in result["rows"] if r.get("call") == "worse"]

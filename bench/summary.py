@@ -1,4 +1,4 @@
-"""The shape of a run's summary (summary.json), typed.
+"""The shape of a run's summary (summary.json), and of `bench compare`'s result, typed.
 
 TypedDicts, not models: the summary is built section by section (bench/metrics.py, then
 bench/runner.py, Locust's ingest, the gate and sweep commands) and written with ``json.dumps`` as
@@ -233,3 +233,54 @@ class Summary(TypedDict, total=False):
     tokenizer_crosscheck: dict[str, Any]
     gates: GateVerdict
     sweep: Sweep
+
+
+# -- `bench compare` (bench/compare.py) ------------------------------------------------------
+
+class CompareRow(TypedDict, total=False):
+    """One statistic of one metric: both runs' values, the change, its interval and the call."""
+
+    metric: str
+    stat: str
+    n_baseline: int
+    n_candidate: int
+    min_samples: int
+    baseline: float
+    candidate: float
+    change: float
+    ci_low: float
+    ci_high: float
+    call: str
+    note: str
+
+
+class CompareRunInfo(TypedDict):
+    """What the side-by-side view shows of each run."""
+
+    scenario: str | None
+    target: str | None
+    model: str | None
+    load: str | None
+    topology: str | None
+    window_s: float | None
+    valid: bool | None
+    requests: Requests | dict[str, int]
+    throughput: Throughput
+    latency: dict[str, Describe]
+
+
+class Comparison(TypedDict):
+    """`bench compare`'s result (bench/compare.py)."""
+
+    rows: list[CompareRow]
+    confidence: float
+    resamples: int
+    validity: dict[str, bool | None]
+    topology: dict[str, str | None]
+    topologies_differ: bool
+    differences: dict[str, list[str]]
+    min_effect: float
+    min_effect_error_rate: float
+    min_samples: dict[str, int]
+    runs: dict[str, CompareRunInfo]
+    method: str

@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from bench import metric_table
-from bench.compare import Comparison
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.html import _ENV, plotly_js
-from bench.summary import Summary
+from bench.summary import Comparison, Summary
 
 
 def _latencies(records: list[AnyRecord]) -> dict[metric_table.Metric, list[float]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from bench.compare import MIN_EFFECT, Row, invalid_runs, regressions
+from bench.compare import MIN_EFFECT, invalid_runs, regressions
 from bench.compare import compare as do_compare
 from bench.gating.run import check_run, load_run, run_gate
 from bench.gating.spec import GATE_DIR
@@ -24,7 +24,7 @@ from bench.report.writer import load_summary, new_run_dir, records_path, write_r
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
-from bench.summary import GateVerdict, Summary
+from bench.summary import CompareRow, GateVerdict, Summary
 from bench.target import QueueOptions, mask_url, resolve
 from contract.enums import DeploymentMode
 from splitstack.cli.bench_locust import locust_app
@@ -213,7 +213,7 @@ def _warn_differences(diffs: dict[str, list[str]]) -> None:
                   soft_wrap=True, highlight=False)
 
 
-def _change(r: Row) -> tuple[str, str]:
+def _change(r: CompareRow) -> tuple[str, str]:
     """The change and its interval as text: relative (%) or, for the error rate, in percentage points."""
     if r["metric"] == "error_rate":
         def f(v: float) -> str:
