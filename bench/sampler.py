@@ -14,7 +14,7 @@ import time
 import httpx
 
 from bench.server_metrics import parse
-from bench.summary import GaugeSample
+from bench.summary import GaugeSample, GaugeStats
 
 SAMPLED = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc")
 
@@ -64,8 +64,8 @@ class GaugeSampler:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def summary(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
+    def summary(self) -> dict[str, GaugeStats]:
+        out: dict[str, GaugeStats] = {}
         for name in SAMPLED:
             vals = [s["value"] for s in self.samples if s["metric"] == name]
             if vals:

@@ -19,7 +19,7 @@ import httpx
 
 from bench import server_metrics
 from bench.sampler import SAMPLED, GaugeSampler
-from bench.summary import GaugeSample
+from bench.summary import GaugeSample, GaugeStats
 
 PROM_TIMEOUT_S = 10.0
 
@@ -88,7 +88,7 @@ class PromGaugeSamples:
                 for t, v in series["values"]:
                     self.samples.append({"t_s": float(t), "metric": name, "value": float(v)})
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> dict[str, GaugeStats]:
         return GaugeSampler.summary(self)  # type: ignore[arg-type]  # same samples shape
 
 
@@ -102,7 +102,7 @@ class NoSamples:
     def __exit__(self, *exc: object) -> None:
         pass
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> dict[str, GaugeStats]:
         return {}
 
 

@@ -11,7 +11,11 @@ metrics, the agreement checks, the sweep) stay plain mappings here.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
+
+# typing_extensions' TypedDict: pydantic validates it on Python 3.11 (the tests check real summaries
+# against these types with a TypeAdapter), typing's only from 3.12.
+from typing_extensions import TypedDict
 
 # A distribution (bench/metrics.py: describe): {"n": 0} when empty. "p99.9" is not a Python name,
 # hence the functional form.
@@ -179,6 +183,14 @@ class GaugeSample(TypedDict):
     value: float
 
 
+class GaugeStats(TypedDict):
+    """A gauge sampled during the run (bench/sampler.py): samples, their maximum and mean."""
+
+    n: int
+    max: float
+    mean: float
+
+
 class ServerDiff(TypedDict):
     """The server's /metrics over the run (bench/server_metrics.py: diff), and its gauges sampled
     during it (bench/runner.py adds ``sampled``, ``samples`` and ``source``)."""
@@ -186,7 +198,7 @@ class ServerDiff(TypedDict):
     histograms: dict[str, HistogramDiff]
     counters: dict[str, float]
     gauges: dict[str, GaugeDiff]
-    sampled: NotRequired[dict[str, dict[str, float]]]
+    sampled: NotRequired[dict[str, GaugeStats]]
     samples: NotRequired[list[GaugeSample]]
     source: NotRequired[str]
 
