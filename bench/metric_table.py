@@ -106,6 +106,7 @@ class Metric:
     overlaid: bool = False  # a CDF of `bench compare`'s HTML view, baseline and candidate overlaid
     figure: Figure | None = None  # the report's CDF figure that draws it
     label: str = ""  # its legend in that figure
+    legend_rank: int = 0  # its place in that figure's legend (and colour), lowest first; ties: the table's order
     short: str = ""  # its name in an SLO line of that figure
     exported: bool = True  # a column of requests.csv (per-event metrics: the request's mean, see ``column``)
 
@@ -119,25 +120,27 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("ttfb_ms", "ms", ("chat",), "(headers_ns - sent_ns) / 1e6", "time to first byte of the response",
-           gated=True, figure="first_token", label="TTFB (headers)", short="TTFB"),
+           gated=True, figure="first_token", label="TTFB (headers)", legend_rank=2, short="TTFB"),
     Metric("ttft_ms", "ms", ("chat",), "(event_ns[0] - sent_ns) / 1e6",
            "first token **of any kind** (content, reasoning, or an empty-text token)",
            gated=True, compared=True, overlaid=True, figure="first_token", label="TTFT", short="TTFT"),
     Metric("ttfc_ms", "ms", ("chat",), "(first event_ns[i] with event_content[i] - sent_ns) / 1e6",
            "first **content** token", gated=True, compared=True, figure="first_token",
-           label="TTFC (first content)", short="TTFC"),
+           label="TTFC (first content)", legend_rank=1, short="TTFC"),
     Metric("e2e_ms", "ms", ("chat",), "(end_ns - sent_ns) / 1e6", "last byte of the response",
            gated=True, compared=True, overlaid=True, figure="end_to_end", label="E2E", short="E2E"),
     Metric("tpot_ms", "ms", ("chat",), "(e2e_ms - ttft_ms) / (output_tokens - 1)",
            "only when `output_tokens >= 2` and the request succeeded",
-           gated=True, compared=True, figure="inter_token", label="TPOT (per request)", short="TPOT"),
+           gated=True, compared=True, figure="inter_token", label="TPOT (per request)", legend_rank=2,
+           short="TPOT"),
     Metric("itl_ms", "ms", ("chat",),
            "event `i >= 1` carrying `k_i` tokens contributes `k_i` gaps of `(event_ns[i] - event_ns[i-1]) / k_i / 1e6`",
            "the sum of a request's gaps is `event_ns[-1] - event_ns[0]`; number of gaps = `output_tokens - k_0`",
            per_event=itl_gaps_ms, gated=True, figure="inter_token", label="ITL (per token)", short="ITL"),
     Metric("chunk_gap_ms", "ms", ("chat",), "`(event_ns[i] - event_ns[i-1]) / 1e6` for token events `i >= 1`",
            "equals `itl_ms` when every chunk has one token",
-           per_event=chunk_gaps_ms, figure="inter_token", label="chunk gap (per SSE event)", short="chunk gap"),
+           per_event=chunk_gaps_ms, figure="inter_token", label="chunk gap (per SSE event)", legend_rank=1,
+           short="chunk gap"),
     Metric("doc_latency_s", "s", ("pipeline",), "(end_ns - sent_ns) / 1e9",
            "enqueue to the worker's `done` (see below for `end_ns`)",
            gated=True, compared=True, overlaid=True, figure="document", label="document", short="document latency"),

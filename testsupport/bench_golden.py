@@ -90,12 +90,14 @@ def _summary(kind: str, records: list, start: int, end: int) -> dict[str, Any]:
 
 
 def _figures(figs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What each plotly figure shows: its title and its traces (name, points, sum of x), the traces
-    in name order (the legend's order is the page's layout, not a number)."""
-    return [{"title": f["layout"]["title"]["text"],
-             "traces": sorted([str(t.get("name")), len(t.get("x") or []), round(sum(x for x in t.get("x") or []
-                                                                                  if isinstance(x, int | float)), 6)]
-                              for t in f["data"])} for f in figs]
+    """What each plotly figure shows: its title and its traces in legend order (name, colour,
+    points, sum of x)."""
+    def trace(t: dict[str, Any]) -> list[Any]:
+        xs = [x for x in t.get("x") or [] if isinstance(x, int | float)]
+        return [str(t.get("name")), (t.get("line") or t.get("marker") or {}).get("color"), len(t.get("x") or []),
+                round(sum(xs), 6)]
+
+    return [{"title": f["layout"]["title"]["text"], "traces": [trace(t) for t in f["data"]]} for f in figs]
 
 
 def outputs() -> dict[str, Any]:

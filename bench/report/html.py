@@ -63,7 +63,7 @@ def figures(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = N
     drawn = [m for m in metric_table.of(kind) if m.figure is not None]
     values = metric_table.samples([r for r in measured if r.kind == kind], drawn)
     for figure, (title, of) in CDF_FIGURES.items():
-        shown = [m for m in drawn if m.figure == figure]
+        shown = sorted((m for m in drawn if m.figure == figure), key=lambda m: m.legend_rank)
         if shown and measured:
             figs.append(plots.cdf({m.label: values[m.name] for m in shown}, shown[0].unit, title, of=of,
                                   slo={m.short: slo[m.name] for m in shown if m.name in slo}))
