@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import sub, truediv
+from itertools import chain, repeat
+from operator import attrgetter, sub, truediv
 from typing import Literal
+
+import numpy as np
 
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 
@@ -91,6 +93,69 @@ def itl_gaps_ms(r: RequestRecord) -> list[float]:
 
 
 @dataclass(frozen=True)
+class EventGaps:
+    """Every record's chunk gaps and ITL gaps (ms), computed for a run's records at once: the same
+    values as :func:`chunk_gaps_ms` and :func:`itl_gaps_ms` record by record, in record order,
+    without a Python float per gap (a run of 10,000 64-token answers has 630,000 of them; the
+    summary and the report each read them)."""
+
+    chunk: np.ndarray  # every record's chunk gaps, record after record
+    chunk_record: np.ndarray  # the index of the record each chunk gap belongs to
+    itl: np.ndarray  # every record's ITL gaps, record after record
+    itl_record: np.ndarray
+    records: int
+
+    def chunk_of(self, selected: np.ndarray) -> np.ndarray:
+        """The chunk gaps of the records where ``selected`` (a bool per record) is true, in order."""
+        return self.chunk[selected[self.chunk_record]]
+
+    def itl_of(self, selected: np.ndarray) -> np.ndarray:
+        return self.itl[selected[self.itl_record]]
+
+    def of(self, gaps: Gaps, selected: np.ndarray) -> np.ndarray:
+        return self.itl_of(selected) if gaps == "itl" else self.chunk_of(selected)
+
+    def itl_means(self) -> list[float | None]:
+        """Each record's mean ITL (None without gaps): the sum in record order, as Python's ``sum`` adds."""
+        return _means(self.itl, self.itl_record, self.records)
+
+    def chunk_means(self) -> list[float | None]:
+        return _means(self.chunk, self.chunk_record, self.records)
+
+    def means(self, gaps: Gaps) -> list[float | None]:
+        return self.itl_means() if gaps == "itl" else self.chunk_means()
+
+
+def _means(values: np.ndarray, owner: np.ndarray, n: int) -> list[float | None]:
+    counts = np.bincount(owner, minlength=n)
+    sums = np.bincount(owner, weights=values, minlength=n)  # adds in order, one by one
+    return [float(s) / int(c) if c else None for s, c in zip(sums, counts)]
+
+
+def event_gaps(records: Sequence[RequestRecord]) -> EventGaps:
+    """:class:`EventGaps` of ``records`` (see there)."""
+    n = len(records)
+    lens = np.fromiter(map(len, map(attrgetter("event_ns"), records)), np.int64, n)
+    total = int(lens.sum())
+    ns = np.fromiter(chain.from_iterable(map(attrgetter("event_ns"), records)), np.int64, total)
+    toks = np.fromiter(chain.from_iterable(map(attrgetter("event_tokens"), records)), np.int64, total)
+    starts = np.cumsum(lens) - lens
+    inner = np.ones(max(total - 1, 0), dtype=bool)  # diff j = ns[j + 1] - ns[j]: inside one record?
+    first = starts[(starts > 0) & (starts < total)]
+    inner[first - 1] = False
+    chunk = (np.diff(ns) / MS)[inner]
+    chunk_record = np.repeat(np.arange(n), np.maximum(lens - 1, 0))
+    k = np.maximum(toks[1:][inner], 1)  # tokens of the later event of each gap
+    itl = chunk if bool((k == 1).all()) else np.repeat(chunk / k, k)
+    itl_record = chunk_record if itl is chunk else np.repeat(chunk_record, k)
+    return EventGaps(chunk, chunk_record, itl, itl_record, n)
+
+
+Gaps = Literal["itl", "chunk"]
+PER_EVENT: dict[Gaps, Callable[[RequestRecord], list[float]]] = {"itl": itl_gaps_ms, "chunk": chunk_gaps_ms}
+
+
+@dataclass(frozen=True)
 class Metric:
     name: str
     unit: Literal["ms", "s"]
@@ -98,8 +163,9 @@ class Metric:
     formula: str
     note: str = ""
     # None: one value per request, the attribute ``name`` of derive_any()'s result (None where
-    # undefined); else the values one chat request contributes (one per event or token).
-    per_event: Callable[[RequestRecord], list[float]] | None = None
+    # undefined); else which gaps between a chat request's events it is (EventGaps for a run's
+    # records at once, PER_EVENT for one record): one value per gap or per token.
+    per_event: Gaps | None = None
     successful_only: bool = True  # False: failed requests count too (the schedule lag)
     gated: bool = False  # a ``metric`` of the latency gates (bench/gating/models.py)
     compared: bool = False  # a row of `bench compare`
@@ -136,10 +202,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("itl_ms", "ms", ("chat",),
            "event `i >= 1` carrying `k_i` tokens contributes `k_i` gaps of `(event_ns[i] - event_ns[i-1]) / k_i / 1e6`",
            "the sum of a request's gaps is `event_ns[-1] - event_ns[0]`; number of gaps = `output_tokens - k_0`",
-           per_event=itl_gaps_ms, gated=True, figure="inter_token", label="ITL (per token)", short="ITL"),
+           per_event="itl", gated=True, figure="inter_token", label="ITL (per token)", short="ITL"),
     Metric("chunk_gap_ms", "ms", ("chat",), "`(event_ns[i] - event_ns[i-1]) / 1e6` for token events `i >= 1`",
            "equals `itl_ms` when every chunk has one token",
-           per_event=chunk_gaps_ms, figure="inter_token", label="chunk gap (per SSE event)", legend_rank=1,
+           per_event="chunk", figure="inter_token", label="chunk gap (per SSE event)", legend_rank=1,
            short="chunk gap"),
     Metric("doc_latency_s", "s", ("pipeline",), "(end_ns - sent_ns) / 1e9",
            "enqueue to the worker's `done` (see below for `end_ns`)",
@@ -171,20 +237,17 @@ GATED: tuple[str, ...] = names(m for m in METRICS if m.gated)
 
 
 class Samples:
-    """Collects the values of ``metrics`` from records added one by one (each with its derived
-    values, so a caller that needs them too derives once): in the order added, failed requests
-    skipped except for the metrics that count them. The caller chooses the records (the summary
-    and the gates: measured ones)."""
+    """Collects the per-request metrics among ``metrics`` (one value per request) from records
+    added one by one, each with its derived values (a caller that needs them too derives once):
+    in the order added, failed requests skipped except for the metrics that count them. The
+    per-event metrics come from a run's records at once (event_samples). The caller chooses the
+    records (the summary and the gates: measured ones)."""
 
     def __init__(self, metrics: Sequence[Metric]) -> None:
-        self.values: dict[str, list[float]] = {m.name: [] for m in metrics}
         per_request = [m for m in metrics if m.per_event is None]
+        self.values: dict[str, list[float]] = {m.name: [] for m in per_request}
         self._always = tuple((m.name, m.workloads) for m in per_request if not m.successful_only)
         self._ok = tuple((m.name, m.workloads) for m in per_request if m.successful_only)
-        self._events: list[tuple[str, Callable[[RequestRecord], list[float]]]] = []
-        for m in metrics:
-            if m.per_event is not None:
-                self._events.append((m.name, m.per_event))
 
     def add(self, r: AnyRecord, d: Derived | PipelineDerived) -> None:
         values, kind = self.values, r.kind
@@ -198,14 +261,25 @@ class Samples:
                 v = getattr(d, name)
                 if v is not None:
                     values[name].append(v)
-        if isinstance(r, RequestRecord):
-            for name, fn in self._events:
-                values[name].extend(fn(r))
 
 
-def samples(records: Iterable[AnyRecord], metrics: Sequence[Metric]) -> dict[str, list[float]]:
-    """The values of ``metrics`` over ``records`` (see Samples)."""
+def event_samples(records: Sequence[AnyRecord], metrics: Sequence[Metric]) -> dict[str, np.ndarray]:
+    """The per-event metrics among ``metrics`` over the successful chat records of ``records``,
+    record after record (EventGaps: numpy, every record at once)."""
+    wanted = [m for m in metrics if m.per_event is not None]
+    if not wanted:
+        return {}
+    chats = [r for r in records if isinstance(r, RequestRecord)]
+    gaps = event_gaps(chats)
+    ok = np.fromiter((r.ok for r in chats), bool, len(chats))
+    return {m.name: gaps.of(m.per_event, ok) for m in wanted if m.per_event is not None}
+
+
+def samples(records: Sequence[AnyRecord], metrics: Sequence[Metric]) -> dict[str, list[float] | np.ndarray]:
+    """The values of ``metrics`` over ``records``, by metric in the order given (see Samples and
+    event_samples)."""
     acc = Samples(metrics)
     for r in records:
         acc.add(r, derive_any(r))
-    return acc.values
+    events = event_samples(records, metrics)
+    return {m.name: acc.values[m.name] if m.per_event is None else events[m.name] for m in metrics}

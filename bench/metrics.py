@@ -13,7 +13,9 @@ from typing import cast
 import numpy as np
 
 from bench import metric_table
-from bench.metric_table import Derived, Samples, derive
+from bench.metric_table import Derived, Samples, derive, event_samples
+from bench.metric_table import EventGaps as EventGaps  # re-exported: where the run's gaps used to live
+from bench.metric_table import event_gaps as event_gaps
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import RequestSLO
 from bench.stats import PERCENTILE_METHOD
@@ -108,7 +110,7 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
             good += 1
             if r.end_ns is not None and start_ns <= r.end_ns < t_end:
                 good_done += 1
-    series = acc.values
+    series: dict[str, list[float] | np.ndarray] = {**acc.values, **event_samples(measured, metric_table.of("chat"))}
     done_in_window = sum(1 for r in records if r.ok and r.end_ns is not None and start_ns <= r.end_ns < t_end)
     tokens_in_window = sum(_tokens_between(r, start_ns, t_end) for r in records if r.ok)
     prompt_mismatch = sum(1 for r in ok if r.prompt_tokens is not None and r.server_prompt_tokens is not None
@@ -121,7 +123,7 @@ def chat_summary(records: list[RequestRecord], start_ns: int, end_ns: int, slo: 
                      "error_rate": (len(measured) - len(ok)) / len(measured) if measured else None,
                      "all_phases": len(records)},
         "errors_by_reason": error_breakdown(measured),
-        "latency": {name: describe(v) for name, v in series.items()},
+        "latency": {name: describe(series[name]) for name in LATENCY_METRICS},
         "throughput": {
             "sent_rps": len(measured) / window_s,
             "actual_sent_rps": actual_sent_rps(records, start_ns, end_ns),

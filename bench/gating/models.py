@@ -51,7 +51,9 @@ class Gate(BaseModel):
 def latency_values(metric: str, records: Iterable[AnyRecord]) -> list[float]:
     """The samples of ``metric`` (bench/metric_table.py) over the measured records, as the summary
     takes them."""
-    return metric_table.samples((r for r in records if r.phase == "measure"), [metric_table.BY_NAME[metric]])[metric]
+    measured = [r for r in records if r.phase == "measure"]
+    values = metric_table.samples(measured, [metric_table.BY_NAME[metric]])[metric]
+    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 class HealthGate(Gate):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bench import metric_table
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
@@ -14,7 +16,7 @@ from bench.report.html import _ENV, plotly_js
 from bench.summary import Comparison, Summary
 
 
-def _latencies(records: list[AnyRecord]) -> dict[metric_table.Metric, list[float]]:
+def _latencies(records: list[AnyRecord]) -> dict[metric_table.Metric, list[float] | np.ndarray]:
     """The overlaid metrics (bench/metric_table.py) of the run's workload, over its measured records."""
     measured = [r for r in records if r.phase == "measure"]
     kind: metric_table.Workload = "chat" if any(isinstance(r, RequestRecord) for r in measured) else "pipeline"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bench import metric_table
@@ -61,7 +62,7 @@ def figures(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = N
     slo = {k: float(v) for k, v in ((goodput.get("slo") if goodput else None) or {}).items()
            if isinstance(v, int | float)}  # the scenario's per-request objectives, ms
     drawn = [m for m in metric_table.of(kind) if m.figure is not None]
-    values = metric_table.samples([r for r in measured if r.kind == kind], drawn)
+    values = _cdf_values([r for r in measured if r.kind == kind], drawn, rs)
     for figure, (title, of) in CDF_FIGURES.items():
         shown = sorted((m for m in drawn if m.figure == figure), key=lambda m: m.legend_rank)
         if shown and measured:
@@ -111,6 +112,22 @@ def figures(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = N
                                     {}, "sent − intended, ms", "Client schedule lag (open loop: a late send "
                                     "means the client could not keep up)", rs.windows))
     return figs
+
+
+def _cdf_values(records: list[AnyRecord], drawn: list[metric_table.Metric],
+                rs: RunSeries) -> dict[str, list[float] | np.ndarray]:
+    """The drawn metrics' values over ``records`` (measured, successful), from what the series
+    computed already where it covers them (each request's derived values; every gap of its run)."""
+    acc = metric_table.Samples(drawn)
+    for r in records:
+        acc.add(r, rs.derived.get(r.request_id) or metric_table.derive_any(r))
+    events = [m for m in drawn if m.per_event is not None]
+    if rs.gaps is not None and rs.measured_ok is not None and int(rs.measured_ok.sum()) == len(records):
+        gaps, ok = rs.gaps, rs.measured_ok
+        per_event = {m.name: gaps.of(m.per_event, ok) for m in events if m.per_event is not None}
+    else:  # the series of other records
+        per_event = metric_table.event_samples(records, events)
+    return {m.name: acc.values[m.name] if m.per_event is None else per_event[m.name] for m in drawn}
 
 
 def plotly_js() -> str:

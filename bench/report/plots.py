@@ -67,7 +67,7 @@ def _thin(xs: Sequence[float], ys: Sequence[float], n: int = MAX_POINTS) -> tupl
     return [xs[i] for i in idx], [ys[i] for i in idx]
 
 
-def _ecdf(vals: Sequence[float], n: int = MAX_POINTS) -> tuple[list[float], list[float]]:
+def _ecdf(vals: Sequence[float] | np.ndarray, n: int = MAX_POINTS) -> tuple[list[float], list[float]]:
     """The empirical CDF's points (value, share at or below it), thinned as :func:`_thin` does;
     sorted with numpy: a run's ITL samples number hundreds of thousands."""
     s = np.sort(np.asarray(vals, dtype=float))
@@ -126,7 +126,7 @@ DASHES = ("solid", "dash", "dot", "dashdot")  # identical series (TTFT = TTFC on
 CLIP_PERCENTILE = 99.5  # a CDF's x axis ends here: one outlier no longer squeezes the rest into a line
 
 
-def cdf(series: dict[str, list[float]], unit: str, title: str, of: str = "requests",
+def cdf(series: dict[str, Sequence[float] | np.ndarray], unit: str, title: str, of: str = "requests",
         slo: dict[str, float] | None = None, clip: float | None = CLIP_PERCENTILE) -> Fig:
     """Empirical CDFs (step functions): y = share of ``of`` at or below x.
 
@@ -138,22 +138,23 @@ def cdf(series: dict[str, list[float]], unit: str, title: str, of: str = "reques
     xs_all: list[float] = []
     clip_at: float | None = None
     vmax = -math.inf
-    for i, (label, vals) in enumerate(series.items()):
-        if not vals:
+    arrays = {label: np.asarray(vals, dtype=float) for label, vals in series.items()}
+    for i, (label, arr) in enumerate(arrays.items()):
+        if not arr.size:
             continue
-        xs, ys = _ecdf(vals)
+        xs, ys = _ecdf(arr)
         xs_all += [xs[0], xs[-1]]
         vmax = max(vmax, xs[-1])
         if clip is not None:
-            clip_at = max(clip_at or -math.inf, float(np.percentile(np.asarray(vals, dtype=float), clip)))
-        fig["data"].append(dict(type="scatter", x=xs, y=ys, mode="lines", name=f"{label} (n={len(vals)})",
+            clip_at = max(clip_at or -math.inf, float(np.percentile(arr, clip)))
+        fig["data"].append(dict(type="scatter", x=xs, y=ys, mode="lines", name=f"{label} (n={arr.size})",
                                 line={"color": COLORS[i % len(COLORS)], "width": 2, "shape": "hv",
                                       "dash": DASHES[i % len(DASHES)]},
                                 hovertemplate=f"{label}: %{{x:.4g}} {unit}<br>share at or below: %{{y:.1%}}"
                                 "<extra></extra>"))
     notes: list[str] = []
     if clip_at is not None and vmax > clip_at:
-        beyond = sum(1 for vals in series.values() for v in vals if v > clip_at)
+        beyond = sum(int((arr > clip_at).sum()) for arr in arrays.values())
         notes.append(f"axis ends at p{clip:g} ({clip_at:.4g} {unit}): {beyond} value{'s' * (beyond != 1)} "
                      f"beyond it, up to {vmax:.4g} {unit} (zoom out to see them)")
         xs_all = [x for x in xs_all if x <= clip_at] + [clip_at]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from bench import metric_table
-from bench.metric_table import derive, derive_pipeline, itl_gaps_ms
+from bench.metric_table import Derived, EventGaps, derive, derive_pipeline, event_gaps
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 
 NS = 1e9
@@ -46,6 +46,9 @@ class RunSeries:
     itl_p95: list[float | None] = field(default_factory=list)
     windows: list[tuple[float, float, str]] = field(default_factory=list)  # warmup / cooldown, not measured
     itl_by_request: list[float | None] = field(default_factory=list)
+    derived: dict[str, Derived] = field(default_factory=dict)  # each request's metrics, by request_id
+    gaps: EventGaps | None = None  # every request's gaps, requests in order of sending ...
+    measured_ok: np.ndarray | None = None  # ... and which of them are measured and succeeded
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -61,28 +64,23 @@ def _r(v: float | None, nd: int = 3) -> float | None:
     return None if v is None or not math.isfinite(v) else round(v, nd)
 
 
-def _pct(vals: list[float], q: float) -> float | None:
-    return float(np.percentile(vals, q)) if vals else None
+def _pct(vals: list[float] | np.ndarray, q: float) -> float | None:
+    return float(np.percentile(vals, q)) if len(vals) else None
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _by_bin(values: np.ndarray, bins: np.ndarray, n: int) -> list[np.ndarray]:
+    """``values`` grouped by their bin (0 .. n - 1)."""
+    order = np.argsort(bins, kind="stable")
+    cuts = np.searchsorted(bins[order], np.arange(1, n))
+    return np.split(values[order], cuts)
 
 
-def _metric_cells(metrics: tuple[metric_table.Metric, ...], r: AnyRecord,
-                  d: metric_table.Derived | metric_table.PipelineDerived,
-                  known: dict[str, list[float]] | None = None) -> dict[str, float | None]:
+def _metric_cells(metrics: tuple[metric_table.Metric, ...], d: Derived | metric_table.PipelineDerived,
+                  means: dict[str, list[float | None]], c: int) -> dict[str, float | None]:
     """The request's value of each metric (every request, failed ones too), rounded; a per-event
-    metric's is its mean (``known``: per-event values the caller computed already, by metric)."""
-    out: dict[str, float | None] = {}
-    for m in metrics:
-        if m.per_event is None:
-            out[m.column] = _r(getattr(d, m.name))
-        else:
-            assert isinstance(r, RequestRecord)
-            values = (known or {}).get(m.name)
-            out[m.column] = _r(_mean(values if values is not None else m.per_event(r)))
-    return out
+    metric's is the request's mean (``means``: by metric, of every chat request; ``c``: this one's
+    index there)."""
+    return {m.column: _r(getattr(d, m.name) if m.per_event is None else means[m.name][c]) for m in metrics}
 
 
 def build(records: list[AnyRecord]) -> RunSeries:
@@ -99,8 +97,16 @@ def build(records: list[AnyRecord]) -> RunSeries:
     rs.bins = [float(i) for i in range(n)]
     rs.sent, rs.completed, rs.errors, rs.output_tokens = [0] * n, [0] * n, [0] * n, [0] * n
     lat: list[list[float]] = [[] for _ in range(n)]
-    itl: list[list[float]] = [[] for _ in range(n)]
-    for r in sorted(sent, key=lambda r: r.sent_ns):
+    ordered = sorted(sent, key=lambda r: r.sent_ns)
+    chats = [r for r in ordered if isinstance(r, RequestRecord)]
+    gaps = event_gaps(chats)  # every request's gaps at once (numpy), in this order
+    means = {m.name: gaps.means(m.per_event) for m in _CHAT_METRICS if m.per_event is not None}
+    itl_means = gaps.itl_means()
+    chat_bin = np.zeros(len(chats), dtype=np.int64)  # the second each request was sent in ...
+    chat_ok = np.zeros(len(chats), dtype=bool)  # ... and whether its ITL counts there
+    rs.gaps, rs.measured_ok = gaps, np.zeros(len(chats), dtype=bool)
+    c = 0
+    for r in ordered:
         s_s = (r.sent_ns - t0) / NS
         i = int(s_s)
         rs.sent[i] += 1
@@ -116,22 +122,23 @@ def build(records: list[AnyRecord]) -> RunSeries:
                                "error": r.error, "status": r.status, "sent_s": _r(s_s, 6)}
         if isinstance(r, RequestRecord):
             d = derive(r)
-            gaps = itl_gaps_ms(r)
-            itl_mean = _mean(gaps)
-            row.update(_metric_cells(_CHAT_METRICS, r, d, {"itl_ms": gaps}))
+            rs.derived[r.request_id] = d
+            itl_mean = itl_means[c]
+            row.update(_metric_cells(_CHAT_METRICS, d, means, c))
             row.update(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
             rs.itl_by_request.append(itl_mean if r.ok else None)
             if r.ok and r.end_ns is not None and r.output_tokens:
                 rs.output_tokens[int((r.end_ns - t0) // NS)] += r.output_tokens
             if r.ok and d.ttft_ms is not None:
                 lat[i].append(d.ttft_ms)
-            if r.ok:
-                itl[i].extend(gaps)
+            chat_bin[c], chat_ok[c] = i, r.ok
+            rs.measured_ok[c] = r.ok and r.phase == "measure"
+            c += 1
         else:
             assert isinstance(r, PipelineRecord)
             pd = derive_pipeline(r)
             doc_s = pd.doc_latency_s
-            row.update(_metric_cells(_PIPELINE_METRICS, r, pd))
+            row.update(_metric_cells(_PIPELINE_METRICS, pd, {}, -1))
             row.update(pages=r.pages, document=r.document,
                        worker_processing_s=_r(r.processing_s), output_verified=r.output_verified)
             if r.ok and doc_s is not None:
@@ -139,8 +146,12 @@ def build(records: list[AnyRecord]) -> RunSeries:
         rs.rows.append(row)
     rs.lat_p50 = [_r(_pct(v, 50)) for v in lat]
     rs.lat_p95 = [_r(_pct(v, 95)) for v in lat]
-    rs.itl_p50 = [_r(_pct(v, 50)) for v in itl] if kind == "chat" else [None] * n
-    rs.itl_p95 = [_r(_pct(v, 95)) for v in itl] if kind == "chat" else [None] * n
+    if kind == "chat":
+        itl = _by_bin(gaps.itl_of(chat_ok), chat_bin[gaps.itl_record[chat_ok[gaps.itl_record]]], n)
+        rs.itl_p50 = [_r(_pct(v, 50)) for v in itl]
+        rs.itl_p95 = [_r(_pct(v, 95)) for v in itl]
+    else:
+        rs.itl_p50 = rs.itl_p95 = [None] * n
     measured = [(r.sent_ns - t0) / NS for r in sent if r.phase == "measure"]
     if measured:
         if any(r.phase == "warmup" for r in sent):

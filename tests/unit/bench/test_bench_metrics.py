@@ -116,3 +116,29 @@ def test_client_and_server_counts_are_put_side_by_side():
     assert rows["prompt_tokens"]["agrees"] and rows["prompt_tokens"]["client_counted"] == 384  # the client's 128s
     assert rows["output_tokens"]["client"] == 12 and not rows["output_tokens"]["agrees"]
     assert count_agreement(records, None) == []
+
+
+def test_event_gaps_of_a_run_are_each_records_gaps_in_order():
+    # the summary and the report read every gap of a run at once (numpy); the values must be those of
+    # chunk_gaps_ms / itl_gaps_ms record by record: no event, one event, multi-token events, first and last
+    from bench.metrics import event_gaps
+
+    runs = [rec(event_ns=[], event_tokens=[], event_content=[]),
+            rec(),  # 10 ms, then 20 ms carrying 2 tokens
+            rec(event_ns=[7 * MS], event_tokens=[1], event_content=[True]),
+            rec(event_ns=[3 * MS, 4 * MS, 9 * MS, 12 * MS], event_tokens=[1, 3, 1, 0], event_content=[True] * 4),
+            rec(event_ns=[], event_tokens=[], event_content=[])]
+    gaps = event_gaps(runs)
+    for i, r in enumerate(runs):
+        assert gaps.chunk[gaps.chunk_record == i].tolist() == chunk_gaps_ms(r)
+        assert gaps.itl[gaps.itl_record == i].tolist() == itl_gaps_ms(r)
+    assert gaps.itl_means() == [None, 10.0, None, pytest.approx((1 / 3 * 3 + 5 + 3) / 5), None]
+    assert gaps.chunk_means() == [None, 15.0, None, 3.0, None]
+    everything = [g for r in runs for g in itl_gaps_ms(r)]
+    assert gaps.itl.tolist() == everything == [10.0, 10.0, 10.0, 1 / 3, 1 / 3, 1 / 3, 5.0, 3.0]
+    import numpy as np
+
+    picked = np.array([False, True, False, True, False])
+    assert gaps.chunk_of(picked).tolist() == [10.0, 20.0, 1.0, 5.0, 3.0]
+    only_one_token = event_gaps([rec(event_tokens=[1, 1, 1])])
+    assert only_one_token.itl is only_one_token.chunk  # the usual stream: the chunk gaps themselves
