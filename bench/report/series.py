@@ -75,12 +75,16 @@ def _by_bin(values: np.ndarray, bins: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(values[order], cuts)
 
 
-def _metric_cells(metrics: tuple[metric_table.Metric, ...], d: Derived | metric_table.PipelineDerived,
-                  means: dict[str, list[float | None]], c: int) -> dict[str, float | None]:
+_CELLS = {kind: tuple((m.column, m.name, m.per_event is not None) for m in metrics)
+          for kind, metrics in (("chat", _CHAT_METRICS), ("pipeline", _PIPELINE_METRICS))}
+
+
+def _metric_cells(kind: str, d: Derived | metric_table.PipelineDerived, means: dict[str, list[float | None]],
+                  c: int) -> dict[str, float | None]:
     """The request's value of each metric (every request, failed ones too), rounded; a per-event
     metric's is the request's mean (``means``: by metric, of every chat request; ``c``: this one's
     index there)."""
-    return {m.column: _r(getattr(d, m.name) if m.per_event is None else means[m.name][c]) for m in metrics}
+    return {col: _r(means[name][c] if per_event else getattr(d, name)) for col, name, per_event in _CELLS[kind]}
 
 
 def build(records: list[AnyRecord]) -> RunSeries:
@@ -124,7 +128,7 @@ def build(records: list[AnyRecord]) -> RunSeries:
             d = derive(r)
             rs.derived[r.request_id] = d
             itl_mean = itl_means[c]
-            row.update(_metric_cells(_CHAT_METRICS, d, means, c))
+            row.update(_metric_cells("chat", d, means, c))
             row.update(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
             rs.itl_by_request.append(itl_mean if r.ok else None)
             if r.ok and r.end_ns is not None and r.output_tokens:
@@ -138,7 +142,7 @@ def build(records: list[AnyRecord]) -> RunSeries:
             assert isinstance(r, PipelineRecord)
             pd = derive_pipeline(r)
             doc_s = pd.doc_latency_s
-            row.update(_metric_cells(_PIPELINE_METRICS, pd, {}, -1))
+            row.update(_metric_cells("pipeline", pd, {}, -1))
             row.update(pages=r.pages, document=r.document,
                        worker_processing_s=_r(r.processing_s), output_verified=r.output_verified)
             if r.ok and doc_s is not None:
