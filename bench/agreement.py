@@ -12,31 +12,31 @@ higher by HTTP parsing, loopback transfer and event-loop scheduling on both side
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from bench.metrics import derive
+from bench.metric_table import derive
 from bench.records import AnyRecord, RequestRecord
+from bench.summary import Agreement, CountAgreement, ServerDiff
 
 ABS_MS = 3.0
 REL = 0.05
 PAIRS = (("ttft_ms", "vllm:time_to_first_token_seconds"), ("e2e_ms", "vllm:e2e_request_latency_seconds"))
 
 
-def agreement(records: list[AnyRecord], server: dict[str, Any] | None,
-              abs_ms: float = ABS_MS, rel: float = REL) -> list[dict[str, Any]]:
+def agreement(records: list[AnyRecord], server: ServerDiff | None,
+              abs_ms: float = ABS_MS, rel: float = REL) -> list[Agreement]:
     if not server:
         return []
     chats = [derive(r) for r in records if isinstance(r, RequestRecord) and r.ok]
-    out = []
+    out: list[Agreement] = []
     for metric, hist in PAIRS:
         h = server["histograms"].get(hist)
         vals = [getattr(d, metric) for d in chats if getattr(d, metric) is not None]
-        if not h or not h.get("count") or not vals:
+        mean_s = h.get("mean_s") if h else None  # None: no request in the window
+        if not h or not h.get("count") or mean_s is None or not vals:
             continue
         client = float(np.mean(vals))
-        srv = h["mean_s"] * 1000
+        srv = mean_s * 1000
         tol = abs_ms + rel * srv
         out.append({"metric": metric, "histogram": hist, "client_ms": client, "server_ms": srv,
                     "client_n": len(vals), "server_n": h["count"], "diff_ms": client - srv,
@@ -49,7 +49,7 @@ COUNT_PAIRS = (("requests", "vllm:request_success_total"), ("prompt_tokens", "vl
                ("output_tokens", "vllm:generation_tokens_total"))
 
 
-def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> list[dict[str, Any]]:
+def count_agreement(records: list[AnyRecord], server: ServerDiff | None) -> list[CountAgreement]:
     """Client vs server counts over the run (every phase: the server's counters see them all):
     successful requests, prompt tokens (the server's usage where it sent one, else the client's
     count) and output tokens. Exact equality is expected from a server this run alone loads; a
@@ -63,12 +63,12 @@ def count_agreement(records: list[AnyRecord], server: dict[str, Any] | None) -> 
                                    or 0 for r in ok),
               "output_tokens": sum(r.output_tokens or 0 for r in ok)}
     client_prompt = sum(r.prompt_tokens or 0 for r in ok)
-    out = []
+    out: list[CountAgreement] = []
     for name, counter in COUNT_PAIRS:
         srv = server["counters"].get(counter)
         if srv is None:
             continue
-        row = {"count": name, "client": client[name], "server": int(round(srv)), "counter": counter,
+        row: CountAgreement = {"count": name, "client": client[name], "server": int(round(srv)), "counter": counter,
                "agrees": int(round(srv)) == client[name]}
         if name == "prompt_tokens" and client_prompt and client_prompt != client[name]:
             row["client_counted"] = client_prompt  # what the client's own count (/tokenize, tokenizer) said

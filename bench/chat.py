@@ -21,7 +21,7 @@ from bench.dataset import Entry, load_dataset
 from bench.httpclient import Pool, Response, TransportError
 from bench.images import data_url
 from bench.promptlen import Counter
-from bench.records import Phase, pack_events
+from bench.records import Phase, chat_row, pack_events
 from bench.scenario import ChatScenario
 from bench.sse import read_stream
 from bench.target import Target, TargetError
@@ -190,14 +190,17 @@ class ChatSender:
         try:
             resp = await self.pool.send(self.requests[k], t0, self.timeout_s, True)
         except TransportError as exc:
-            return ("chat", rid, phase, self.process, intended_ns, sent, wall, None, [], None, None,
-                    time.monotonic_ns() - t0, None, exc.reason, str(exc), req.prompt_tokens, None, None, None,
-                    req.max_tokens, None, None, None)
+            return chat_row(request_id=rid, phase=phase, process=self.process, intended_ns=intended_ns, sent_ns=sent,
+                            wall_sent_s=wall, headers_ns=None, event_ns=[], event_tokens=None, event_content=None,
+                            end_ns=time.monotonic_ns() - t0, error=exc.reason, error_detail=str(exc),
+                            prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens)
         status = resp.status
         if status != 200:
-            return ("chat", rid, phase, self.process, intended_ns, sent, wall, resp.headers_ns, [], None, None,
-                    resp.end_ns, status, f"http_{status}", promptlen.error_detail(bytes(resp.body)),
-                    req.prompt_tokens, None, None, None, req.max_tokens, None, None, None)
+            return chat_row(request_id=rid, phase=phase, process=self.process, intended_ns=intended_ns, sent_ns=sent,
+                            wall_sent_s=wall, headers_ns=resp.headers_ns, event_ns=[], event_tokens=None,
+                            event_content=None, end_ns=resp.end_ns, status=status, error=f"http_{status}",
+                            error_detail=promptlen.error_detail(bytes(resp.body)), prompt_tokens=req.prompt_tokens,
+                            max_tokens=req.max_tokens)
         if not resp.content_type.startswith("text/event-stream"):
             return self._non_stream(resp, rid, phase, intended_ns, sent, wall, req)
         res = read_stream(resp.parts, resp.times, self.keep_output)
@@ -207,30 +210,39 @@ class ChatSender:
         error = res.error
         detail = "stream ended without data: [DONE]" if error == "stream_truncated" else None
         ns, toks, content = pack_events(res.event_ns, res.event_tokens, res.event_content)
-        return ("chat", rid, phase, self.process, intended_ns, sent, wall, resp.headers_ns, ns, toks, content,
-                resp.end_ns, status, error, detail, req.prompt_tokens, res.prompt_tokens, res.output_tokens,
-                res.output_source, req.max_tokens, text, res.finish_reason, res.response_id)
+        return chat_row(request_id=rid, phase=phase, process=self.process, intended_ns=intended_ns, sent_ns=sent,
+                        wall_sent_s=wall, headers_ns=resp.headers_ns, event_ns=ns, event_tokens=toks,
+                        event_content=content, end_ns=resp.end_ns, status=status, error=error, error_detail=detail,
+                        prompt_tokens=req.prompt_tokens, server_prompt_tokens=res.prompt_tokens,
+                        output_tokens=res.output_tokens, output_tokens_source=res.output_source,
+                        max_tokens=req.max_tokens, output_text=text, finish_reason=res.finish_reason,
+                        response_id=res.response_id)
 
     def _non_stream(self, resp: Response, rid: str, phase: Phase, intended_ns: int, sent: int, wall: float,
                     req: PreparedRequest) -> tuple:
         body = bytes(resp.body) or b"".join(resp.parts)
-        head = ("chat", rid, phase, self.process, intended_ns, sent, wall, resp.headers_ns)
         try:
             obj = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return (*head, [], None, None, resp.end_ns, resp.status, "bad_json",
-                    body[:200].decode(errors="replace"), req.prompt_tokens, None, None, None, req.max_tokens,
-                    None, None, None)
+            return chat_row(request_id=rid, phase=phase, process=self.process, intended_ns=intended_ns, sent_ns=sent,
+                            wall_sent_s=wall, headers_ns=resp.headers_ns, event_ns=[], event_tokens=None,
+                            event_content=None, end_ns=resp.end_ns, status=resp.status, error="bad_json",
+                            error_detail=body[:200].decode(errors="replace"), prompt_tokens=req.prompt_tokens,
+                            max_tokens=req.max_tokens)
         usage = obj.get("usage") or {}
         output = usage.get("completion_tokens")
         choice = (obj.get("choices") or [{}])[0]
         text = (choice.get("message") or {}).get("content")
         # The whole answer arrives at once: its first byte is the first token.
-        events = ([resp.headers_ns], [output], [True]) if output else ([], [], [])
+        ns, toks, content = pack_events(*(([resp.headers_ns], [output], [True]) if output else ([], [], [])))
         keep = self.keep_output or (output is None and self.keep_text_without_usage)
-        return (*head, *pack_events(*events), resp.end_ns, resp.status, None, None, req.prompt_tokens,
-                usage.get("prompt_tokens"), output, "usage" if output is not None else None, req.max_tokens,
-                text if keep else None, choice.get("finish_reason"), obj.get("id"))
+        return chat_row(request_id=rid, phase=phase, process=self.process, intended_ns=intended_ns, sent_ns=sent,
+                        wall_sent_s=wall, headers_ns=resp.headers_ns, event_ns=ns, event_tokens=toks,
+                        event_content=content, end_ns=resp.end_ns, status=resp.status,
+                        prompt_tokens=req.prompt_tokens, server_prompt_tokens=usage.get("prompt_tokens"),
+                        output_tokens=output, output_tokens_source="usage" if output is not None else None,
+                        max_tokens=req.max_tokens, output_text=text if keep else None,
+                        finish_reason=choice.get("finish_reason"), response_id=obj.get("id"))
 
     async def aclose(self) -> None:
         self.pool.close()

@@ -29,23 +29,24 @@ here is NaN or infinite: a statistic that cannot be computed is a row with a not
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
-from bench.gating.models import _latency_values
+from bench import metric_table
+from bench.gating.models import latency_values
 from bench.records import AnyRecord
 from bench.stats import bootstrap_diff_ci, mean_stat, min_samples_for_ci, quantile_ci
+from bench.summary import CompareRow, CompareRunInfo, Comparison, Summary
 
-CHAT_METRICS = ("ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms")
-PIPELINE_METRICS = ("doc_latency_s",)
+CHAT_METRICS = metric_table.names(m for m in metric_table.of("chat") if m.compared)
+PIPELINE_METRICS = metric_table.names(m for m in metric_table.of("pipeline") if m.compared)
 STATS = ("mean", "p50", "p95", "p99")
 MIN_EFFECT = 0.05  # relative change below which a difference is "same"
 MIN_EFFECT_ERROR_RATE = 0.01  # absolute difference of error fractions below which it is "same"
 THROUGHPUT_WINDOWS_MIN = 10  # one-second windows a run needs for its throughput to be compared
 
 
-def _per_second(records: list[AnyRecord], summary: dict[str, Any], tokens: bool) -> np.ndarray:
+def _per_second(records: list[AnyRecord], summary: Summary, tokens: bool) -> np.ndarray:
     start = summary["run"]["measure_start_ns"]
     end = summary["run"]["measure_end_ns"]
     bins = max(1, int((end - start) // 1_000_000_000))
@@ -69,7 +70,7 @@ LOAD_KEYS = ("mode", "arrival", "rate_rps", "ramp_from_rps", "ramp_s", "burstine
              "max_in_flight", "processes")
 
 
-def differences(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> dict[str, list[str]]:
+def differences(b_sum: Summary, c_sum: Summary) -> dict[str, list[str]]:
     """What differs between the two runs besides the thing under test: ``load`` (the load shape:
     a throughput comparison then measures the offered load, not the system), ``setup`` (scenario,
     model: the requests differ) and ``target`` (usually the point of an A/B; said, not judged)."""
@@ -88,14 +89,14 @@ def differences(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> dict[str, list[
     return out
 
 
-def invalid_runs(b_sum: dict[str, Any], c_sum: dict[str, Any]) -> list[str]:
+def invalid_runs(b_sum: Summary, c_sum: Summary) -> list[str]:
     """One line per invalid run (``baseline`` / ``candidate``) naming its failed validity checks;
     empty when both are valid. An invalid run's numbers describe the client or the failures, not
     the server: comparing them calls noise a regression."""
     out = []
     for role, s in (("baseline", b_sum), ("candidate", c_sum)):
-        validity = s.get("validity") or {}
-        if validity.get("valid") is False:
+        validity = s.get("validity")
+        if validity is not None and validity.get("valid") is False:
             failed = [str(c.get("check")) for c in validity.get("checks") or [] if not c.get("passed")]
             out.append(f"the {role} run is INVALID ({', '.join(failed) or 'validity failed'})")
     return out
@@ -117,44 +118,46 @@ def _finite(*values: float | None) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
 
-def _quantile_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, q: float, confidence: float,
+def _quantile_row(row: CompareRow, b: np.ndarray, c: np.ndarray, q: float, confidence: float,
                   min_effect: float) -> None:
     each = math.sqrt(confidence)  # both runs' intervals hold together with `confidence`
     need = min_samples_for_ci(q, each)
     row["min_samples"] = need
     b_ci, c_ci = quantile_ci(b, q, each), quantile_ci(c, q, each)
     if b_ci is None or c_ci is None:
-        row.update(call="insufficient samples",
-                   note=f"p{q:g} needs >= {need} samples a run")
+        row.update({"call": "insufficient samples",
+                   "note": f"p{q:g} needs >= {need} samples a run"})
         return
     bq = float(np.percentile(b, q, method="linear"))
     cq = float(np.percentile(c, q, method="linear"))
-    row.update(baseline=bq, candidate=cq)
+    row.update({"baseline": bq, "candidate": cq})
     if b_ci[0] <= 0 or bq <= 0:
-        row.update(call="not compared", note="the baseline's value is 0: no relative change")
+        row.update({"call": "not compared", "note": "the baseline's value is 0: no relative change"})
         return
     point, lo, hi = cq / bq - 1, c_ci[0] / b_ci[1] - 1, c_ci[1] / b_ci[0] - 1
-    row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better=False))
+    row.update({"change": point, "ci_low": lo, "ci_high": hi,
+                "call": call(lo, hi, point, min_effect, higher_is_better=False)})
 
 
-def _bootstrap_row(row: dict[str, Any], b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
+def _bootstrap_row(row: CompareRow, b: np.ndarray, c: np.ndarray, *, resamples: int, confidence: float,
                    rng: np.random.Generator, min_effect: float, higher_is_better: bool, relative: bool = True) -> None:
     bm, cm = float(b.mean()), float(c.mean())
-    row.update(baseline=bm, candidate=cm)
+    row.update({"baseline": bm, "candidate": cm})
     if relative and bm <= 0:
-        row.update(call="not compared", note="the baseline's value is 0: no relative change")
+        row.update({"call": "not compared", "note": "the baseline's value is 0: no relative change"})
         return
     point, lo, hi = bootstrap_diff_ci(b, c, mean_stat, resamples=resamples, confidence=confidence, rng=rng,
                                       relative=relative)
     if not _finite(point, lo, hi):
-        row.update(call="insufficient samples", note="too many resamples of the baseline averaged 0")
+        row.update({"call": "insufficient samples", "note": "too many resamples of the baseline averaged 0"})
         return
-    row.update(change=point, ci_low=lo, ci_high=hi, call=call(lo, hi, point, min_effect, higher_is_better))
+    row.update({"change": point, "ci_low": lo, "ci_high": hi,
+                "call": call(lo, hi, point, min_effect, higher_is_better)})
 
 
-def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRecord], dict[str, Any]],
+def compare(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], Summary],
             *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
-            min_effect: float = MIN_EFFECT) -> dict[str, Any]:
+            min_effect: float = MIN_EFFECT) -> Comparison:
     (b_rec, b_sum), (c_rec, c_sum) = base, cand
     if b_sum.get("kind") != c_sum.get("kind"):
         raise ValueError(f"cannot compare a {b_sum.get('kind')} run with a {c_sum.get('kind')} run")
@@ -162,18 +165,18 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
         raise ValueError(f"min_effect {min_effect}: a relative change between 0 and 1 (0.05 is 5 %)")
     rng = np.random.default_rng(seed)
     diffs = differences(b_sum, c_sum)
-    rows: list[dict[str, Any]] = []
+    rows: list[CompareRow] = []
     metrics = CHAT_METRICS if b_sum.get("kind") == "chat" else PIPELINE_METRICS
     for metric in metrics:
-        b = np.asarray(_latency_values(None, metric, b_rec), dtype=float)
-        c = np.asarray(_latency_values(None, metric, c_rec), dtype=float)
+        b = np.asarray(latency_values(metric, b_rec), dtype=float)
+        c = np.asarray(latency_values(metric, c_rec), dtype=float)
         for stat in STATS:
-            row: dict[str, Any] = {"metric": metric, "stat": stat,
+            row: CompareRow = {"metric": metric, "stat": stat,
                                    "n_baseline": int(b.size), "n_candidate": int(c.size)}
             if stat == "mean":
                 row["min_samples"] = 2
                 if min(b.size, c.size) < 2:
-                    row.update(call="insufficient samples", note="the mean needs >= 2 samples in each run")
+                    row.update({"call": "insufficient samples", "note": "the mean needs >= 2 samples in each run"})
                 else:
                     _bootstrap_row(row, b, c, resamples=resamples, confidence=confidence, rng=rng,
                                    min_effect=min_effect, higher_is_better=False)
@@ -188,28 +191,27 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
         row = {"metric": name, "stat": "mean", "n_baseline": int(b.size), "n_candidate": int(c.size),
                "min_samples": THROUGHPUT_WINDOWS_MIN}
         if min(b.size, c.size) < THROUGHPUT_WINDOWS_MIN:
-            row.update(call="insufficient samples",
-                       note=f"needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows a run")
+            row.update({"call": "insufficient samples",
+                       "note": f"needs >= {THROUGHPUT_WINDOWS_MIN} one-second windows a run"})
         elif diffs["load"]:
-            row.update(baseline=float(b.mean()), candidate=float(c.mean()), call="not compared",
-                       note="the load shapes differ: throughput follows the load offered")
+            row.update({"baseline": float(b.mean()), "candidate": float(c.mean()), "call": "not compared",
+                       "note": "the load shapes differ: throughput follows the load offered"})
         else:
             _bootstrap_row(row, b, c, resamples=resamples, confidence=confidence, rng=rng, min_effect=min_effect,
                            higher_is_better=True)
         rows.append(row)
     b_err = np.array([0.0 if r.ok else 1.0 for r in b_rec if r.phase == "measure"])
     c_err = np.array([0.0 if r.ok else 1.0 for r in c_rec if r.phase == "measure"])
-    err_row: dict[str, Any] = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
+    err_row: CompareRow = {"metric": "error_rate", "stat": "mean", "n_baseline": int(b_err.size),
                                "n_candidate": int(c_err.size), "min_samples": 1,
                                "note": "absolute difference of error fractions"}
     if b_err.size and c_err.size:
         _bootstrap_row(err_row, b_err, c_err, resamples=resamples, confidence=confidence, rng=rng,
                        min_effect=MIN_EFFECT_ERROR_RATE, higher_is_better=False, relative=False)
     else:
-        err_row.update(call="insufficient samples", note="a run has no measured requests")
+        err_row.update({"call": "insufficient samples", "note": "a run has no measured requests"})
     rows.append(err_row)
-    valid = {"baseline": (b_sum.get("validity") or {}).get("valid"),
-             "candidate": (c_sum.get("validity") or {}).get("valid")}
+    valid = {"baseline": _valid(b_sum), "candidate": _valid(c_sum)}
     # Runs of different topologies (monolithic baseline, split candidate) are compared like any
     # two runs of one kind; the result says so (older summaries carry no topology: None).
     topology = {"baseline": (b_sum.get("run") or {}).get("topology"),
@@ -226,16 +228,22 @@ def compare(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRe
                       "runs resampled independently"}
 
 
-def _run_info(s: dict[str, Any]) -> dict[str, Any]:
+def _valid(s: Summary) -> bool | None:
+    """The run's validity verdict; None for a summary without one."""
+    validity = s.get("validity")
+    return validity.get("valid") if validity is not None else None
+
+
+def _run_info(s: Summary) -> CompareRunInfo:
     """What the side-by-side view shows of each run."""
     run = s.get("run") or {}
     return {"scenario": run.get("scenario"), "target": run.get("target"), "model": run.get("model"),
             "load": run.get("load_label"), "topology": run.get("topology"),
-            "window_s": s.get("window_s"), "valid": (s.get("validity") or {}).get("valid"),
+            "window_s": s.get("window_s"), "valid": _valid(s),
             "requests": s.get("requests") or {}, "throughput": s.get("throughput") or {},
             "latency": s.get("latency") or {}}
 
 
-def regressions(result: dict[str, Any]) -> list[dict[str, Any]]:
+def regressions(result: Comparison) -> list[CompareRow]:
     """The rows that make ``bench compare`` exit 1: significant and at least the minimum effect, worse."""
     return [r for r in result["rows"] if r.get("call") == "worse"]

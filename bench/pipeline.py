@@ -39,6 +39,7 @@ from redis.exceptions import RedisError
 from bench.pdfgen import count_pages, make_pdf
 from bench.records import Phase, PipelineRecord
 from bench.scenario import PipelineScenario
+from bench.summary import Check
 from bench.target import Target, mask_url
 from contract.outputs import store_root
 from worker.errors import TransientError
@@ -300,7 +301,7 @@ def outputs_summary(records: list[PipelineRecord], wl: PipelineWorkload) -> dict
     return out
 
 
-def pipeline_checks(records: list[PipelineRecord]) -> list[dict[str, Any]]:
+def pipeline_checks(records: list[PipelineRecord]) -> list[Check]:
     """Validity check: the queue kept moving (no stall)."""
     stalled = [r for r in records if r.error == STALLED]
     why = stalled[0].error_detail if stalled else "documents kept moving through the queue"

@@ -115,6 +115,21 @@ def pack_events(ns: list[int], tokens: list[int], content: list[bool]) -> tuple[
     return ns, None if tokens.count(1) == n else tokens, None if content.count(True) == n else content
 
 
+def chat_row(*, request_id: str, phase: Phase, process: int, intended_ns: int, sent_ns: int, wall_sent_s: float,
+             headers_ns: int | None, event_ns: list[int], event_tokens: list[int] | None,
+             event_content: list[bool] | None, end_ns: int | None, status: int | None = None,
+             error: str | None = None, error_detail: str | None = None, prompt_tokens: int | None = None,
+             server_prompt_tokens: int | None = None, output_tokens: int | None = None,
+             output_tokens_source: str | None = None, max_tokens: int | None = None, output_text: str | None = None,
+             finish_reason: str | None = None, response_id: str | None = None) -> tuple[Any, ...]:
+    """A chat request's row, its values named as RequestRecord's fields (events packed by
+    pack_events). The one place that knows the field order: one function call, no object built
+    (tests/unit/bench/test_bench_records.py checks the order against RequestRecord)."""
+    return ("chat", request_id, phase, process, intended_ns, sent_ns, wall_sent_s, headers_ns, event_ns, event_tokens,
+            event_content, end_ns, status, error, error_detail, prompt_tokens, server_prompt_tokens, output_tokens,
+            output_tokens_source, max_tokens, output_text, finish_reason, response_id)
+
+
 def to_row(rec: AnyRecord) -> tuple[Any, ...]:
     """A record as a row (records the engine makes itself: overload errors, pipeline documents)."""
     if isinstance(rec, PipelineRecord):

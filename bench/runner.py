@@ -26,6 +26,7 @@ from bench.promptlen import SERVER_TOKENIZE
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import ChatScenario, PipelineScenario
 from bench.server_view import ServerView
+from bench.summary import Check, FirstFailure, Observer, ServerDiff, Summary
 from bench.target import Target, TargetError, mask_url
 from bench.validity import ValidityLimits, check
 from worker.queue import JobQueue
@@ -34,7 +35,7 @@ from worker.queue import JobQueue
 @dataclass
 class RunOutput:
     records: list[AnyRecord]
-    summary: dict[str, Any]
+    summary: Summary
     result: RunResult
 
 
@@ -77,7 +78,7 @@ def run_scenario(scn: ChatScenario | PipelineScenario, target: Target, *,
         if own:
             http.close()
     server = server_metrics.diff(before, after)
-    observer: dict[str, Any] | None = None
+    observer: Observer | None = None
     if isinstance(scn, ChatScenario):
         # what the run asked of the server beyond its requests (docs/bench-metrics.md, "What the
         # bench costs the server"): the report states it beside the figures
@@ -127,7 +128,7 @@ def count_outputs_without_usage(tok: tokcheck.ClientTokenizer, records: list[Req
     return len(todo)
 
 
-def observer_text(o: dict[str, Any]) -> str:
+def observer_text(o: Observer) -> str:
     """What the run asked of the server beyond its requests, and what that costs it (measured by
     benchmarks/bench_observer_effect.py; docs/bench-metrics.md)."""
     usage = ("usage on every streamed event (continuous_usage_stats: the server serialises usage per "
@@ -278,8 +279,8 @@ def pipeline_preflight(workload, target: Target) -> dict[str, Any]:
 
 
 def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunResult, limits: ValidityLimits,
-              t_start: float, server: dict[str, Any] | None,
-              extra_checks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              t_start: float, server: ServerDiff | None,
+              extra_checks: list[Check] | None = None) -> Summary:
     """Metrics, validity, server diff and run facts of a finished run (also for Locust runs)."""
     end_ns = result.measure_end_ns if result.measure_end_ns is not None else result.measure_start_ns
     t_end = throughput_end(result.records, end_ns, result.load.cooldown_s)
@@ -312,10 +313,10 @@ def summarize(scn: ChatScenario | PipelineScenario, target: Target, result: RunR
     return summary
 
 
-def first_failures(records: list[AnyRecord], most: int = 3) -> list[dict[str, Any]]:
+def first_failures(records: list[AnyRecord], most: int = 3) -> list[FirstFailure]:
     """The first failures of distinct reasons, in the order they were sent, with their detail
     (which carries the fix where the failure knows one): what a person reads first."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, FirstFailure] = {}
     for r in sorted((r for r in records if r.error is not None), key=lambda r: r.sent_ns):
         if r.error is not None and r.error not in seen:
             seen[r.error] = {"error": r.error, "detail": r.error_detail, "at_s": round(r.sent_ns / 1e9, 3),

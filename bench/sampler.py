@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import httpx
 
 from bench.server_metrics import parse
+from bench.summary import GaugeSample, GaugeStats
 
 SAMPLED = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc")
 
@@ -26,7 +26,7 @@ class GaugeSampler:
         self.headers = headers or {}
         self.interval_s = interval_s
         self.client = client
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[GaugeSample] = []
         self.reads = 0  # GETs of the server's /metrics during the run (what the sampler cost it)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-gauge-sampler", daemon=True)
@@ -64,8 +64,8 @@ class GaugeSampler:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def summary(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
+    def summary(self) -> dict[str, GaugeStats]:
+        out: dict[str, GaugeStats] = {}
         for name in SAMPLED:
             vals = [s["value"] for s in self.samples if s["metric"] == name]
             if vals:

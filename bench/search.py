@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from bench.summary import Summary, Sweep, SweepPoint
 
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -32,12 +34,12 @@ class SearchSpec(BaseModel):
     repeats: int = Field(default=3, ge=1, le=10)
 
 
-Point = dict[str, Any]
-RunAt = Callable[[float, int], dict[str, Any]]  # (rate, repeat) -> summary
+Point = SweepPoint
+RunAt = Callable[[float, int], Summary]  # (rate, repeat) -> summary
 
 
-def _point(spec: SearchSpec, rate: float, rep: int, s: dict[str, Any]) -> Point:
-    lat = s["latency"].get(spec.metric, {})
+def _point(spec: SearchSpec, rate: float, rep: int, s: Summary) -> Point:
+    lat = cast(dict[str, float], s["latency"].get(spec.metric) or {})  # a distribution: {"n": ..., "p95": ...}
     value = lat.get(f"p{spec.percentile:g}")
     err = s["requests"]["error_rate"]
     valid = s["validity"]["valid"]
@@ -55,7 +57,7 @@ def _crossing(lo: float, v_lo: float | None, hi: float, v_hi: float | None, thr:
     return float(min(hi, max(lo, lo + (thr - v_lo) / (v_hi - v_lo) * (hi - lo))))
 
 
-def search(run_at: RunAt, spec: SearchSpec, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+def search(run_at: RunAt, spec: SearchSpec, log: Callable[[str], None] = lambda m: None) -> Sweep:
     points: list[Point] = []
 
     def at(rate: float) -> tuple[bool, bool]:
@@ -91,15 +93,15 @@ def search(run_at: RunAt, spec: SearchSpec, log: Callable[[str], None] = lambda 
             if not valid:
                 break
             lo, hi = (mid, hi) if ok else (lo, mid)
-    result: dict[str, Any] = {"metric": spec.metric, "percentile": spec.percentile, "threshold": spec.max_value,
-                              "spec": spec.model_dump(), "points": points, "client_limited": client_limited}
+    result: Sweep = {"metric": spec.metric, "percentile": spec.percentile, "threshold": spec.max_value,
+                     "spec": spec.model_dump(), "points": points, "client_limited": client_limited}
     if lo is None:
-        result.update(max_rate_rps=None, conclusion=f"even {spec.start_rps:g} req/s misses the SLO"
-                      + (" (the client was the bottleneck)" if client_limited else ""))
+        result.update({"max_rate_rps": None, "conclusion": f"even {spec.start_rps:g} req/s misses the SLO"
+                       + (" (the client was the bottleneck)" if client_limited else "")})
         return result
     if hi is None:
-        result.update(max_rate_rps=lo, ci_rps=None,
-                      conclusion=f"SLO met up to max_rps {spec.max_rps:g} (the last rate tried: {lo:g} req/s)")
+        result.update({"max_rate_rps": lo, "ci_rps": None,
+                       "conclusion": f"SLO met up to max_rps {spec.max_rps:g} (the last rate tried: {lo:g} req/s)"})
         return result
     crossings = []
     for rep in range(spec.repeats):
@@ -115,10 +117,10 @@ def search(run_at: RunAt, spec: SearchSpec, log: Callable[[str], None] = lambda 
         half = T975.get(arr.size - 1, 1.96) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
         ci = [est - half, est + half]
     sat = max((p["achieved_rps"] for p in points if p["valid"]), default=None)
-    result.update(max_rate_rps=est, ci_rps=ci, bracket_rps=[lo, hi], saturation_rps=sat,
-                  conclusion=(f"max rate meeting p{spec.percentile:g} {spec.metric} <= {spec.max_value:g} and errors "
-                              f"<= {spec.max_error_rate:.1%}: {est:.3g} req/s"
-                              + (f" (95 % CI {ci[0]:.3g} .. {ci[1]:.3g}, {arr.size} repeats)" if ci else "")
-                              + f", bracketed by {lo:.3g} (pass) and {hi:.3g} (fail)"
-                              + ("; beyond it the client was the bottleneck" if client_limited else "")))
+    result.update({"max_rate_rps": est, "ci_rps": ci, "bracket_rps": [lo, hi], "saturation_rps": sat,
+                   "conclusion": (f"max rate meeting p{spec.percentile:g} {spec.metric} <= {spec.max_value:g} and "
+                                  f"errors <= {spec.max_error_rate:.1%}: {est:.3g} req/s"
+                                  + (f" (95 % CI {ci[0]:.3g} .. {ci[1]:.3g}, {arr.size} repeats)" if ci else "")
+                                  + f", bracketed by {lo:.3g} (pass) and {hi:.3g} (fail)"
+                                  + ("; beyond it the client was the bottleneck" if client_limited else ""))})
     return result

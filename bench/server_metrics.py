@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.summary import Quantile, ServerDiff
+
 HISTOGRAMS = (
     "vllm:time_to_first_token_seconds",
     "vllm:e2e_request_latency_seconds",
@@ -80,7 +82,7 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
     return prev_b
 
 
-def bucket_quantile(q: float, buckets: dict[float, float]) -> dict[str, Any]:
+def bucket_quantile(q: float, buckets: dict[float, float]) -> Quantile:
     """A quantile of a histogram as what it is: an estimate inside one bucket.
 
     Returns ``{"estimate_s", "bucket_s": [lower, upper]}`` where the estimate is Prometheus'
@@ -104,10 +106,10 @@ def bucket_quantile(q: float, buckets: dict[float, float]) -> dict[str, Any]:
     return {"estimate_s": None, "why": "no observations"}
 
 
-def diff(before: Snapshot | None, after: Snapshot | None) -> dict[str, Any] | None:
+def diff(before: Snapshot | None, after: Snapshot | None) -> ServerDiff | None:
     if before is None or after is None:
         return None
-    out: dict[str, Any] = {"histograms": {}, "counters": {}, "gauges": {}}
+    out: ServerDiff = {"histograms": {}, "counters": {}, "gauges": {}}
     for name in HISTOGRAMS:
         a, b = after.get(name), before.get(name, {"buckets": {}, "sum": 0.0, "count": 0.0})
         if not isinstance(a, dict) or not a.get("buckets"):

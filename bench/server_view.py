@@ -19,6 +19,7 @@ import httpx
 
 from bench import server_metrics
 from bench.sampler import SAMPLED, GaugeSampler
+from bench.summary import GaugeSample, GaugeStats
 
 PROM_TIMEOUT_S = 10.0
 
@@ -69,7 +70,7 @@ class PromGaugeSamples:
 
     def __init__(self, http: httpx.Client, prom: str, model: str, step_s: float) -> None:
         self.http, self.prom, self.model, self.step_s = http, prom, model, step_s
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[GaugeSample] = []
         self.reads = 0  # Prometheus is read, not the server
         self._t0 = 0.0
 
@@ -87,12 +88,12 @@ class PromGaugeSamples:
                 for t, v in series["values"]:
                     self.samples.append({"t_s": float(t), "metric": name, "value": float(v)})
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> dict[str, GaugeStats]:
         return GaugeSampler.summary(self)  # type: ignore[arg-type]  # same samples shape
 
 
 class NoSamples:
-    samples: list[dict[str, Any]] = []
+    samples: list[GaugeSample] = []
     reads = 0
 
     def __enter__(self) -> NoSamples:
@@ -101,7 +102,7 @@ class NoSamples:
     def __exit__(self, *exc: object) -> None:
         pass
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> dict[str, GaugeStats]:
         return {}
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.engine import RunResult
+from bench.summary import Check, Summary, Validity
 
 
 class ValidityLimits(BaseModel):
@@ -41,8 +42,8 @@ class ValidityLimits(BaseModel):
         "Set it to 1.0 for a scenario that injects faults on purpose.")
 
 
-def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> dict[str, Any]:
-    checks: list[dict[str, Any]] = []
+def check(run: RunResult, summary: Summary, limits: ValidityLimits) -> Validity:
+    checks: list[Check] = []
 
     def add(name: str, measured: Any, threshold: str, passed: bool, why: str) -> None:
         checks.append({"check": name, "measured": measured, "threshold": threshold,
@@ -114,7 +115,7 @@ def check(run: RunResult, summary: dict[str, Any], limits: ValidityLimits) -> di
     return {"valid": valid, "checks": checks, "warnings": warnings, "limits": limits.model_dump()}
 
 
-def _reasons(summary: dict[str, Any], top: int = 3) -> str:
+def _reasons(summary: Summary, top: int = 3) -> str:
     """The commonest error reasons, e.g. ``http_401 x86``."""
     by = summary.get("errors_by_reason") or {}
     items = sorted(((k, v) for k, v in by.items() if isinstance(v, int)), key=lambda kv: -kv[1])[:top]

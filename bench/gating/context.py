@@ -9,6 +9,7 @@ import httpx
 from pydantic import BaseModel
 
 from bench.records import AnyRecord
+from bench.summary import Summary
 from bench.target import Target
 
 Status = Literal["pass", "fail", "not_evaluable"]
@@ -26,10 +27,10 @@ class GateResult(BaseModel):
 
 @dataclass
 class GateContext:
-    summary: dict[str, Any]
+    summary: Summary
     records: list[AnyRecord]
     target: Target | None = None
     http: httpx.Client | None = None
-    baseline_summary: dict[str, Any] | None = None
+    baseline_summary: Summary | None = None
     baseline_records: list[AnyRecord] | None = None
     extra: dict[str, Any] = field(default_factory=dict)

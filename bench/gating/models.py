@@ -6,23 +6,27 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import httpx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench import metric_table
 from bench.gating.cohorts import Criteria, judge
 from bench.gating.context import GateContext, GateResult, Status
-from bench.metrics import derive, itl_gaps_ms
 from bench.probes import breaker_cycle, time_worker_startup
-from bench.records import PipelineRecord, RequestRecord
+from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.stats import bootstrap_diff_ci, min_samples_for, pct_stat
 from slo.records import Record as SLORecord
 from slo.records import RecordError, from_bench, sli_counts
 from slo.spec import SpecError, load_spec
 
-LatencyMetric = Literal["ttfb_ms", "ttft_ms", "ttfc_ms", "e2e_ms", "tpot_ms", "itl_ms", "doc_latency_s"]
+if TYPE_CHECKING:
+    LatencyMetric = str
+else:  # the gated metrics of bench/metric_table.py (the gate file's schema and docs list them)
+    LatencyMetric = Literal[metric_table.GATED]
 
 
 class Gate(BaseModel):
@@ -44,24 +48,12 @@ class Gate(BaseModel):
                           measured=measured, threshold=threshold, reason=reason, required=self.required)
 
 
-def _latency_values(summary_or_records, metric: str, records) -> list[float]:
-    out: list[float] = []
-    for r in records:
-        if r.phase != "measure" or not r.ok:
-            continue
-        if isinstance(r, PipelineRecord):
-            if metric == "doc_latency_s" and r.end_ns is not None:
-                out.append((r.end_ns - r.sent_ns) / 1e9)
-            continue
-        if metric == "itl_ms":
-            out.extend(itl_gaps_ms(r))
-            continue
-        if metric == "doc_latency_s":
-            continue
-        v = getattr(derive(r), metric)
-        if v is not None:
-            out.append(v)
-    return out
+def latency_values(metric: str, records: Iterable[AnyRecord]) -> list[float]:
+    """The samples of ``metric`` (bench/metric_table.py) over the measured records, as the summary
+    takes them."""
+    measured = [r for r in records if r.phase == "measure"]
+    values = metric_table.samples(measured, [metric_table.BY_NAME[metric]])[metric]
+    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 class HealthGate(Gate):
@@ -111,7 +103,7 @@ class LatencyGate(Gate):
         default=True, description="Not evaluable when fewer samples than the percentile needs.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        vals = _latency_values(ctx.summary, self.metric, ctx.records)
+        vals = latency_values(self.metric, ctx.records)
         thr = f"p{self.percentile:g} <= {self.max:g} {self.metric.rsplit('_', 1)[1]}"
         need = min_samples_for(self.percentile)
         if not vals:
@@ -187,8 +179,8 @@ class LatencyVsBaselineGate(Gate):
         thr = f"p{self.percentile:g} <= baseline + {self.max_increase_fraction:.0%}"
         if ctx.baseline_records is None:
             return self._r("not_evaluable", None, thr, "no baseline run given (--baseline DIR)")
-        cand = np.asarray(_latency_values(None, self.metric, ctx.records))
-        base = np.asarray(_latency_values(None, self.metric, ctx.baseline_records))
+        cand = np.asarray(latency_values(self.metric, ctx.records))
+        base = np.asarray(latency_values(self.metric, ctx.baseline_records))
         need = min_samples_for(self.percentile)
         if min(cand.size, base.size) < need:
             return self._r("not_evaluable", None, thr, f"samples baseline {base.size}, candidate {cand.size}; "
@@ -205,15 +197,16 @@ class GoodputGate(Gate):
     min_fraction: float = Field(gt=0, le=1, description="Share of requests meeting every request SLO.")
 
     def evaluate(self, ctx: GateContext) -> GateResult:
-        g = ctx.summary.get("goodput") or {}
+        g = ctx.summary.get("goodput")
         thr = f">= {self.min_fraction:.1%}"
-        if g.get("fraction") is None:
+        fraction = g.get("fraction") if g else None
+        if g is None or fraction is None:
             return self._r("not_evaluable", None, thr, "no goodput in this run (no chat requests)")
         if not g.get("slo"):
-            return self._r("not_evaluable", g["fraction"], thr,
+            return self._r("not_evaluable", fraction, thr,
                            "the scenario sets no request SLO (slo: ttft_ms/tpot_ms/e2e_ms)")
-        ok = g["fraction"] >= self.min_fraction
-        return self._r("pass" if ok else "fail", round(g["fraction"], 4), thr,
+        ok = fraction >= self.min_fraction
+        return self._r("pass" if ok else "fail", round(fraction, 4), thr,
                        f"{g['good']} requests met every objective ("
                        + ", ".join(f"{k} <= {v:g}" for k, v in g["slo"].items()) + ")")
 
@@ -234,7 +227,8 @@ class SLOGate(Gate):
         thr = f">= {target:.1%} good ({slo.title})"
         recs = [x for x in (from_bench(r.model_dump()) for r in ctx.records) if x is not None]
         # gauges sampled during the run (bench/sampler.py) are slo.records' 'gauge' records
-        for smp in ((ctx.summary.get("server") or {}).get("samples") or []):
+        server = ctx.summary.get("server")
+        for smp in (server.get("samples") if server else None) or []:
             recs.append(SLORecord(kind="gauge", t_s=smp["t_s"], metric=smp["metric"], value=smp["value"]))
         try:
             counts = sli_counts(slo, recs)
@@ -268,15 +262,17 @@ class MemoryGrowthGate(Gate):
     def evaluate(self, ctx: GateContext) -> GateResult:
         thr = f"<= {self.max_growth_mib:g} MiB over >= {self.min_requests} requests"
         n = ctx.summary["requests"]["all_phases"]
-        g = ((ctx.summary.get("server") or {}).get("gauges") or {}).get("process_resident_memory_bytes")
-        if g is None or g.get("before") is None:
+        server = ctx.summary.get("server")
+        g = ((server.get("gauges") if server else None) or {}).get("process_resident_memory_bytes")
+        before = g.get("before") if g else None
+        if g is None or before is None:
             return self._r("not_evaluable", None, thr, "the server exposes no process_resident_memory_bytes "
                            "(GPU memory needs DCGM: use kind gpu_utilization's Prometheus)")
         if n < self.min_requests:
             return self._r("not_evaluable", None, thr, f"only {n} requests; run at least {self.min_requests}")
-        growth = (g["after"] - g["before"]) / 2**20
+        growth = (g["after"] - before) / 2**20
         return self._r("pass" if growth <= self.max_growth_mib else "fail", round(growth, 2), thr,
-                       f"server RSS {g['before'] / 2**20:.0f} -> {g['after'] / 2**20:.0f} MiB over {n} requests")
+                       f"server RSS {before / 2**20:.0f} -> {g['after'] / 2**20:.0f} MiB over {n} requests")
 
 
 class DeterminismGate(Gate):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 from rich.console import Console
@@ -20,6 +19,7 @@ from bench.records import AnyRecord, read_jsonl
 from bench.report.writer import load_summary, new_run_dir, records_path, write_run
 from bench.runner import run_scenario
 from bench.scenario import ChatScenario, PipelineScenario, load_scenario
+from bench.summary import GateVerdict, Summary
 from bench.target import QueueOptions, Target, resolve
 
 
@@ -27,8 +27,8 @@ from bench.target import QueueOptions, Target, resolve
 class GateRun:
     """What a gate run produced: the run's summary, the verdict (exit code inside) and its files."""
 
-    summary: dict[str, Any]
-    gates: dict[str, Any]
+    summary: Summary
+    gates: GateVerdict
     paths: dict[str, Path]
 
     @property
@@ -42,7 +42,7 @@ def load_gate(gate_file: str) -> tuple[GateFile, ChatScenario | PipelineScenario
     return gf, load_scenario(gf.scenario, gf.load)
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], list[AnyRecord]]:
+def load_run(run_dir: Path) -> tuple[Summary, list[AnyRecord]]:
     """A run folder's summary and records (a clear FileNotFoundError when it is not a run)."""
     summary = load_summary(run_dir)
     return summary, list(read_jsonl(records_path(run_dir)))
@@ -80,10 +80,12 @@ def check_run(run_dir: Path, gate_file: str, baseline: Path | None = None) -> Ga
     base_sum, base_rec = load_run(baseline) if baseline is not None else (None, None)
     results = evaluate(gf.gates, GateContext(summary, records, None, None, base_sum, base_rec))
     g = _verdict(summary, results)
-    paths = write_run(run_dir, records, {k: v for k, v in summary.items() if k != "gates"}, gates=g)
+    without_gates = summary.copy()
+    without_gates.pop("gates", None)
+    paths = write_run(run_dir, records, without_gates, gates=g)
     return GateRun(summary, g, paths)
 
 
-def _verdict(summary: dict[str, Any], results: list) -> dict[str, Any]:
+def _verdict(summary: Summary, results: list) -> GateVerdict:
     bad = [f"{c['check']}: {c['why']}" for c in summary["validity"]["checks"] if not c["passed"]]
     return verdict(results, summary["validity"]["valid"], bad)

@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from bench.gating.context import GateContext, GateResult
+from bench.summary import GateVerdict
 
 EXIT = {"go": 0, "no-go": 1, "invalid": 2}
 
@@ -19,7 +20,8 @@ def evaluate(gates: list, ctx: GateContext) -> list[GateResult]:
     return [g.evaluate(ctx) for g in gates]
 
 
-def verdict(results: list[GateResult], run_valid: bool, invalid_reasons: list[str] | None = None) -> dict[str, Any]:
+def verdict(results: list[GateResult], run_valid: bool, invalid_reasons: list[str] | None = None) -> GateVerdict:
+    v: Literal["go", "no-go", "invalid"]
     failed = [r for r in results if r.status == "fail"]
     unknown = [r for r in results if r.status == "not_evaluable" and r.required]
     if not run_valid:

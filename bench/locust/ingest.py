@@ -19,6 +19,7 @@ from bench.locust.manifest import MANIFEST, RECORD_GLOB, read_manifest
 from bench.records import AnyRecord, RequestRecord, read_jsonl
 from bench.runner import summarize
 from bench.scenario import ChatScenario
+from bench.summary import Check, ServerDiff
 from bench.target import Target
 from bench.validity import ValidityLimits
 
@@ -26,7 +27,7 @@ from bench.validity import ValidityLimits
 CPU_WARNING = re.compile(r"CPU usage (above|was too high)|exceeded cpu threshold", re.I)
 
 
-def collection_check(manifest: dict[str, Any]) -> dict[str, Any]:
+def collection_check(manifest: dict[str, Any]) -> Check:
     """Validity check: every expected worker connected, drained, and delivered all its records."""
     workers = manifest["workers"]
     expected, connected = manifest["expected_workers"], len(manifest["connected_at_start"])
@@ -58,7 +59,7 @@ def collection_check(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, warmup_s: float,
            cooldown_s: float, locust_log: str = "", limits: ValidityLimits | None = None,
-           server: dict[str, Any] | None = None, rate_rps: float | None = None):
+           server: ServerDiff | None = None, rate_rps: float | None = None):
     """``server``: the server's /metrics diffed across the run (bench/locust/session.py scrapes it).
     ``rate_rps``: the run's --rate; the load is then a constant-rate open loop, and validity checks
     that Locust achieved it (its users pace themselves and fall short when responses are slow)."""
@@ -87,9 +88,10 @@ def ingest(records_dir: Path, scn: ChatScenario, target: Target, users: int, war
                                    if rate_rps else {"mode": "closed", "concurrency": users, **window})
     result = RunResult(cast(list[AnyRecord], recs), load, start, end, t0 / NS, last / NS, [], len(recs))
     warnings = len(CPU_WARNING.findall(locust_log))
-    extra = [{"check": "locust CPU warnings", "measured": warnings, "threshold": "== 0", "passed": warnings == 0,
-              "why": "no Locust process reported high CPU" if warnings == 0 else
-              "a Locust process reported CPU saturation: add Locust processes (--processes N / more machines)"}]
+    extra: list[Check] = [{
+        "check": "locust CPU warnings", "measured": warnings, "threshold": "== 0", "passed": warnings == 0,
+        "why": "no Locust process reported high CPU" if warnings == 0 else
+        "a Locust process reported CPU saturation: add Locust processes (--processes N / more machines)"}]
     manifest = read_manifest(records_dir)
     if manifest is not None:
         extra.append(collection_check(manifest))

@@ -38,7 +38,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from bench.chat import prepare
 from bench.locust.collect import READY_MARK, Collector
 from bench.locust.settings import LocustSettings
-from bench.metrics import derive, itl_gaps_ms
+from bench.metric_table import derive, itl_gaps_ms
 from bench.records import RequestRecord
 from bench.scenario import load_chat_scenario
 from bench.sse import SSESplitter, decode_chat_events

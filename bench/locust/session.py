@@ -16,6 +16,7 @@ from bench.locust.settings import LocustSettings
 from bench.report.writer import write_run
 from bench.scenario import ChatScenario, load_chat_scenario
 from bench.server_view import ServerView
+from bench.summary import ServerDiff, Summary
 from bench.target import Target, resolve
 from contract.extras import check
 
@@ -35,7 +36,7 @@ def chat_scenario_and_target(scenario: str, stack: str | None, url: str | None, 
     return scn, target
 
 
-def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[dict[str, Any] | None, str]:
+def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[ServerDiff | None, str]:
     """Run ``launch`` while the server's own metrics are scraped (before, every second, after), as
     `bench run` does, so Locust runs get the same server diff, gauges and client/server agreement."""
     with httpx.Client(timeout=30.0) as http:
@@ -46,13 +47,13 @@ def watch_server(target: Target, launch: Callable[[], Any]) -> tuple[dict[str, A
         after = view.after()
     server = server_metrics.diff(before, after)
     if server is not None:
-        server.update(sampled=sampler.summary(), samples=sampler.samples, source=view.source)
+        server.update({"sampled": sampler.summary(), "samples": sampler.samples, "source": view.source})
     return server, view.source
 
 
 def finish_run(paths: RunPaths, scn: ChatScenario, target: Target, settings: LocustSettings,
-               rate_rps: float | None, server: dict[str, Any] | None,
-               source: str) -> tuple[dict[str, Any], dict[str, Path]]:
+               rate_rps: float | None, server: ServerDiff | None,
+               source: str) -> tuple[Summary, dict[str, Path]]:
     """Ingest the records folder into records.jsonl, summary.json and report.html."""
     recs, summary = ingest(paths.records, scn, target, settings.users, settings.warmup_s, settings.cooldown_s,
                            all_logs(paths), server=server, rate_rps=rate_rps)

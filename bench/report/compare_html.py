@@ -7,36 +7,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.metrics import derive
+import numpy as np
+
+from bench import metric_table
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.html import _ENV, plotly_js
+from bench.summary import Comparison, Summary
 
 
-def _latencies(records: list[AnyRecord]) -> dict[str, list[float]]:
-    measured = [r for r in records if r.phase == "measure" and r.ok]
-    chats = [derive(r) for r in measured if isinstance(r, RequestRecord)]
-    if chats:
-        return {"TTFT": [d.ttft_ms for d in chats if d.ttft_ms is not None],
-                "E2E": [d.e2e_ms for d in chats if d.e2e_ms is not None]}
-    return {"document latency": [(r.end_ns - r.sent_ns) / 1e9 for r in measured if r.end_ns is not None]}
+def _latencies(records: list[AnyRecord]) -> dict[metric_table.Metric, list[float] | np.ndarray]:
+    """The overlaid metrics (bench/metric_table.py) of the run's workload, over its measured records."""
+    measured = [r for r in records if r.phase == "measure"]
+    kind: metric_table.Workload = "chat" if any(isinstance(r, RequestRecord) for r in measured) else "pipeline"
+    shown = [m for m in metric_table.of(kind) if m.overlaid]
+    values = metric_table.samples([r for r in measured if r.kind == kind], shown)
+    return {m: values[m.name] for m in shown}
 
 
-def figures(base: tuple[list[AnyRecord], dict[str, Any]], cand: tuple[list[AnyRecord], dict[str, Any]]) -> list[Any]:
-    """One CDF per latency metric, baseline and candidate on the same axes."""
+def figures(base: tuple[list[AnyRecord], Summary], cand: tuple[list[AnyRecord], Summary]) -> list[Any]:
+    """One CDF per overlaid latency metric, baseline and candidate on the same axes."""
     b, c = _latencies(base[0]), _latencies(cand[0])
-    unit = "ms" if "E2E" in b else "s"
-    slo = (base[1].get("goodput") or {}).get("slo") or {}
+    goodput = base[1].get("goodput")
+    slo = (goodput.get("slo") if goodput else None) or {}
     figs = []
-    for metric in b:
-        key = {"TTFT": "ttft_ms", "E2E": "e2e_ms"}.get(metric)
-        figs.append(plots.cdf({f"baseline {metric}": b[metric], f"candidate {metric}": c.get(metric, [])}, unit,
-                              f"{metric}: baseline and candidate (measured requests)",
-                              slo={metric: float(slo[key])} if key in slo else None))
+    for m, values in b.items():
+        figs.append(plots.cdf({f"baseline {m.short}": values, f"candidate {m.short}": c.get(m, [])}, m.unit,
+                              f"{m.short}: baseline and candidate (measured requests)",
+                              slo={m.short: float(slo[m.name])} if m.name in slo else None))
     return figs
 
 
-def render_comparison(result: dict[str, Any], base: tuple[list[AnyRecord], dict[str, Any]],
-                      cand: tuple[list[AnyRecord], dict[str, Any]], names: tuple[str, str]) -> str:
+def render_comparison(result: Comparison, base: tuple[list[AnyRecord], Summary],
+                      cand: tuple[list[AnyRecord], Summary], names: tuple[str, str]) -> str:
     divs = [plots.to_html(f, f"cmp-{i}") for i, f in enumerate(figures(base, cand))]
     return _ENV.get_template("compare.html.j2").render(r=result, names=names, plots=divs, plotly_js=plotly_js())

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from bench.metrics import derive, event_gaps
+from bench import metric_table
 from bench.records import AnyRecord, RequestRecord
 from bench.report import plots
 from bench.report.series import RunSeries, build
+from bench.summary import Summary
 
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"),
                    autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -37,7 +39,17 @@ def _fmt(v: Any, digits: int = 3) -> str:
 _ENV.filters["fmt"] = _fmt
 
 
-def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> list[Any]:
+# The report's CDF figures, in page order: title and what the y axis counts. Which metrics each
+# draws is the metric table's ``figure`` (bench/metric_table.py).
+CDF_FIGURES: dict[metric_table.Figure, tuple[str, str]] = {
+    "first_token": ("Time to first token: CDF (measured requests)", "requests"),
+    "inter_token": ("Inter-token latency: CDF (measured requests)", "samples"),
+    "end_to_end": ("End-to-end latency: CDF (measured requests)", "requests"),
+    "document": ("Document latency (enqueue to output written): CDF", "requests"),
+}
+
+
+def figures(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = None) -> list[Any]:
     """The report's plotly figures, in page order."""
     rs = rs or build(records)
     figs: list[Any] = []
@@ -45,30 +57,17 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
     if sweep and sweep.get("points"):
         figs += [plots.sweep_latency(sweep), plots.sweep_throughput(sweep)]
     measured = [r for r in records if r.phase == "measure" and r.ok]
-    chats = [r for r in measured if isinstance(r, RequestRecord)]
-    slo = {k: float(v) for k, v in ((summary.get("goodput") or {}).get("slo") or {}).items()
+    kind: metric_table.Workload = "chat" if any(isinstance(r, RequestRecord) for r in measured) else "pipeline"
+    goodput = summary.get("goodput")
+    slo = {k: float(v) for k, v in ((goodput.get("slo") if goodput else None) or {}).items()
            if isinstance(v, int | float)}  # the scenario's per-request objectives, ms
-    if chats:
-        ds = [rs.derived.get(r.request_id) or derive(r) for r in chats]
-        if rs.gaps is not None and rs.measured_ok is not None and int(rs.measured_ok.sum()) == len(chats):
-            gaps, chunk = rs.gaps.itl_of(rs.measured_ok), rs.gaps.chunk_of(rs.measured_ok)
-        else:  # the series of other records
-            event = event_gaps(chats)
-            gaps, chunk = event.itl, event.chunk
-        figs.append(plots.cdf({"TTFT": [d.ttft_ms for d in ds if d.ttft_ms is not None],
-                               "TTFC (first content)": [d.ttfc_ms for d in ds if d.ttfc_ms is not None],
-                               "TTFB (headers)": [d.ttfb_ms for d in ds if d.ttfb_ms is not None]},
-                              "ms", "Time to first token: CDF (measured requests)",
-                              slo=_pick(slo, "ttft_ms", "TTFT")))
-        figs.append(plots.cdf({"ITL (per token)": gaps, "chunk gap (per SSE event)": chunk,
-                               "TPOT (per request)": [d.tpot_ms for d in ds if d.tpot_ms is not None]},
-                              "ms", "Inter-token latency: CDF (measured requests)", of="samples",
-                              slo=_pick(slo, "tpot_ms", "TPOT")))
-        figs.append(plots.cdf({"E2E": [d.e2e_ms for d in ds if d.e2e_ms is not None]}, "ms",
-                              "End-to-end latency: CDF (measured requests)", slo=_pick(slo, "e2e_ms", "E2E")))
-    elif measured:
-        figs.append(plots.cdf({"document": [(r.end_ns - r.sent_ns) / 1e9 for r in measured if r.end_ns is not None]},
-                              "s", "Document latency (enqueue to output written): CDF"))
+    drawn = [m for m in metric_table.of(kind) if m.figure is not None]
+    values = _cdf_values([r for r in measured if r.kind == kind], drawn, rs)
+    for figure, (title, of) in CDF_FIGURES.items():
+        shown = sorted((m for m in drawn if m.figure == figure), key=lambda m: m.legend_rank)
+        if shown and measured:
+            figs.append(plots.cdf({m.label: values[m.name] for m in shown}, shown[0].unit, title, of=of,
+                                  slo={m.short: slo[m.name] for m in shown if m.name in slo}))
     if rs.rows:
         ok = [row for row in rs.rows if row["ok"]]
         lat_key = "ttft_ms" if rs.kind == "chat" else "doc_latency_s"
@@ -115,8 +114,20 @@ def figures(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | N
     return figs
 
 
-def _pick(slo: dict[str, float], key: str, label: str) -> dict[str, float]:
-    return {label: slo[key]} if key in slo else {}
+def _cdf_values(records: list[AnyRecord], drawn: list[metric_table.Metric],
+                rs: RunSeries) -> dict[str, list[float] | np.ndarray]:
+    """The drawn metrics' values over ``records`` (measured, successful), from what the series
+    computed already where it covers them (each request's derived values; every gap of its run)."""
+    acc = metric_table.Samples(drawn)
+    for r in records:
+        acc.add(r, rs.derived.get(r.request_id) or metric_table.derive_any(r))
+    events = [m for m in drawn if m.per_event is not None]
+    if rs.gaps is not None and rs.measured_ok is not None and int(rs.measured_ok.sum()) == len(records):
+        gaps, ok = rs.gaps, rs.measured_ok
+        per_event = {m.name: gaps.of(m.per_event, ok) for m in events if m.per_event is not None}
+    else:  # the series of other records
+        per_event = metric_table.event_samples(records, events)
+    return {m.name: acc.values[m.name] if m.per_event is None else per_event[m.name] for m in drawn}
 
 
 def plotly_js() -> str:
@@ -125,7 +136,7 @@ def plotly_js() -> str:
     return str(get_plotlyjs())
 
 
-def render(summary: dict[str, Any], records: list[AnyRecord], rs: RunSeries | None = None) -> str:
+def render(summary: Summary, records: list[AnyRecord], rs: RunSeries | None = None) -> str:
     divs = [plots.to_html(f, f"plot-{i}") for i, f in enumerate(figures(summary, records, rs))]
     n = 2 if (summary.get("sweep") or {}).get("points") else 0  # figures() puts the sweep's two first
     return _ENV.get_template("report.html.j2").render(s=summary, sweep_plots=divs[:n], plots=divs[n:],

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bench.report.series import RunSeries
+from bench.summary import Sweep
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 MAX_POINTS = 3000  # per trace: a CDF or scatter thinned beyond this stays exact at its ends
@@ -283,7 +284,7 @@ def histograms(series: dict[str, list[float]], title: str) -> Fig:
     return fig
 
 
-def sweep_latency(sweep: dict[str, Any]) -> Fig:
+def sweep_latency(sweep: Sweep) -> Fig:
     """The SLO metric's percentiles against the offered rate: every run as a marker, the mean over
     repeats as a line; the SLO threshold and the knee (highest rate meeting it, with its CI)."""
     fig = _figure()
@@ -293,11 +294,10 @@ def sweep_latency(sweep: dict[str, Any]) -> Fig:
     ys: list[float] = []
     keys = ["p50", "p90", "p95", "p99"]
     for i, k in enumerate(keys):
-        px = [p["rate_rps"] for p in pts if (p.get("percentiles") or {}).get(k) is not None]
-        py = [p["percentiles"][k] for p in pts if (p.get("percentiles") or {}).get(k) is not None]
-        if not px and k == f"p{pct:g}":  # a summary written before percentiles were kept per point
-            px = [p["rate_rps"] for p in pts if p.get("value") is not None]
-            py = [p["value"] for p in pts if p.get("value") is not None]
+        at = [(p["rate_rps"], v) for p in pts if (v := (p.get("percentiles") or {}).get(k)) is not None]
+        if not at and k == f"p{pct:g}":  # a summary written before percentiles were kept per point
+            at = [(p["rate_rps"], v) for p in pts if (v := p.get("value")) is not None]
+        px, py = [x for x, _ in at], [y for _, y in at]
         if not px:
             continue
         ys += py
@@ -320,7 +320,7 @@ def sweep_latency(sweep: dict[str, Any]) -> Fig:
                    [*xs, *_knee_xs(sweep)], ys)
 
 
-def sweep_throughput(sweep: dict[str, Any]) -> Fig:
+def sweep_throughput(sweep: Sweep) -> Fig:
     """Achieved against offered rate, the ideal y = x, and the knee."""
     fig = _figure()
     pts = sweep.get("points") or []
@@ -354,12 +354,12 @@ def _means(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
     return keys, [sum(by[k]) / len(by[k]) for k in keys]
 
 
-def _knee_xs(sweep: dict[str, Any]) -> list[float]:
+def _knee_xs(sweep: Sweep) -> list[float]:
     out = [v for v in (sweep.get("max_rate_rps"),) if v is not None]
     return out + [max(0.0, v) for v in (sweep.get("ci_rps") or []) if v is not None]  # no rate is below 0
 
 
-def _knee(fig: Fig, sweep: dict[str, Any], xs: list[float]) -> None:
+def _knee(fig: Fig, sweep: Sweep, xs: list[float]) -> None:
     knee = sweep.get("max_rate_rps")
     if knee is None:
         return

@@ -13,16 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from bench.metrics import Derived, EventGaps, derive, event_gaps
+from bench import metric_table
+from bench.metric_table import Derived, EventGaps, derive, derive_pipeline, event_gaps
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 
 NS = 1e9
 
-CHAT_COLUMNS = ("request_id", "process", "phase", "ok", "error", "status", "sent_s", "lag_ms", "ttfb_ms", "ttft_ms",
-                "ttfc_ms", "e2e_ms", "tpot_ms", "itl_mean_ms", "chunk_gap_mean_ms", "prompt_tokens", "output_tokens",
-                "finish_reason")
-PIPELINE_COLUMNS = ("request_id", "process", "phase", "ok", "error", "status", "sent_s", "lag_ms", "doc_latency_s",
-                    "pages", "document", "worker_processing_s", "output_verified")
+_HEAD = ("request_id", "process", "phase", "ok", "error", "status", "sent_s")
+_CHAT_METRICS = metric_table.exported("chat")  # the per-request metrics' columns (bench/metric_table.py)
+_PIPELINE_METRICS = metric_table.exported("pipeline")
+CHAT_COLUMNS = (*_HEAD, *(m.column for m in _CHAT_METRICS), "prompt_tokens", "output_tokens", "finish_reason")
+PIPELINE_COLUMNS = (*_HEAD, *(m.column for m in _PIPELINE_METRICS), "pages", "document", "worker_processing_s",
+                    "output_verified")
 TIME_COLUMNS = ("t_s", "sent", "completed", "errors", "output_tokens", "latency_p50", "latency_p95", "itl_p50_ms",
                 "itl_p95_ms")
 
@@ -73,6 +75,18 @@ def _by_bin(values: np.ndarray, bins: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(values[order], cuts)
 
 
+_CELLS = {kind: tuple((m.column, m.name, m.per_event is not None) for m in metrics)
+          for kind, metrics in (("chat", _CHAT_METRICS), ("pipeline", _PIPELINE_METRICS))}
+
+
+def _metric_cells(kind: str, d: Derived | metric_table.PipelineDerived, means: dict[str, list[float | None]],
+                  c: int) -> dict[str, float | None]:
+    """The request's value of each metric (every request, failed ones too), rounded; a per-event
+    metric's is the request's mean (``means``: by metric, of every chat request; ``c``: this one's
+    index there)."""
+    return {col: _r(means[name][c] if per_event else getattr(d, name)) for col, name, per_event in _CELLS[kind]}
+
+
 def build(records: list[AnyRecord]) -> RunSeries:
     chats = [r for r in records if isinstance(r, RequestRecord)]
     kind = "chat" if chats or not records else "pipeline"
@@ -90,7 +104,8 @@ def build(records: list[AnyRecord]) -> RunSeries:
     ordered = sorted(sent, key=lambda r: r.sent_ns)
     chats = [r for r in ordered if isinstance(r, RequestRecord)]
     gaps = event_gaps(chats)  # every request's gaps at once (numpy), in this order
-    itl_means, chunk_means = gaps.itl_means(), gaps.chunk_means()
+    means = {m.name: gaps.means(m.per_event) for m in _CHAT_METRICS if m.per_event is not None}
+    itl_means = gaps.itl_means()
     chat_bin = np.zeros(len(chats), dtype=np.int64)  # the second each request was sent in ...
     chat_ok = np.zeros(len(chats), dtype=bool)  # ... and whether its ITL counts there
     rs.gaps, rs.measured_ok = gaps, np.zeros(len(chats), dtype=bool)
@@ -108,15 +123,13 @@ def build(records: list[AnyRecord]) -> RunSeries:
         elif not r.ok:
             rs.errors[i] += 1
         row: dict[str, Any] = {"request_id": r.request_id, "process": r.process, "phase": r.phase, "ok": r.ok,
-                               "error": r.error, "status": r.status, "sent_s": _r(s_s, 6),
-                               "lag_ms": _r((r.sent_ns - r.intended_ns) / 1e6)}
+                               "error": r.error, "status": r.status, "sent_s": _r(s_s, 6)}
         if isinstance(r, RequestRecord):
             d = derive(r)
             rs.derived[r.request_id] = d
             itl_mean = itl_means[c]
-            row.update(ttfb_ms=_r(d.ttfb_ms), ttft_ms=_r(d.ttft_ms), ttfc_ms=_r(d.ttfc_ms), e2e_ms=_r(d.e2e_ms),
-                       tpot_ms=_r(d.tpot_ms), itl_mean_ms=_r(itl_mean), chunk_gap_mean_ms=_r(chunk_means[c]),
-                       prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
+            row.update(_metric_cells("chat", d, means, c))
+            row.update(prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, finish_reason=r.finish_reason)
             rs.itl_by_request.append(itl_mean if r.ok else None)
             if r.ok and r.end_ns is not None and r.output_tokens:
                 rs.output_tokens[int((r.end_ns - t0) // NS)] += r.output_tokens
@@ -127,8 +140,10 @@ def build(records: list[AnyRecord]) -> RunSeries:
             c += 1
         else:
             assert isinstance(r, PipelineRecord)
-            doc_s = (r.end_ns - r.sent_ns) / NS if r.end_ns is not None else None
-            row.update(doc_latency_s=_r(doc_s), pages=r.pages, document=r.document,
+            pd = derive_pipeline(r)
+            doc_s = pd.doc_latency_s
+            row.update(_metric_cells("pipeline", pd, {}, -1))
+            row.update(pages=r.pages, document=r.document,
                        worker_processing_s=_r(r.processing_s), output_verified=r.output_verified)
             if r.ok and doc_s is not None:
                 lat[i].append(doc_s)

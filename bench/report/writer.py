@@ -8,12 +8,13 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench.heap import frozen_heap
 from bench.records import AnyRecord, write_jsonl
 from bench.report.html import render
 from bench.report.series import TIME_COLUMNS, build
+from bench.summary import GateVerdict, Summary, Sweep
 from contract.spec_loader import project_root
 
 
@@ -46,16 +47,16 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_summary(path: Path, summary: dict[str, Any]) -> None:
+def write_summary(path: Path, summary: Summary) -> None:
     path.write_text(json.dumps(summary, indent=2, default=str, allow_nan=False) + "\n")
 
 
-def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
-              gates: dict[str, Any] | None = None, sweep: dict[str, Any] | None = None) -> dict[str, Path]:
+def write_run(out_dir: Path, records: list[AnyRecord], summary: Summary,
+              gates: GateVerdict | None = None, sweep: Sweep | None = None) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"records": out_dir / "records.jsonl", "summary": out_dir / "summary.json",
              "report": out_dir / "report.html"}
-    full = dict(summary)
+    full = summary.copy()
     if gates is not None:
         full["gates"] = gates
     if sweep is not None:
@@ -67,7 +68,7 @@ def write_run(out_dir: Path, records: list[AnyRecord], summary: dict[str, Any],
     return paths
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], records: list[AnyRecord]) -> dict[str, Path]:
+def write_report(out_dir: Path, summary: Summary, records: list[AnyRecord]) -> dict[str, Path]:
     """report.html, requests.csv and timeseries.csv of a run folder, from its summary and records."""
     rs = build(records)
     paths = {"report": out_dir / "report.html", "requests_csv": out_dir / "requests.csv",
@@ -95,7 +96,7 @@ class RunFolderError(ValueError):
 _RUN_HINT = "pass a run folder written by `bench run` or `bench gate` (it holds summary.json and records.jsonl)"
 
 
-def load_summary(path: Path) -> dict[str, Any]:
+def load_summary(path: Path) -> Summary:
     if not path.exists():
         raise RunFolderError(f"{path}: no such file or folder; {_RUN_HINT}")
     p = path / "summary.json" if path.is_dir() else path
@@ -107,7 +108,7 @@ def load_summary(path: Path) -> dict[str, Any]:
         raise RunFolderError(f"{p}: not a bench summary ({type(exc).__name__}: {exc}); {_RUN_HINT}") from None
     if not isinstance(data, dict) or not isinstance(data.get("requests"), dict):
         raise RunFolderError(f"{p}: not a bench summary (no 'requests' section); {_RUN_HINT}")
-    return data
+    return cast(Summary, data)
 
 
 def records_path(run_dir: Path) -> Path:

@@ -24,6 +24,7 @@ from bench.report.writer import load_summary, new_run_dir, records_path, write_r
 from bench.runner import run_scenario
 from bench.scenario import SCENARIO_DIR, load_scenario
 from bench.search import SearchSpec, search
+from bench.summary import CompareRow, GateVerdict, Summary
 from bench.target import QueueOptions, mask_url, resolve
 from contract.enums import DeploymentMode
 from splitstack.cli.bench_locust import locust_app
@@ -176,7 +177,7 @@ def gate(
     raise typer.Exit(result.exit_code)
 
 
-def print_gate_run(summary: dict, gates: dict, paths: dict[str, Path]) -> None:
+def print_gate_run(summary: Summary, gates: GateVerdict, paths: dict[str, Path]) -> None:
     print_summary(summary)
     print_gates(gates)
     out.print(f"report: {paths['report']}")
@@ -212,7 +213,7 @@ def _warn_differences(diffs: dict[str, list[str]]) -> None:
                   soft_wrap=True, highlight=False)
 
 
-def _change(r: dict) -> tuple[str, str]:
+def _change(r: CompareRow) -> tuple[str, str]:
     """The change and its interval as text: relative (%) or, for the error rate, in percentage points."""
     if r["metric"] == "error_rate":
         def f(v: float) -> str:
@@ -327,7 +328,7 @@ def sweep(
                       factor=factor, max_rps=max_rps, repeats=repeats, bisect_steps=bisect_steps)
     last = {}
 
-    def run_at(rate: float, rep: int) -> dict:
+    def run_at(rate: float, rep: int) -> Summary:
         scn = load_scenario(scenario, {"rate_rps": rate, "seed": rep, "duration_s": duration_s})
         res = _run(scn, target, progress_every=every, label=f"sweep {rate:.3g} req/s #{rep}")
         last["res"] = res

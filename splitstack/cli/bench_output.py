@@ -4,13 +4,13 @@ Shared by `bench run|gate|check`, `bench locust ...` and `splitstack demo`."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from bench.pipeline import summary_lines as pipeline_lines
+from bench.summary import GateVerdict, Summary
 from bench.tokcheck import summary_lines as tokcheck_lines
 from splitstack.cli.terminal import SafeConsole
 
@@ -28,7 +28,7 @@ OUTPUT_SOURCES = {"usage": "the server's usage", "tokenizer": "the client tokeni
                   "events": "one per event with text (no usage, no tokenizer)"}
 
 
-def print_summary(s: dict[str, Any]) -> None:
+def print_summary(s: Summary) -> None:
     t = Table(title=f"{s['run']['scenario']}: {s['run']['load_label']}, window {s['window_s']:.1f} s")
     for c in ("metric", "n", "mean", "p50", "p90", "p95", "p99", "max"):
         t.add_column(c, justify="right" if c != "metric" else "left")
@@ -44,18 +44,19 @@ def print_summary(s: dict[str, Any]) -> None:
                             for k, v in tokens.get("output_source", {}).items())
         out.print(f"prompt lengths: {tokens['prompt_source']}; output tokens: {sources or 'none'}",
                   markup=False, highlight=False, soft_wrap=True)
-    if s.get("observer"):
-        out.print(s["observer"]["text"], markup=False, highlight=False, soft_wrap=True)
+    observer = s.get("observer")
+    if observer:
+        out.print(observer["text"], markup=False, highlight=False, soft_wrap=True)
     if tokens.get("merged_event_requests"):
         out.print(f"[yellow]note:[/] {tokens['merged_event_requests']} answer(s) had more tokens than streamed "
                   "events with text: the server merged tokens into some events, and with usage at the end "
                   "only their ITL counts the difference on the last event. For exact per-token ITL set "
                   "`continuous_usage_stats: true` in the scenario (it costs the server time per event: "
                   "docs/bench-metrics.md).", soft_wrap=True, highlight=False)
-    for c in s.get("count_agreement") or []:
-        how = "agree" if c["agrees"] else "[red]DIFFER[/red]"
-        extra = f" (the client's own count: {c['client_counted']})" if "client_counted" in c else ""
-        out.print(f"{c['count'].replace('_', ' ')}: client {c['client']}, server {c['server']} ({c['counter']}): "
+    for n in s.get("count_agreement") or []:
+        how = "agree" if n["agrees"] else "[red]DIFFER[/red]"
+        extra = f" (the client's own count: {n['client_counted']})" if "client_counted" in n else ""
+        out.print(f"{n['count'].replace('_', ' ')}: client {n['client']}, server {n['server']} ({n['counter']}): "
                   f"{how}{extra}", soft_wrap=True, highlight=False)
     if s.get("errors_by_reason"):
         out.print(f"errors: {s['errors_by_reason']}")
@@ -73,14 +74,15 @@ def print_summary(s: dict[str, Any]) -> None:
             out.print(line, markup=False, highlight=False)
     v = s["validity"]
     out.print(f"run validity: {'[green]valid[/green]' if v['valid'] else '[red]INVALID[/red]'}")
-    for c in v["checks"]:
-        if not c["passed"]:
-            out.print(f"  [red]x[/red] {c['check']}: {c['measured']} (need {c['threshold']}): {c['why']}")
+    for check in v["checks"]:
+        if not check["passed"]:
+            out.print(f"  [red]x[/red] {check['check']}: {check['measured']} (need {check['threshold']}): "
+                      f"{check['why']}")
     for w in v.get("warnings") or []:
         out.print(f"  [yellow]warning:[/] {w}", soft_wrap=True, highlight=False)
 
 
-def print_gates(g: dict[str, Any]) -> None:
+def print_gates(g: GateVerdict) -> None:
     t = Table(title="gates")
     for c in ("gate", "kind", "measured", "threshold", "result", "why"):
         t.add_column(c)

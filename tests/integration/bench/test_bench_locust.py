@@ -21,7 +21,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.metrics import derive
+from bench.metric_table import derive
 from bench.records import RequestRecord, read_jsonl
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

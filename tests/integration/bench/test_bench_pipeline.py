@@ -10,6 +10,7 @@ from bench.gating.run import run_gate
 from bench.report.writer import load_summary
 from bench.target import Target
 from contract.spec import Engine
+from testsupport.summary_shape import assert_shape
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -52,6 +53,7 @@ def test_pipeline_gate_go(pipeline_target, tmp_path):
     gate_file.write_text(GATES)
     code = run_gate(str(gate_file), target=pipeline_target, out_dir=tmp_path / "run").exit_code
     s = load_summary(tmp_path / "run")
+    assert_shape(s)  # the keys and types bench/summary.py declares
     results = {r["name"]: r for r in s["gates"]["results"]}
     assert code == 0, s["gates"]
     assert s["kind"] == "pipeline" and s["requests"]["sent"] == 20 and s["requests"]["errors"] == 0

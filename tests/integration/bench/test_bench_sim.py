@@ -12,9 +12,11 @@ import httpx
 import pytest
 
 from bench.chat import ContextGuardError
+from bench.report.writer import load_summary
 from bench.runner import run_scenario
 from bench.scenario import parse_scenario
 from bench.target import Target
+from testsupport.summary_shape import assert_shape
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[3]
@@ -157,6 +159,7 @@ def test_gate_cli_exit_codes_go_and_no_go(instant_target, tmp_path):
     r = _bench("gate", "--gate", str(go), *common, "--out", str(tmp_path / "go"), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict: GO" in r.stdout and (tmp_path / "go" / "report.html").is_file()
+    assert_shape(load_summary(tmp_path / "go"))  # the keys and types bench/summary.py declares
     nogo = tmp_path / "nogo.yaml"
     nogo.write_text("name: nogo\nscenario: chat-perf\nload: {rate_rps: 50, duration_s: 5}\n" + LOOSE + "gates:\n"
                     "  - {kind: latency, metric: e2e_ms, percentile: 95, max: 0.001}\n")

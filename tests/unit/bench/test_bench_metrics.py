@@ -2,7 +2,8 @@
 
 import pytest
 
-from bench.metrics import chat_summary, chunk_gaps_ms, derive, itl_gaps_ms, meets_slo
+from bench.metric_table import chunk_gaps_ms, derive, itl_gaps_ms
+from bench.metrics import chat_summary, meets_slo
 from bench.records import RequestRecord
 from bench.scenario import RequestSLO
 
