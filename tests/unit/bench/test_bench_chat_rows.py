@@ -4,10 +4,7 @@ HTTP error and a refused connect. Real sockets on loopback, the real engine."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
-from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -17,6 +14,7 @@ from bench.chat import ChatWorkload, PreparedRequest
 from bench.load import LoadSpec
 from bench.records import RequestRecord
 from bench.target import Target
+from testsupport.canned_http import canned_server
 
 SSE = b"".join([b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"w"},"finish_reason":null}]}\n\n'] * 3
                + [b'data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
@@ -37,37 +35,6 @@ ANSWERS = {"stream": _http("200 OK", b"text/event-stream", SSE),
            "http_503": _http("503 Service Unavailable", b"application/json", b'{"message": "busy"}')}
 
 
-@contextlib.contextmanager
-def _server(answer: bytes) -> Iterator[int]:
-    srv = socket.create_server(("127.0.0.1", 0))
-    conns: list[socket.socket] = []
-
-    def serve(c: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while c.recv(65536):
-                c.sendall(answer)
-        c.close()
-
-    def accept() -> None:
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            conns.append(c)
-            threading.Thread(target=serve, args=(c,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield srv.getsockname()[1]
-    finally:
-        srv.close()
-        for c in conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-            c.close()
-
-
 def _records(port: int) -> list[RequestRecord]:
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     workload = ChatWorkload(Target(f"http://127.0.0.1:{port}", "m", None, 4096), [PreparedRequest(body, 3, 4)])
@@ -85,7 +52,7 @@ def _common(r: RequestRecord) -> None:
 
 @pytest.mark.parametrize("case", sorted(ANSWERS))
 def test_each_answer_becomes_the_record_it_describes(case):
-    with _server(ANSWERS[case]) as port:
+    with canned_server(ANSWERS[case]) as port:
         recs = _records(port)
     for r in recs:
         _common(r)

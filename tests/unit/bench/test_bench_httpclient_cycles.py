@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import socket
-import threading
 from collections.abc import Iterator
 
 import orjson
@@ -19,49 +18,13 @@ from bench import engine
 from bench.chat import ChatWorkload, PreparedRequest
 from bench.load import LoadSpec
 from bench.target import Target
+from testsupport.canned_http import canned_server
 
 SSE = b"".join([b'data: {"id":"c1","choices":[{"index":0,"delta":{"content":"w"},"finish_reason":null}]}\n\n'] * 4
                + [b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}\n\n',
                   b"data: [DONE]\n\n"])
 STREAM = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(SSE)) + SSE
 ERROR = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 5\r\nconnection: close\r\n\r\nerror"
-
-
-@contextlib.contextmanager
-def _server(answer: bytes | None, keep_alive: bool) -> Iterator[int]:
-    """A thread serving each connection: reads a request, writes ``answer`` (None: nothing,
-    ever), keeps the connection for the next request or closes it."""
-    srv = socket.create_server(("127.0.0.1", 0), backlog=512)
-    conns: list[socket.socket] = []
-
-    def serve(c: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while c.recv(65536):
-                if answer is None:
-                    continue
-                c.sendall(answer)
-                if not keep_alive:
-                    break
-        c.close()
-
-    def accept() -> None:
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            conns.append(c)
-            threading.Thread(target=serve, args=(c,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield srv.getsockname()[1]
-    finally:
-        srv.close()
-        for c in conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-            c.close()
 
 
 def _refused_port() -> int:
@@ -76,7 +39,7 @@ def _target(case: str) -> Iterator[int]:
         yield _refused_port()
         return
     answer, keep = {"stream": (STREAM, True), "timeout": (None, True), "500-close": (ERROR, False)}[case]
-    with _server(answer, keep) as port:
+    with canned_server(answer, keep) as port:
         yield port
 
 
