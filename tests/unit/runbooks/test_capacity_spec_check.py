@@ -12,6 +12,7 @@ spec_loader = pytest.importorskip("contract.spec_loader")
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_shipped_stacks_fit(stack: str) -> None:
     spec = spec_loader.load_stack(stack)
+    assert spec.inference_servers
     for server in spec.inference_servers:
         assert check_server_fits(server, spec.gpu_node_pool) is None, server.name
 
