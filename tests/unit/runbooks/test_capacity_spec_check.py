@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract import spec_loader
 from contract.capacity import check_server_fits
-
-spec_loader = pytest.importorskip("contract.spec_loader")
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
