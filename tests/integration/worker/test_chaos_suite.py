@@ -84,6 +84,10 @@ def test_no_secret_in_ps_config_or_logs_and_no_unauthenticated_control(rig: Chao
     with pytest.raises(redis.AuthenticationError):
         anonymous.ping()
     prom = f"http://{spec.local.host}:{spec.observability.prometheus_port}"
-    assert httpx.post(f"{prom}/-/quit", timeout=5).status_code != 200
-    assert httpx.post(f"{prom}/api/v1/admin/tsdb/snapshot", timeout=5).status_code != 200
+    quit_ = httpx.post(f"{prom}/-/quit", timeout=5)
+    snap = httpx.post(f"{prom}/api/v1/admin/tsdb/snapshot", timeout=5)
+    # refused because the stack leaves them off (no --web.enable-lifecycle, --web.enable-admin-api),
+    # not merely failing
+    assert (quit_.status_code, quit_.text.strip()) == (403, "Lifecycle API is not enabled."), quit_.text
+    assert snap.status_code != 200 and snap.json()["error"] == "admin APIs disabled", snap.text
     assert httpx.get(f"{prom}/-/ready", timeout=5).status_code == 200  # still up
