@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from contract.spec_loader import available_stacks
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +30,7 @@ def test_every_command_is_mounted_without_extras():
 def test_the_spec_needs_no_extra():
     r = core("spec", "validate")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [f"ok {stack}" for stack in available_stacks(ROOT)], r.stdout  # each stack checked
 
 
 @pytest.mark.parametrize(("args", "extra"), [

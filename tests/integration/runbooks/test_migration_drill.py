@@ -49,10 +49,11 @@ def test_drill_abort_on_a_500_storm_loses_and_duplicates_nothing(tmp_path: Path)
         assert len(rows) == len(ids) == len(set(ids)) == 24
         cohorts = {job_id: row.get("topology") for job_id, row in rows.items()}
         assert set(cohorts.values()) <= {SPLIT, MONOLITHIC} and SPLIT in cohorts.values()
-        for job_id, row in rows.items():
-            if row["state"] == "done":
-                meta = json.loads((h.outputs / job_id / "metadata.json").read_text())
-                assert meta["topology"] == cohorts[job_id], (job_id, meta["topology"], cohorts[job_id])
+        done = [job_id for job_id, row in rows.items() if row["state"] == "done"]
+        assert len(done) >= 8, rows  # at least the eight submitted before the fault
+        for job_id in done:
+            meta = json.loads((h.outputs / job_id / "metadata.json").read_text())
+            assert meta["topology"] == cohorts[job_id], (job_id, meta["topology"], cohorts[job_id])
         assert d.router.alive()
         d.note(f"abort {t_abort:.1f} s after the fault; states "
                f"{sorted((v['state'], cohorts[k]) for k, v in rows.items())}")

@@ -254,9 +254,11 @@ def token_counts(url: str, vllm_url: str) -> list[tuple]:
 @pytest.mark.vllm
 def test_token_counts_are_real_vllms(both):
     ours, theirs = both
+    assert len(ours["counts"]) == len(theirs["counts"]) == len(COUNT_PROMPTS)
     for (chat, plain, prompt, completion, again), (v_chat, v_plain, v_prompt, v_completion, _) in zip(
-            ours["counts"], theirs["counts"]):
+            ours["counts"], theirs["counts"], strict=True):
         assert (chat, plain, prompt, completion) == (v_chat, v_plain, v_prompt, v_completion)
+        assert completion == 16  # max_tokens with ignore_eos
         assert abs(again - completion) <= 1  # the simulator's answer is its count of the model's tokens
 
 

@@ -75,10 +75,10 @@ def _resolve(example: str):
 
 @pytest.mark.parametrize("name,cmd", LEAVES, ids=[n for n, _ in LEAVES])
 def test_examples_parse(name, cmd):
-    for line in (cmd.epilog or "").split("\n\n"):
-        if not line.startswith("Example: "):
-            continue
-        example = line.removeprefix("Example: ")
+    examples = [line.removeprefix("Example: ") for line in (cmd.epilog or "").split("\n\n")
+                if line.startswith("Example: ")]
+    assert examples, f"{name}: no example in its help"
+    for example in examples:
         target, args = _resolve(example)
         assert target.name == cmd.name, f"{name}: example {example!r} runs another command"
         target.make_context(name, list(args))  # raises on an unknown flag, a bad value, a missing argument

@@ -47,8 +47,11 @@ def test_a_plain_line_with_a_name_is_escaped() -> None:
 
 
 def test_every_console_of_the_command_lines_escapes() -> None:
+    consoles = {}
     for info in pkgutil.iter_modules(splitstack.cli.__path__):
         module = importlib.import_module(f"splitstack.cli.{info.name}")
-        for name, value in vars(module).items():
-            if isinstance(value, Console):
-                assert isinstance(value, SafeConsole), f"splitstack.cli.{info.name}.{name} is a plain Console"
+        consoles |= {f"splitstack.cli.{info.name}.{name}": value for name, value in vars(module).items()
+                     if isinstance(value, Console)}
+    assert {"splitstack.cli.main.console", "splitstack.cli.worker.err"} <= set(consoles)  # the walk finds them
+    plain = [name for name, value in consoles.items() if not isinstance(value, SafeConsole)]
+    assert plain == [], f"plain Consoles: {plain}"

@@ -64,15 +64,15 @@ def test_every_pod_fits_a_node_after_reservations_and_daemonsets(stack):
     inst = clusters.instance(pool.cloud.value, pool.instance_type)
     gpu_left = clusters.allocatable(inst) - clusters.daemonset_requests(pool.cloud.value) \
         - clusters.daemonset_requests("gpu_operator")
-    for obj, _, pod in pods(result):
-        c = pod["containers"][0]
-        req = c["resources"]["requests"]
-        if rules.gpu_count(pod):
-            cpu = int(req["cpu"].removesuffix("m"))
-            assert cpu <= gpu_left.cpu_m, obj["metadata"]["name"]
-            assert int(req["memory"].removesuffix("Mi")) <= gpu_left.memory_mib
-            # vLLM's own floor: 2 x (2 + N) vCPUs for N GPUs.
-            assert cpu >= 2000 * (2 + int(req[rules.GPU]))
+    gpu_pods = [(obj, pod) for obj, _, pod in pods(result) if rules.gpu_count(pod)]
+    assert gpu_pods, "no GPU pod rendered"
+    for obj, pod in gpu_pods:
+        req = pod["containers"][0]["resources"]["requests"]
+        cpu = int(req["cpu"].removesuffix("m"))
+        assert cpu <= gpu_left.cpu_m, obj["metadata"]["name"]
+        assert int(req["memory"].removesuffix("Mi")) <= gpu_left.memory_mib
+        # vLLM's own floor: 2 x (2 + N) vCPUs for N GPUs.
+        assert cpu >= 2000 * (2 + int(req[rules.GPU]))
 
 
 @pytest.mark.parametrize("stack", REAL)
@@ -107,7 +107,9 @@ def test_every_custom_resource_has_its_operator_installed(stack):
     groups = {o["apiVersion"].split("/")[0] for o in result.objects if "." in o["apiVersion"].split("/")[0]
               and not o["apiVersion"].startswith(("apps/", "policy/", "networking.k8s.io/",
                                                   "storage.k8s.io/"))}
-    assert groups == {"monitoring.coreos.com", "keda.sh"} or groups == {"monitoring.coreos.com"}
+    # prod autoscales its workers with KEDA (worker_pool.max_replicas); dev has a fixed count
+    assert groups == {"dev": {"monitoring.coreos.com"}, "prod": {"monitoring.coreos.com", "keda.sh"}}[stack]
+    assert ("keda.sh" in groups) == (result.spec.worker_pool.max_replicas is not None)
     for group in groups:
         assert CHART_OF_GROUP[group] in charts
     version = result.spec.cluster.kubernetes_version
@@ -156,7 +158,9 @@ def test_deadlines_cover_the_cold_start(stack):
     result = real_render(stack)
     spec = result.spec
     budget = {s.name: s.startup_budget_s for s in spec.inference_servers}
-    for dep in of_kind(result, "Deployment"):
+    deployments = of_kind(result, "Deployment")
+    assert set(budget) <= {dep["metadata"]["name"] for dep in deployments}  # every server's Deployment is checked
+    for dep in deployments:
         name = dep["metadata"]["name"]
         need = budget.get(name, spec.worker_server.startup_budget_s)
         assert dep["spec"]["progressDeadlineSeconds"] >= need, name

@@ -26,7 +26,7 @@ def test_prod_rules_are_scoped_and_alertmanager_is_generated(mocks, tmp_path):
     rules = [o for o in mocks.kubernetes_objects if o["kind"] == "PrometheusRule"]
     assert len(rules) == len(list((ROOT / "alerts").glob("*.rules.yml"))) + \
         len(list((ROOT / "alerts" / "generated").glob("*.rules.yml")))
-    job_selectors = 0
+    job_selectors = job_alerts = 0
     for obj in rules:
         for group in obj["spec"]["groups"]:
             for rule in group["rules"]:
@@ -40,8 +40,10 @@ def test_prod_rules_are_scoped_and_alertmanager_is_generated(mocks, tmp_path):
                         job_selectors += 1
                         assert matchers.get("namespace") == spec.namespace, (obj["metadata"]["name"], rule["expr"])
                 if "alert" in rule and 'job="' in rule["expr"]:
+                    job_alerts += 1
                     assert rule["labels"]["namespace"] == spec.namespace, rule["alert"]
     assert job_selectors > 100
+    assert job_alerts >= 20, job_alerts  # the hand-written and the SLO alerts that select a job
     (kps,) = [r for r in mocks.helm_releases if r["chart"] == "kube-prometheus-stack"]
     assert kps["values"]["prometheus"]["prometheusSpec"]["retention"] == "744h"
     am = tmp_path / "alertmanager.yml"

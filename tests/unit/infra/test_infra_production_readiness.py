@@ -6,12 +6,15 @@ variants derived from them."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
 from contract import clusters, naming
 from contract.cluster_fit import check_cluster_fit, storage_needs
 from contract.sizing import prometheus_storage
+from contract.spec_loader import SpecError
 from infra.components.clouds.gke import check_auth_plugin, required_apis
 from infra.entry import preflight
 from infra.plan import build_plan, render_plan, unselected_monitors
@@ -117,7 +120,7 @@ def test_the_installed_prometheus_selects_what_the_program_labels():
 
 
 def test_monitor_labels_refuse_an_empty_mapping():
-    with pytest.raises(Exception, match="monitor_labels"):
+    with pytest.raises(SpecError, match=r"observability.monitor_labels: \{\} selects nothing"):
         derive("dev", {"observability.monitor_labels": {}})
 
 
@@ -377,5 +380,5 @@ def test_a_registry_without_recorded_digests_is_refused_before_pulumi_up():
     ("images.digests", {"r/x:1": "sha256:abc"}, "sha256:<64 hex digits>"),
 ])
 def test_image_settings_refuse_bad_values(field, value, message):
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(SpecError, match=rf"{re.escape(field)}: .*{re.escape(message)}"):
         derive("dev", {field: value})

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from contract import spec_loader
 from contract.capacity import check_server_fits
-
-spec_loader = pytest.importorskip("contract.spec_loader")
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_shipped_stacks_fit(stack: str) -> None:
     spec = spec_loader.load_stack(stack)
+    assert spec.inference_servers
     for server in spec.inference_servers:
         assert check_server_fits(server, spec.gpu_node_pool) is None, server.name
 

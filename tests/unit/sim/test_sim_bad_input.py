@@ -46,6 +46,7 @@ def random_body(rng: random.Random) -> bytes:
 
 async def test_random_bodies_never_get_a_5xx():
     rng = random.Random(1234)
+    refused = 0
     async with sim_client(max_model_len=512) as (_, c):
         for _ in range(300):
             body = random_body(rng)
@@ -55,3 +56,7 @@ async def test_random_bodies_never_get_a_5xx():
             if r.status_code >= 400:
                 err = r.json()
                 assert "error" in err and err["error"]["code"] == r.status_code, (body, err)
+                refused += 1
+    # seed 1234 gives 167 refusals of 300: the error answers above were checked, not skipped because
+    # every body happened to be accepted
+    assert refused >= 100, refused

@@ -33,8 +33,10 @@ def _group_leader(argv: list[str]) -> subprocess.Popen:
 
 def test_free_port_can_be_bound():
     port = free_port()
+    assert 1024 <= port < _ephemeral_low()  # unprivileged, and no client's outgoing connection takes it
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", port))
+        sock.bind(("127.0.0.1", port))  # raises OSError (EADDRINUSE) when something holds it
+        assert sock.getsockname() == ("127.0.0.1", port)
 
 
 def test_free_ports_lie_below_the_ephemeral_range_and_never_repeat():

@@ -33,7 +33,8 @@ def test_spec_refuses_an_unusable_s3_store_naming_the_field(changes, message) ->
 
 def test_the_worker_opens_the_store_the_spec_names(tmp_path) -> None:
     directory = load_stack("local")
-    assert isinstance(open_store(directory, tmp_path), DirectoryStore)
+    local = open_store(directory, tmp_path)
+    assert isinstance(local, DirectoryStore) and local.location("job1") == str(tmp_path / "job1")
     spec = load_stack("local", overrides={**S3, **KEYS, "output_store.endpoint_url": "http://127.0.0.1:9"})
     settings = settings_from_env(spec, 0, env={"SPLITSTACK_API_KEY": "k"})  # s3 is no longer refused
     store = open_store(spec, settings.output_dir, env={"OUT_KEY_ID": "id", "OUT_SECRET": "secret"})
