@@ -192,7 +192,8 @@ def worker_pool_args(spec: Spec, *, output_claim: str | None = None, autoscaler:
         queue=spec.queue, redis_address=naming.redis_address(spec),
         lag_threshold=sizing.worker_lag_threshold(spec), namespace=spec.namespace, stack=spec.stack,
         monolithic=mono, image=image_refs.pull_ref(spec, image_refs.worker_source(spec)),
-        wait_image=image_refs.pull_ref(spec, sizing.WAIT_IMAGE), pull_secrets=image_refs.pull_secrets(spec),
+        wait_image=None if mono else image_refs.pull_ref(spec, sizing.WAIT_IMAGE),  # only split workers wait
+        pull_secrets=image_refs.pull_secrets(spec),
         env=naming.worker_env(spec, mono), spec_document=spec_document(spec),
         gpu_tolerations=naming.gpu_tolerations(spec), gpu_node_selector=naming.gpu_node_selector(spec),
         cache_shared=sizing.worker_cache_shared(spec),

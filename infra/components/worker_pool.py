@@ -45,7 +45,7 @@ class WorkerPoolArgs:
     stack: str  # the worker process reads its spec by stack name
     monolithic: bool  # each worker runs the model itself, on a GPU of its own
     image: str  # the worker image's pull reference
-    wait_image: str  # the init container's (it waits for the server)
+    wait_image: str | None  # the init container's (it waits for the server); None: monolithic, no server to wait for
     pull_secrets: list[dict]
     env: list[dict]  # the worker's environment (contract/naming.py worker_env)
     spec_document: str  # the resolved spec the workers read (SecretRefs only)
