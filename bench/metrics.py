@@ -14,8 +14,6 @@ import numpy as np
 
 from bench import metric_table
 from bench.metric_table import Derived, Samples, derive, event_samples
-from bench.metric_table import EventGaps as EventGaps  # re-exported: where the run's gaps used to live
-from bench.metric_table import event_gaps as event_gaps
 from bench.records import AnyRecord, PipelineRecord, RequestRecord
 from bench.scenario import RequestSLO
 from bench.stats import PERCENTILE_METHOD

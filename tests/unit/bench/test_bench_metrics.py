@@ -121,7 +121,7 @@ def test_client_and_server_counts_are_put_side_by_side():
 def test_event_gaps_of_a_run_are_each_records_gaps_in_order():
     # the summary and the report read every gap of a run at once (numpy); the values must be those of
     # chunk_gaps_ms / itl_gaps_ms record by record: no event, one event, multi-token events, first and last
-    from bench.metrics import event_gaps
+    from bench.metric_table import event_gaps
 
     runs = [rec(event_ns=[], event_tokens=[], event_content=[]),
             rec(),  # 10 ms, then 20 ms carrying 2 tokens
